@@ -1,0 +1,132 @@
+//! Runs a program under ptrace and turns its execution into a stream of [`Event`]s.
+//!
+//! The stream is engine-independent: the tracer consumes [`Event`]s through an [`EventSink`]
+//! (live) or a [`record::Recording`] (replayed), and any [`Engine`] can produce them. The
+//! reference engine is [`step::StepEngine`], which single-steps the traced code.
+//!
+//! Scope (see ARCHITECTURE.md): the dynamic loader and libc start-up run natively up to the start
+//! symbol (`main` by default); from there every instruction of the executable is stepped, while
+//! calls into shared libraries run natively and appear as [`Event::LibCall`] /
+//! [`Event::LibReturn`] pairs.
+
+pub mod decode;
+pub mod event;
+pub mod ptrace;
+pub mod record;
+pub mod step;
+
+pub use event::{
+    AccessKind, Event, EventSink, ExitStatus, Insn, LibCall, MemAccess, NullSink, OwnedEvent,
+    RegWrite, Syscall, Tee, Transfer, TransferKind, VecSink,
+};
+pub use step::StepEngine;
+
+use std::ffi::OsString;
+use std::io;
+use std::path::PathBuf;
+
+/// Errors of the runner.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// ptrace(PTRACE_TRACEME) was refused.
+    #[error(
+        "ptrace is not permitted here: check /proc/sys/kernel/yama/ptrace_scope (0 or 1 allows it), \
+         that a container runs with the SYS_PTRACE capability and no seccomp filter blocking \
+         ptrace, and that polyprof is not itself being traced by a debugger"
+    )]
+    PtraceDenied,
+    /// The program could not be started.
+    #[error("cannot start {program}: {source}")]
+    Spawn { program: PathBuf, source: io::Error },
+    /// A ptrace or wait call failed while tracing.
+    #[error("tracing failed ({what}): {source}")]
+    Trace { what: &'static str, source: io::Error },
+    /// The event sink failed (disk full, ...).
+    #[error("recording events: {0}")]
+    Sink(io::Error),
+    /// The executable could not be read.
+    #[error(transparent)]
+    Symbols(#[from] symbols::Error),
+    /// The executable did not show up in the process's memory map.
+    #[error("could not find {0} in the process's memory map")]
+    NoExeMapping(PathBuf),
+}
+
+impl Error {
+    pub(crate) fn trace(what: &'static str) -> impl FnOnce(io::Error) -> Error {
+        move |source| Error::Trace { what, source }
+    }
+}
+
+/// Where tracing starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StartAt {
+    /// At the first execution of this link-time address (a symbol resolved by the caller).
+    Address { addr: u64, name: String },
+    /// At the ELF entry point (stripped binaries).
+    Entry,
+}
+
+/// What to run and how to trace it.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Path of the executable to run (already resolved; no `PATH` search happens here).
+    pub program: PathBuf,
+    /// `argv[0]` as the program will see it.
+    pub argv0: OsString,
+    /// The program's arguments.
+    pub args: Vec<OsString>,
+    /// Where tracing starts. Default: set by the caller (usually `main`).
+    pub start: StartAt,
+    /// Step into shared libraries instead of running their calls natively. Default: false.
+    pub trace_libs: bool,
+    /// Detach after this many traced instructions; the program then finishes natively.
+    /// Default: no limit.
+    pub max_instructions: Option<u64>,
+}
+
+impl RunOptions {
+    /// Options to run `program` with `args`, tracing from `start`, everything else default.
+    pub fn new(program: PathBuf, args: Vec<OsString>, start: StartAt) -> RunOptions {
+        RunOptions {
+            argv0: program.clone().into_os_string(),
+            program,
+            args,
+            start,
+            trace_libs: false,
+            max_instructions: None,
+        }
+    }
+}
+
+/// What a run produced besides its events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunSummary {
+    /// The engine's name (`step`, `emulate`).
+    pub engine: &'static str,
+    /// How the program ended; `None` only if it could not be waited for.
+    pub exit: Option<ExitStatus>,
+    /// Instructions traced (`Insn` events).
+    pub instructions: u64,
+    /// Instructions executed in the engine's own interpreter (0 for `step`).
+    pub emulated: u64,
+    /// False when tracing stopped before the program ended (`--max-instructions`, exec, or the
+    /// start symbol never ran).
+    pub complete: bool,
+    /// Things the user should know about the trace's scope, one sentence each.
+    pub warnings: Vec<String>,
+    /// Runtime address minus link-time address of the executable.
+    pub load_bias: u64,
+    /// Whether the start point was reached at all.
+    pub started: bool,
+}
+
+/// An execution engine: runs the program once and sends its events to a sink.
+pub trait Engine {
+    /// The engine's name, as `--engine` spells it.
+    fn name(&self) -> &'static str;
+    /// The traced process.
+    fn pid(&self) -> i32;
+    /// Runs the program to its end (or to a detach) and returns the summary.
+    fn run(&mut self, sink: &mut dyn EventSink) -> Result<RunSummary, Error>;
+}

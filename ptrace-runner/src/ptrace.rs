@@ -1,0 +1,220 @@
+//! Thin wrappers over the ptrace calls the engines use.
+//!
+//! libc is used directly rather than nix because signal numbers must pass through untouched
+//! (real-time signals have no `nix::Signal` variant) and wait statuses must be decoded whole.
+
+use libc::{c_int, c_long, c_void, pid_t, user_regs_struct};
+use std::io;
+use std::mem::{offset_of, MaybeUninit};
+
+pub type Regs = user_regs_struct;
+
+fn check(r: c_long) -> io::Result<c_long> {
+    if r == -1 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error().unwrap_or(0) != 0 {
+            return Err(e);
+        }
+    }
+    Ok(r)
+}
+
+fn ptrace(req: libc::c_uint, pid: pid_t, addr: usize, data: usize) -> io::Result<c_long> {
+    // SAFETY: every request used here takes plain integers or a pointer to a buffer the caller
+    // owns and sized for the request; errno is cleared first so PEEK results of -1 are told
+    // apart from failures.
+    unsafe {
+        *libc::__errno_location() = 0;
+        check(libc::ptrace(
+            req,
+            pid,
+            addr as *mut c_void,
+            data as *mut c_void,
+        ))
+    }
+}
+
+pub fn get_regs(pid: pid_t) -> io::Result<Regs> {
+    let mut regs = MaybeUninit::<Regs>::uninit();
+    ptrace(libc::PTRACE_GETREGS, pid, 0, regs.as_mut_ptr() as usize)?;
+    // SAFETY: PTRACE_GETREGS filled the whole struct.
+    Ok(unsafe { regs.assume_init() })
+}
+
+pub fn set_options(pid: pid_t, options: c_int) -> io::Result<()> {
+    ptrace(libc::PTRACE_SETOPTIONS, pid, 0, options as usize).map(drop)
+}
+
+pub fn single_step(pid: pid_t, sig: i32) -> io::Result<()> {
+    ptrace(libc::PTRACE_SINGLESTEP, pid, 0, sig as usize).map(drop)
+}
+
+pub fn cont(pid: pid_t, sig: i32) -> io::Result<()> {
+    ptrace(libc::PTRACE_CONT, pid, 0, sig as usize).map(drop)
+}
+
+pub fn cont_syscall(pid: pid_t, sig: i32) -> io::Result<()> {
+    ptrace(libc::PTRACE_SYSCALL, pid, 0, sig as usize).map(drop)
+}
+
+pub fn detach(pid: pid_t, sig: i32) -> io::Result<()> {
+    ptrace(libc::PTRACE_DETACH, pid, 0, sig as usize).map(drop)
+}
+
+pub fn event_msg(pid: pid_t) -> io::Result<u64> {
+    let mut msg: libc::c_ulong = 0;
+    ptrace(
+        libc::PTRACE_GETEVENTMSG,
+        pid,
+        0,
+        &mut msg as *mut libc::c_ulong as usize,
+    )?;
+    Ok(msg)
+}
+
+/// `si_code` of the signal that caused the current stop.
+pub fn siginfo_code(pid: pid_t) -> io::Result<i32> {
+    let mut info = MaybeUninit::<libc::siginfo_t>::zeroed();
+    ptrace(libc::PTRACE_GETSIGINFO, pid, 0, info.as_mut_ptr() as usize)?;
+    // SAFETY: zero-initialised and then filled by the kernel.
+    Ok(unsafe { info.assume_init() }.si_code)
+}
+
+fn debugreg_offset(n: usize) -> usize {
+    offset_of!(libc::user, u_debugreg) + n * std::mem::size_of::<libc::c_ulong>()
+}
+
+pub fn peek_user_debugreg(pid: pid_t, n: usize) -> io::Result<u64> {
+    ptrace(libc::PTRACE_PEEKUSER, pid, debugreg_offset(n), 0).map(|v| v as u64)
+}
+
+pub fn poke_user_debugreg(pid: pid_t, n: usize, value: u64) -> io::Result<()> {
+    ptrace(libc::PTRACE_POKEUSER, pid, debugreg_offset(n), value as usize).map(drop)
+}
+
+/// Arms (or with `None` disarms) hardware execution breakpoint 0.
+///
+/// Hardware breakpoints are per thread and leave the program's code untouched, so threads and
+/// child processes running natively can never trip over them.
+pub fn set_hw_breakpoint(pid: pid_t, addr: Option<u64>) -> io::Result<()> {
+    match addr {
+        Some(a) => {
+            // DR7 must be cleared before DR0 changes, or the kernel validates the old pair.
+            poke_user_debugreg(pid, 7, 0)?;
+            poke_user_debugreg(pid, 0, a)?;
+            // L0 enable, RW0 = 00 (execute), LEN0 = 00.
+            poke_user_debugreg(pid, 7, 1)
+        }
+        None => poke_user_debugreg(pid, 7, 0),
+    }
+}
+
+/// True when the current SIGTRAP stop comes from hardware breakpoint 0; clears DR6.
+pub fn hw_breakpoint_hit(pid: pid_t) -> io::Result<bool> {
+    let dr6 = peek_user_debugreg(pid, 6)?;
+    if dr6 & 1 != 0 {
+        poke_user_debugreg(pid, 6, 0)?;
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+/// Reads up to `buf.len()` bytes of the tracee's memory; returns how many were readable.
+pub fn read_memory(pid: pid_t, addr: u64, buf: &mut [u8]) -> usize {
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut c_void,
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: the local iovec points into `buf`, which outlives the call.
+    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    if n > 0 {
+        return n as usize;
+    }
+    // process_vm_readv refuses a range that crosses into an unmapped page; fall back to words.
+    let mut done = 0;
+    while done < buf.len() {
+        let Ok(word) = ptrace(libc::PTRACE_PEEKDATA, pid, addr as usize + done, 0) else {
+            break;
+        };
+        let bytes = word.to_ne_bytes();
+        let take = (buf.len() - done).min(8);
+        buf[done..done + take].copy_from_slice(&bytes[..take]);
+        done += take;
+    }
+    done
+}
+
+pub fn read_u64(pid: pid_t, addr: u64) -> Option<u64> {
+    let mut b = [0u8; 8];
+    (read_memory(pid, addr, &mut b) == 8).then(|| u64::from_ne_bytes(b))
+}
+
+/// What `waitpid` reported for a traced task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// Exited with a code.
+    Exited(i32),
+    /// Killed by a signal.
+    Killed(i32),
+    /// Syscall entry or exit stop (PTRACE_O_TRACESYSGOOD).
+    Syscall,
+    /// A ptrace event stop (`PTRACE_EVENT_*`).
+    Event(i32),
+    /// A signal-delivery stop (or the trap of a single step / breakpoint).
+    Signal(i32),
+}
+
+pub fn wait(pid: pid_t) -> io::Result<Stop> {
+    loop {
+        let mut status: c_int = 0;
+        // SAFETY: plain syscall with a pointer to a local.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
+        if r == -1 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        return Ok(decode_status(status));
+    }
+}
+
+fn decode_status(status: c_int) -> Stop {
+    if libc::WIFEXITED(status) {
+        Stop::Exited(libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        Stop::Killed(libc::WTERMSIG(status))
+    } else {
+        let sig = libc::WSTOPSIG(status);
+        let event = (status >> 16) & 0xff;
+        if sig == (libc::SIGTRAP | 0x80) {
+            Stop::Syscall
+        } else if event != 0 {
+            Stop::Event(event)
+        } else {
+            Stop::Signal(sig)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_decode() {
+        assert_eq!(decode_status(3 << 8), Stop::Exited(3));
+        assert_eq!(decode_status(11), Stop::Killed(11));
+        assert_eq!(decode_status((0x85 << 8) | 0x7f), Stop::Syscall);
+        assert_eq!(
+            decode_status((libc::PTRACE_EVENT_CLONE << 16) | (5 << 8) | 0x7f),
+            Stop::Event(libc::PTRACE_EVENT_CLONE)
+        );
+        assert_eq!(decode_status((10 << 8) | 0x7f), Stop::Signal(10));
+    }
+}

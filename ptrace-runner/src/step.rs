@@ -1,0 +1,781 @@
+//! The `step` engine: single-steps traced code with ptrace. It is the reference every other
+//! engine is checked against.
+//!
+//! States of the tracee, from polyprof's point of view:
+//! - *start-up*: runs natively (PTRACE_CONT) until a hardware breakpoint on the start address;
+//! - *stepping*: one PTRACE_SINGLESTEP per instruction of traced code;
+//! - *native*: runs natively with PTRACE_SYSCALL (so its system calls are still seen) until it
+//!   comes back to traced code: a hardware breakpoint on the return address of a library call,
+//!   or a system call (such as `rt_sigreturn`) that lands in traced code.
+//!
+//! Breakpoints are hardware debug registers of the main thread only: the program's code is never
+//! patched, so threads and child processes that run natively cannot hit them.
+
+use crate::decode::{DecodeCache, Decoded};
+use crate::event::{Event, EventSink, ExitStatus, Insn, LibCall, Syscall};
+use crate::ptrace::{self, Regs, Stop};
+use crate::{Engine, Error, RunOptions, RunSummary, StartAt};
+use libc::pid_t;
+use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const ADDR_NO_RANDOMIZE: libc::c_ulong = 0x0040000;
+/// `si_code` of the stop the kernel reports after setting up a signal handler while stepping.
+const SI_HANDLER_ENTRY: i32 = libc::SIGTRAP;
+
+/// Code outside traced code that the tracee runs natively, innermost last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NativeFrame {
+    /// A call into a library: comes back at `ret` with the stack pointer at `rsp`.
+    Call { ret: u64, rsp: u64 },
+    /// Traced code was left some other way (a return into the C runtime, a signal handler
+    /// in a library): it comes back after a system call, if ever.
+    Out,
+}
+
+enum Next {
+    Step,
+    Native,
+    Done(ExitStatus),
+}
+
+/// Result of resuming the tracee for one single step.
+enum StepOutcome {
+    /// The instruction ran; registers after it.
+    Executed(Regs),
+    /// A signal handler was set up; nothing ran yet; registers at the handler's entry.
+    HandlerEntered(Regs),
+    /// A signal stopped the tracee before the instruction ran.
+    Signal(i32),
+    /// The program ended.
+    Ended(ExitStatus),
+    /// The program replaced itself with `execve`; tracing must stop.
+    Exec,
+}
+
+/// The single-stepping engine.
+pub struct StepEngine {
+    pid: pid_t,
+    opts: RunOptions,
+    /// The executable and the libraries mapped beside it.
+    symbolizer: symbols::Symbolizer,
+    /// Path of the executable as /proc/PID/maps shows it.
+    exe_path: PathBuf,
+    bias: u64,
+    start_addr: u64,
+    /// Runtime ranges of the executable's code (ignored with `trace_libs`).
+    traced: Vec<(u64, u64)>,
+    cache: DecodeCache,
+    frames: Vec<NativeFrame>,
+    insn: Insn,
+    instructions: u64,
+    /// Name of the PLT stub most recently jumped or called to.
+    pending_plt: Option<String>,
+    /// Signal to deliver at the next resume.
+    pending_signal: i32,
+    warnings: Vec<String>,
+    untraced_threads: BTreeMap<&'static str, Vec<u64>>,
+    incomplete_addresses: bool,
+    complete: bool,
+    started: bool,
+    alive: bool,
+}
+
+impl StepEngine {
+    /// Starts the program stopped at its first instruction (after `execve`), with address-space
+    /// randomization off and PTRACE_O_EXITKILL set.
+    pub fn launch(opts: RunOptions) -> Result<StepEngine, Error> {
+        let exe = symbols::ElfFile::open(&opts.program)?;
+        let pid = spawn_traced(&opts)?;
+        let mut engine = StepEngine {
+            pid,
+            symbolizer: symbols::Symbolizer::new(exe, Vec::new()),
+            exe_path: canonical(&opts.program),
+            opts,
+            bias: 0,
+            start_addr: 0,
+            traced: Vec::new(),
+            cache: DecodeCache::new(),
+            frames: Vec::new(),
+            insn: Insn::default(),
+            instructions: 0,
+            pending_plt: None,
+            pending_signal: 0,
+            warnings: Vec::new(),
+            untraced_threads: BTreeMap::new(),
+            incomplete_addresses: false,
+            complete: true,
+            started: false,
+            alive: true,
+        };
+        engine.attach_setup()?;
+        Ok(engine)
+    }
+
+    fn attach_setup(&mut self) -> Result<(), Error> {
+        match ptrace::wait(self.pid).map_err(Error::trace("waiting for exec"))? {
+            Stop::Signal(libc::SIGTRAP) => {}
+            Stop::Exited(c) => {
+                self.alive = false;
+                return Err(Error::Spawn {
+                    program: self.opts.program.clone(),
+                    source: std::io::Error::other(format!("it exited at once with status {c}")),
+                });
+            }
+            other => {
+                return Err(Error::Spawn {
+                    program: self.opts.program.clone(),
+                    source: std::io::Error::other(format!("unexpected first stop {other:?}")),
+                })
+            }
+        }
+        let options = libc::PTRACE_O_EXITKILL
+            | libc::PTRACE_O_TRACESYSGOOD
+            | libc::PTRACE_O_TRACECLONE
+            | libc::PTRACE_O_TRACEFORK
+            | libc::PTRACE_O_TRACEVFORK
+            | libc::PTRACE_O_TRACEEXEC;
+        ptrace::set_options(self.pid, options).map_err(Error::trace("PTRACE_SETOPTIONS"))?;
+        self.read_maps()?;
+        self.start_addr = match &self.opts.start {
+            StartAt::Address { addr, .. } => addr.wrapping_add(self.bias),
+            StartAt::Entry => self.symbolizer.main().entry().wrapping_add(self.bias),
+        };
+        Ok(())
+    }
+
+    /// Reads /proc/PID/maps: load bias, the executable's code ranges, libraries for naming.
+    fn read_maps(&mut self) -> Result<(), Error> {
+        let text = std::fs::read_to_string(format!("/proc/{}/maps", self.pid))
+            .map_err(Error::trace("reading /proc/PID/maps"))?;
+        let maps = symbols::parse_proc_maps(&text);
+        if let Ok(p) = std::fs::read_link(format!("/proc/{}/exe", self.pid)) {
+            self.exe_path = p;
+        }
+        let exe_path = self.exe_path.as_path();
+        self.bias = self
+            .symbolizer
+            .main()
+            .load_bias(&maps, exe_path)
+            .ok_or_else(|| Error::NoExeMapping(exe_path.to_path_buf()))?;
+        self.traced = maps
+            .iter()
+            .filter(|m| m.path.as_deref() == Some(exe_path) && m.is_exec())
+            .map(|m| (m.start, m.end))
+            .collect();
+        self.symbolizer.refresh(maps);
+        Ok(())
+    }
+
+    fn in_traced(&self, pc: u64) -> bool {
+        self.opts.trace_libs || self.traced.iter().any(|&(s, e)| pc >= s && pc < e)
+    }
+
+    fn emit(sink: &mut dyn EventSink, ev: Event<'_>) -> Result<(), Error> {
+        sink.event(&ev).map_err(Error::Sink)
+    }
+
+    /// Runs natively to the start address.
+    fn run_to_start(&mut self, sink: &mut dyn EventSink) -> Result<Next, Error> {
+        let pid = self.pid;
+        ptrace::set_hw_breakpoint(pid, Some(self.start_addr))
+            .map_err(Error::trace("setting a hardware breakpoint"))?;
+        let mut sig = 0;
+        loop {
+            ptrace::cont(pid, sig).map_err(Error::trace("PTRACE_CONT"))?;
+            sig = 0;
+            match ptrace::wait(pid).map_err(Error::trace("waitpid"))? {
+                Stop::Signal(libc::SIGTRAP)
+                    if ptrace::hw_breakpoint_hit(pid).map_err(Error::trace("reading DR6"))? =>
+                {
+                    ptrace::set_hw_breakpoint(pid, None)
+                        .map_err(Error::trace("clearing a hardware breakpoint"))?;
+                    self.started = true;
+                    // Libraries are mapped by now; read the map again for naming.
+                    self.read_maps()?;
+                    return Ok(Next::Step);
+                }
+                Stop::Signal(s) => sig = self.forward_signal(s),
+                Stop::Event(e) => {
+                    if let Some(next) = self.handle_event(e, sink)? {
+                        return Ok(next);
+                    }
+                }
+                Stop::Syscall => {}
+                Stop::Exited(c) => return self.ended(sink, ExitStatus::Code(c)),
+                Stop::Killed(s) => return self.ended(sink, ExitStatus::Signal(s)),
+            }
+        }
+    }
+
+    /// A signal arriving while the tracee runs natively before the start or after a detach:
+    /// returns the signal to inject (0 for group-stops, which must not be re-injected).
+    fn forward_signal(&self, sig: i32) -> i32 {
+        if matches!(
+            sig,
+            libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
+        ) && ptrace::siginfo_code(self.pid).is_err()
+        {
+            // A group-stop (GETSIGINFO fails for those): resume without re-injecting.
+            return 0;
+        }
+        sig
+    }
+
+    fn ended(&mut self, sink: &mut dyn EventSink, status: ExitStatus) -> Result<Next, Error> {
+        self.alive = false;
+        Self::emit(sink, Event::Exit(status))?;
+        Ok(Next::Done(status))
+    }
+
+    /// Handles a PTRACE_EVENT stop of the main thread. Returns `Some` when tracing must stop.
+    fn handle_event(&mut self, event: i32, sink: &mut dyn EventSink) -> Result<Option<Next>, Error> {
+        match event {
+            libc::PTRACE_EVENT_CLONE | libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK => {
+                let child = ptrace::event_msg(self.pid).map_err(Error::trace("GETEVENTMSG"))?;
+                // The new task starts stopped and traced; let it go, untraced.
+                let tid = child as pid_t;
+                if let Ok(Stop::Signal(_)) = ptrace::wait(tid) {
+                    let _ = ptrace::detach(tid, 0);
+                }
+                let what = if event == libc::PTRACE_EVENT_CLONE {
+                    "thread"
+                } else {
+                    "child process"
+                };
+                self.untraced_threads.entry(what).or_default().push(child);
+                Ok(None)
+            }
+            libc::PTRACE_EVENT_EXEC => {
+                self.warnings.push(
+                    "the program replaced itself with execve; the new program ran untraced"
+                        .to_string(),
+                );
+                self.detach(sink, 0).map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Stops tracing and lets the program finish natively; waits for its end.
+    fn detach(&mut self, sink: &mut dyn EventSink, sig: i32) -> Result<Next, Error> {
+        let pid = self.pid;
+        let pc = ptrace::get_regs(pid).map(|r| r.rip).unwrap_or(0);
+        Self::emit(sink, Event::Detach { pc })?;
+        self.complete = false;
+        let _ = ptrace::set_hw_breakpoint(pid, None);
+        ptrace::detach(pid, sig).map_err(Error::trace("PTRACE_DETACH"))?;
+        // Still our child: wait for its end the ordinary way.
+        loop {
+            let mut status = 0;
+            // SAFETY: plain syscall with a pointer to a local.
+            let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+            if r == -1 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(Error::Trace {
+                    what: "waitpid after detach",
+                    source: e,
+                });
+            }
+            if libc::WIFEXITED(status) {
+                return self.ended(sink, ExitStatus::Code(libc::WEXITSTATUS(status)));
+            }
+            if libc::WIFSIGNALED(status) {
+                return self.ended(sink, ExitStatus::Signal(libc::WTERMSIG(status)));
+            }
+        }
+    }
+
+    /// Resumes for one single step (delivering `sig`) and classifies what happened.
+    fn step_once(&mut self, sig: i32, sink: &mut dyn EventSink) -> Result<StepOutcome, Error> {
+        let pid = self.pid;
+        ptrace::single_step(pid, sig).map_err(Error::trace("PTRACE_SINGLESTEP"))?;
+        loop {
+            match ptrace::wait(pid).map_err(Error::trace("waitpid"))? {
+                Stop::Signal(libc::SIGTRAP) => {
+                    let regs = ptrace::get_regs(pid).map_err(Error::trace("GETREGS"))?;
+                    if sig != 0
+                        && ptrace::siginfo_code(pid).map_err(Error::trace("GETSIGINFO"))?
+                            == SI_HANDLER_ENTRY
+                    {
+                        return Ok(StepOutcome::HandlerEntered(regs));
+                    }
+                    return Ok(StepOutcome::Executed(regs));
+                }
+                Stop::Signal(s) => {
+                    if self.forward_signal(s) == 0 {
+                        ptrace::single_step(pid, 0).map_err(Error::trace("PTRACE_SINGLESTEP"))?;
+                        continue;
+                    }
+                    return Ok(StepOutcome::Signal(s));
+                }
+                Stop::Event(libc::PTRACE_EVENT_EXEC) => return Ok(StepOutcome::Exec),
+                Stop::Event(e) => {
+                    self.handle_event(e, sink)?;
+                    // The instruction (a system call) is still in progress: finish the step.
+                    ptrace::single_step(pid, 0).map_err(Error::trace("PTRACE_SINGLESTEP"))?;
+                }
+                Stop::Syscall => {
+                    ptrace::single_step(pid, 0).map_err(Error::trace("PTRACE_SINGLESTEP"))?;
+                }
+                Stop::Exited(c) => return Ok(StepOutcome::Ended(ExitStatus::Code(c))),
+                Stop::Killed(s) => return Ok(StepOutcome::Ended(ExitStatus::Signal(s))),
+            }
+        }
+    }
+
+    /// Steps traced code until it leaves it or the program ends.
+    fn run_stepping(&mut self, sink: &mut dyn EventSink, mut regs: Regs) -> Result<Next, Error> {
+        let pid = self.pid;
+        loop {
+            if let Some(max) = self.opts.max_instructions {
+                if self.instructions >= max {
+                    let sig = std::mem::take(&mut self.pending_signal);
+                    return self.detach(sink, sig);
+                }
+            }
+            let pc = regs.rip;
+            let (d, fresh) = self.cache.get_or_decode(pc, |buf| ptrace::read_memory(pid, pc, buf));
+            let d: Decoded = d.clone();
+            if fresh {
+                Self::emit(
+                    sink,
+                    Event::Code {
+                        addr: pc,
+                        bytes: &d.bytes[..d.len as usize],
+                    },
+                )?;
+            }
+            let sig = std::mem::take(&mut self.pending_signal);
+            let after = match self.step_once(sig, sink)? {
+                StepOutcome::Executed(after) => after,
+                StepOutcome::HandlerEntered(at) => {
+                    regs = at;
+                    if self.in_traced(regs.rip) {
+                        continue;
+                    }
+                    self.frames.push(NativeFrame::Out);
+                    return Ok(Next::Native);
+                }
+                StepOutcome::Signal(s) => {
+                    Self::emit(sink, Event::Signal { signo: s, pc })?;
+                    self.pending_signal = s;
+                    continue;
+                }
+                StepOutcome::Ended(status) => {
+                    // The instruction ran and ended the program (exit_group, a fatal fault
+                    // already reported as a signal, or a kill from outside).
+                    if d.is_syscall && matches!(status, ExitStatus::Code(_)) {
+                        d.fill_event(pc, &regs, &regs, &mut self.insn);
+                        self.insn.regs.clear();
+                        self.instructions += 1;
+                        Self::emit(sink, Event::Insn(&self.insn))?;
+                        self.emit_syscall(sink, pc, &regs, None, false)?;
+                    }
+                    return self.ended(sink, status);
+                }
+                StepOutcome::Exec => {
+                    self.warnings.push(
+                        "the program replaced itself with execve; the new program ran untraced"
+                            .to_string(),
+                    );
+                    return self.detach(sink, 0);
+                }
+            };
+            if !d.fill_event(pc, &regs, &after, &mut self.insn) && !self.incomplete_addresses {
+                self.incomplete_addresses = true;
+                self.warnings.push(
+                    "some vector-indexed (gather/scatter) memory accesses have no recorded address"
+                        .to_string(),
+                );
+            }
+            self.instructions += 1;
+            Self::emit(sink, Event::Insn(&self.insn))?;
+            if d.is_syscall {
+                self.emit_syscall(sink, pc, &regs, Some(after.rax as i64), false)?;
+            }
+            if d.is_int3 {
+                // The program's own breakpoint: it raises SIGTRAP as it would untraced.
+                self.pending_signal = libc::SIGTRAP;
+            }
+            self.note_plt_target(&d, after.rip);
+            regs = after;
+            if !self.in_traced(regs.rip) {
+                self.leave_traced(sink, &d, pc, &regs)?;
+                return Ok(Next::Native);
+            }
+        }
+    }
+
+    fn emit_syscall(
+        &mut self,
+        sink: &mut dyn EventSink,
+        pc: u64,
+        before: &Regs,
+        ret: Option<i64>,
+        native: bool,
+    ) -> Result<(), Error> {
+        let nr = if native { before.orig_rax } else { before.rax };
+        let s = Syscall {
+            pc,
+            nr,
+            args: [
+                before.rdi, before.rsi, before.rdx, before.r10, before.r8, before.r9,
+            ],
+            ret,
+            native,
+        };
+        Self::emit(sink, Event::Syscall(&s))
+    }
+
+    /// Remembers the imported name of a PLT stub that a call or jump goes to, so the library
+    /// call it leads to is named even when lazy binding goes through the dynamic loader first.
+    fn note_plt_target(&mut self, d: &Decoded, target: u64) {
+        if d.transfer_kind().is_none() {
+            return;
+        }
+        let exe = self.symbolizer.main();
+        if let Some(name) = exe.import_for_plt_stub(target.wrapping_sub(self.bias)) {
+            self.pending_plt = Some(name.to_string());
+        }
+    }
+
+    /// Traced code was left at `regs.rip` by the instruction `d` at `pc`.
+    fn leave_traced(
+        &mut self,
+        sink: &mut dyn EventSink,
+        d: &Decoded,
+        pc: u64,
+        regs: &Regs,
+    ) -> Result<(), Error> {
+        use crate::event::TransferKind::{Call, Jump};
+        let target = regs.rip;
+        // A call leaves its return address on top of the stack. A jump (a PLT stub, a tail
+        // call) finds it there too, except from the lazy-binding PLT0 stub, which has pushed
+        // two more words (relocation index, link map) on the way to the dynamic loader.
+        let slots = match d.transfer_kind() {
+            Some(Call) => 1,
+            Some(Jump) => 3,
+            _ => 0,
+        };
+        let mut stack = [0u8; 24];
+        let read = ptrace::read_memory(self.pid, regs.rsp, &mut stack[..slots * 8]) / 8;
+        let found = (0..read).find_map(|k| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&stack[k * 8..k * 8 + 8]);
+            let v = u64::from_ne_bytes(w);
+            self.in_traced(v).then_some((k as u64, v))
+        });
+        let Some((k, ret)) = found else {
+            self.pending_plt = None;
+            self.frames.push(NativeFrame::Out);
+            return Ok(());
+        };
+        let name = self.callee_name(target);
+        self.frames.push(NativeFrame::Call {
+            ret,
+            rsp: regs.rsp.wrapping_add(8 * k + 8),
+        });
+        let call = LibCall {
+            site: pc,
+            target,
+            return_to: ret,
+            name,
+        };
+        Self::emit(sink, Event::LibCall(&call))
+    }
+
+    /// Names the callee of a library call: the GOT slot the leaving jump read, else the PLT
+    /// stub on the way, else the library's symbol at the target.
+    fn callee_name(&mut self, target: u64) -> Option<String> {
+        let pending = self.pending_plt.take();
+        let via_slot = self
+            .insn
+            .mem
+            .iter()
+            .find(|a| a.kind == crate::AccessKind::Read && a.size == 8)
+            .and_then(|a| self.symbolizer.import_for_got_slot(a.addr))
+            .map(str::to_string);
+        via_slot.or(pending).or_else(|| {
+            if self.symbolizer.mapping_at(target).is_none() {
+                // A library loaded after start-up (dlopen): read the map again.
+                let _ = self.read_maps();
+            }
+            let r = self.symbolizer.resolve(target)?;
+            r.file.function_at(r.link_addr).map(|f| f.name.clone())
+        })
+    }
+
+    /// Runs natively until execution comes back to traced code.
+    fn run_native(&mut self, sink: &mut dyn EventSink) -> Result<(Next, Option<Regs>), Error> {
+        let pid = self.pid;
+        self.arm_innermost_call()?;
+        let mut in_syscall: Option<Regs> = None;
+        loop {
+            let sig = std::mem::take(&mut self.pending_signal);
+            if sig != 0 {
+                // Deliver with a single step, to see whether a traced handler gets control.
+                match self.step_once(sig, sink)? {
+                    StepOutcome::HandlerEntered(regs) if self.in_traced(regs.rip) => {
+                        self.disarm()?;
+                        return Ok((Next::Step, Some(regs)));
+                    }
+                    StepOutcome::HandlerEntered(_) | StepOutcome::Executed(_) => {}
+                    StepOutcome::Signal(s) => {
+                        let pc = ptrace::get_regs(pid).map(|r| r.rip).unwrap_or(0);
+                        Self::emit(sink, Event::Signal { signo: s, pc })?;
+                        self.pending_signal = s;
+                        continue;
+                    }
+                    StepOutcome::Ended(status) => return Ok((self.ended(sink, status)?, None)),
+                    StepOutcome::Exec => {
+                        self.warnings.push(
+                            "the program replaced itself with execve; the new program ran untraced"
+                                .to_string(),
+                        );
+                        return Ok((self.detach(sink, 0)?, None));
+                    }
+                }
+                // The single step may have stopped on the armed return address.
+                match self.check_return(sink)? {
+                    ReturnCheck::Back(regs) => return Ok((Next::Step, Some(regs))),
+                    ReturnCheck::Ended(next) => return Ok((next, None)),
+                    ReturnCheck::Passed | ReturnCheck::NotOurs => {}
+                }
+            }
+            ptrace::cont_syscall(pid, 0).map_err(Error::trace("PTRACE_SYSCALL"))?;
+            match ptrace::wait(pid).map_err(Error::trace("waitpid"))? {
+                Stop::Syscall => {
+                    let regs = ptrace::get_regs(pid).map_err(Error::trace("GETREGS"))?;
+                    match in_syscall.take() {
+                        None => in_syscall = Some(regs),
+                        Some(entry) => {
+                            let pc = entry.rip.wrapping_sub(2);
+                            self.emit_syscall(sink, pc, &entry, Some(regs.rax as i64), true)?;
+                            if self.frames.last() == Some(&NativeFrame::Out)
+                                && self.in_traced(regs.rip)
+                            {
+                                self.frames.pop();
+                                self.disarm()?;
+                                return Ok((Next::Step, Some(regs)));
+                            }
+                        }
+                    }
+                }
+                Stop::Signal(libc::SIGTRAP) => match self.check_return(sink)? {
+                    ReturnCheck::Back(regs) => return Ok((Next::Step, Some(regs))),
+                    ReturnCheck::Ended(next) => return Ok((next, None)),
+                    ReturnCheck::Passed => {}
+                    ReturnCheck::NotOurs => {
+                        // The program's own SIGTRAP (int3, raise): deliver it.
+                        let pc = ptrace::get_regs(pid).map(|r| r.rip).unwrap_or(0);
+                        let signo = libc::SIGTRAP;
+                        Self::emit(sink, Event::Signal { signo, pc })?;
+                        self.pending_signal = signo;
+                    }
+                },
+                Stop::Signal(s) => {
+                    let s = self.forward_signal(s);
+                    if s != 0 {
+                        let pc = ptrace::get_regs(pid).map(|r| r.rip).unwrap_or(0);
+                        Self::emit(sink, Event::Signal { signo: s, pc })?;
+                        self.pending_signal = s;
+                    }
+                }
+                Stop::Event(e) => {
+                    if let Some(next) = self.handle_event(e, sink)? {
+                        return Ok((next, None));
+                    }
+                }
+                Stop::Exited(c) => {
+                    if let Some(entry) = in_syscall.take() {
+                        let pc = entry.rip.wrapping_sub(2);
+                        self.emit_syscall(sink, pc, &entry, None, true)?;
+                    }
+                    return Ok((self.ended(sink, ExitStatus::Code(c))?, None));
+                }
+                Stop::Killed(s) => return Ok((self.ended(sink, ExitStatus::Signal(s))?, None)),
+            }
+        }
+    }
+
+    fn disarm(&self) -> Result<(), Error> {
+        ptrace::set_hw_breakpoint(self.pid, None)
+            .map_err(Error::trace("clearing a hardware breakpoint"))
+    }
+
+    /// Arms the breakpoint on the return address of the innermost pending library call.
+    fn arm_innermost_call(&self) -> Result<(), Error> {
+        let ret = self.frames.iter().rev().find_map(|f| match *f {
+            NativeFrame::Call { ret, .. } => Some(ret),
+            NativeFrame::Out => None,
+        });
+        ptrace::set_hw_breakpoint(self.pid, ret)
+            .map_err(Error::trace("setting a hardware breakpoint"))
+    }
+
+    /// After a SIGTRAP while running natively: was it the return breakpoint, and is execution
+    /// back in traced code?
+    fn check_return(&mut self, sink: &mut dyn EventSink) -> Result<ReturnCheck, Error> {
+        let pid = self.pid;
+        if !ptrace::hw_breakpoint_hit(pid).map_err(Error::trace("reading DR6"))? {
+            return Ok(ReturnCheck::NotOurs);
+        }
+        let regs = ptrace::get_regs(pid).map_err(Error::trace("GETREGS"))?;
+        let here = NativeFrame::Call {
+            ret: regs.rip,
+            rsp: regs.rsp,
+        };
+        if let Some(i) = self.frames.iter().rposition(|f| *f == here) {
+            self.frames.truncate(i);
+            self.disarm()?;
+            Self::emit(
+                sink,
+                Event::LibReturn {
+                    pc: regs.rip,
+                    rax: regs.rax,
+                },
+            )?;
+            return Ok(ReturnCheck::Back(regs));
+        }
+        // The return address ran at another stack depth (code reached again from inside the
+        // library): step over it with the breakpoint off, then re-arm.
+        self.disarm()?;
+        match self.step_once(0, sink)? {
+            StepOutcome::Ended(status) => return Ok(ReturnCheck::Ended(self.ended(sink, status)?)),
+            StepOutcome::Exec => return Ok(ReturnCheck::Ended(self.detach(sink, 0)?)),
+            StepOutcome::Signal(s) => self.pending_signal = s,
+            StepOutcome::Executed(_) | StepOutcome::HandlerEntered(_) => {}
+        }
+        self.arm_innermost_call()?;
+        Ok(ReturnCheck::Passed)
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        let mut w = self.warnings.clone();
+        if !self.started {
+            let what = match &self.opts.start {
+                StartAt::Address { name, .. } => format!("`{name}`"),
+                StartAt::Entry => "the entry point".to_string(),
+            };
+            w.push(format!("the program ended before reaching {what}; nothing was traced"));
+        }
+        for (what, ids) in &self.untraced_threads {
+            let list: Vec<String> = ids.iter().take(8).map(|i| i.to_string()).collect();
+            let more = if ids.len() > 8 { ", ..." } else { "" };
+            let plural = if ids.len() == 1 { "" } else { "s" };
+            w.push(format!(
+                "{} {what}{plural} ran natively and {} not traced (id{plural} {}{more}); \
+                 only the main thread is traced",
+                ids.len(),
+                if ids.len() == 1 { "was" } else { "were" },
+                list.join(", ")
+            ));
+        }
+        w
+    }
+}
+
+enum ReturnCheck {
+    /// Back in traced code after the library call returned.
+    Back(Regs),
+    /// The breakpoint address ran at another depth; still native.
+    Passed,
+    /// Not the return breakpoint: a SIGTRAP of the program's own.
+    NotOurs,
+    /// The program ended meanwhile.
+    Ended(Next),
+}
+
+impl Engine for StepEngine {
+    fn name(&self) -> &'static str {
+        "step"
+    }
+
+    fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    fn run(&mut self, sink: &mut dyn EventSink) -> Result<RunSummary, Error> {
+        let mut next = self.run_to_start(sink)?;
+        let mut regs = None;
+        let exit = loop {
+            next = match next {
+                Next::Step => {
+                    let r = match regs.take() {
+                        Some(r) => r,
+                        None => ptrace::get_regs(self.pid).map_err(Error::trace("GETREGS"))?,
+                    };
+                    self.run_stepping(sink, r)?
+                }
+                Next::Native => {
+                    let (n, r) = self.run_native(sink)?;
+                    regs = r;
+                    n
+                }
+                Next::Done(status) => break status,
+            };
+        };
+        Ok(RunSummary {
+            engine: self.name(),
+            exit: Some(exit),
+            instructions: self.instructions,
+            emulated: 0,
+            complete: self.complete && self.started,
+            warnings: self.warnings(),
+            load_bias: self.bias,
+            started: self.started,
+        })
+    }
+}
+
+impl Drop for StepEngine {
+    fn drop(&mut self) {
+        if self.alive {
+            // SAFETY: plain syscalls on our own child.
+            unsafe {
+                libc::kill(self.pid, libc::SIGKILL);
+                let mut status = 0;
+                libc::waitpid(self.pid, &mut status, libc::__WALL);
+            }
+        }
+    }
+}
+
+/// Forks and execs the program with ptrace(TRACEME) and no address-space randomization. The
+/// child inherits stdin, stdout and stderr untouched.
+fn spawn_traced(opts: &RunOptions) -> Result<pid_t, Error> {
+    let mut cmd = Command::new(&opts.program);
+    cmd.arg0(&opts.argv0).args(&opts.args);
+    // SAFETY: the closure only makes async-signal-safe system calls.
+    unsafe {
+        cmd.pre_exec(|| {
+            let persona = libc::personality(0xffff_ffff);
+            if persona != -1 {
+                libc::personality(persona as libc::c_ulong | ADDR_NO_RANDOMIZE);
+            }
+            if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    match cmd.spawn() {
+        Ok(child) => Ok(child.id() as pid_t),
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => Err(Error::PtraceDenied),
+        Err(source) => Err(Error::Spawn {
+            program: opts.program.clone(),
+            source,
+        }),
+    }
+}
+
+/// The path the kernel shows for `program` in /proc/PID/maps.
+pub fn canonical(program: &Path) -> PathBuf {
+    std::fs::canonicalize(program).unwrap_or_else(|_| program.to_path_buf())
+}

@@ -1,0 +1,692 @@
+//! [`ElfFile`]: one memory-mapped x86-64 ELF file and everything parsed
+//! from it up front (symbols, imports, segments); DWARF is parsed lazily.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+use object::elf;
+use object::read::elf::{ElfFile64, FileHeader, ProgramHeader, SectionHeader};
+use object::{
+    Endianness, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationFlags,
+    RelocationTarget, SectionKind, SymbolKind, SymbolSection,
+};
+
+use crate::dwarf::DwarfCache;
+use crate::maps::Mapping;
+use crate::plt::{decode_stubs, PltSection};
+use crate::{demangle, Error, Frame, Loc};
+
+/// A function symbol (from `.symtab`, `.dynsym`, or a synthetic `name@plt`
+/// for a PLT stub).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionSym {
+    /// Demangled name (C names as is, without any `@VERSION` suffix).
+    pub name: String,
+    /// Link-time start address.
+    pub address: u64,
+    /// Size from the symbol table (0 when unknown; such a symbol is taken to
+    /// extend to the next symbol or the end of its section).
+    pub size: u64,
+}
+
+/// A PT_LOAD program header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadSegment {
+    /// `p_vaddr`.
+    pub vaddr: u64,
+    /// `p_memsz`.
+    pub memsz: u64,
+    /// `p_offset`.
+    pub offset: u64,
+    /// `p_filesz`.
+    pub filesz: u64,
+    /// `p_flags` (`PF_X` = 1, `PF_W` = 2, `PF_R` = 4).
+    pub flags: u32,
+}
+
+impl LoadSegment {
+    /// Whether the segment is executable.
+    pub fn is_exec(&self) -> bool {
+        self.flags & elf::PF_X != 0
+    }
+
+    /// Link-time address range of the segment in memory.
+    pub fn range(&self) -> Range<u64> {
+        self.vaddr..self.vaddr.saturating_add(self.memsz)
+    }
+}
+
+/// An allocated section (one that occupies memory at run time).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SectionInfo {
+    /// Section name, e.g. `.text`.
+    pub name: String,
+    /// Link-time address.
+    pub address: u64,
+    /// Size in memory.
+    pub size: u64,
+    /// Whether the section holds code (`SHF_EXECINSTR`).
+    pub exec: bool,
+}
+
+/// A PLT stub that jumps through the GOT slot of an imported symbol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PltStub {
+    /// Link-time address of the stub's first byte.
+    pub start: u64,
+    /// One past its last byte.
+    pub end: u64,
+    /// Address of the GOT slot it jumps through.
+    pub got_slot: u64,
+    /// The imported symbol's (demangled) name.
+    pub name: String,
+}
+
+/// An opened x86-64 ELF file (executable or shared library).
+///
+/// Symbols, imports and headers are parsed in [`ElfFile::open`]; DWARF is
+/// parsed on the first [`ElfFile::location`] / [`ElfFile::frames`] call and
+/// lookups are cached. All addresses are link-time addresses. The type is
+/// `Send + Sync`.
+pub struct ElfFile {
+    path: PathBuf,
+    canonical: Option<PathBuf>,
+    map: Mmap,
+    /// Separate debug file (found by build-id or `.gnu_debuglink`).
+    debug_map: Option<Mmap>,
+    own_debug: bool,
+    is_pie: bool,
+    entry: u64,
+    segments: Vec<LoadSegment>,
+    sections: Vec<SectionInfo>,
+    has_symtab: bool,
+    /// Sorted by address, one per address.
+    functions: Vec<FunctionSym>,
+    /// Effective end of `functions[i]`.
+    ends: Vec<u64>,
+    by_name: HashMap<String, u64>,
+    got: HashMap<u64, String>,
+    /// Sorted by start.
+    plt: Vec<PltStub>,
+    dwarf: DwarfCache,
+}
+
+impl std::fmt::Debug for ElfFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ElfFile")
+            .field("path", &self.path)
+            .field("is_pie", &self.is_pie)
+            .field("entry", &format_args!("{:#x}", self.entry))
+            .field("functions", &self.functions.len())
+            .field("imports", &self.got.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn machine_name(e_machine: u16) -> String {
+    match e_machine {
+        elf::EM_386 => "x86".into(),
+        elf::EM_X86_64 => "x86-64".into(),
+        elf::EM_AARCH64 => "aarch64".into(),
+        elf::EM_ARM => "arm".into(),
+        elf::EM_RISCV => "riscv".into(),
+        elf::EM_MIPS => "mips".into(),
+        elf::EM_PPC => "powerpc".into(),
+        elf::EM_PPC64 => "powerpc64".into(),
+        elf::EM_S390 => "s390".into(),
+        elf::EM_SPARC => "sparc".into(),
+        elf::EM_SPARCV9 => "sparcv9".into(),
+        elf::EM_LOONGARCH => "loongarch".into(),
+        n => format!("e_machine {n}"),
+    }
+}
+
+/// Memory-map a file.
+#[allow(unsafe_code)]
+fn map_file(file: &File) -> std::io::Result<Mmap> {
+    // SAFETY: the mapping is read-only and private to this process. As with
+    // every mmap-based ELF reader, another process truncating the file while
+    // it is mapped could fault; polyprof only maps binaries it is profiling.
+    unsafe { Mmap::map(file) }
+}
+
+/// Open and map `path`, checking the ELF magic and x86-64 machine.
+fn map_elf(path: &Path) -> Result<Mmap, Error> {
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if meta.is_dir() {
+        return Err(io(std::io::Error::other("is a directory")));
+    }
+    if meta.len() < 4 {
+        return Err(Error::NotElf {
+            path: path.to_path_buf(),
+        });
+    }
+    let map = map_file(&file).map_err(io)?;
+    if map.get(..4) != Some(&elf::ELFMAG[..]) {
+        return Err(Error::NotElf {
+            path: path.to_path_buf(),
+        });
+    }
+    let header = map.get(..20).ok_or_else(|| Error::Parse {
+        path: path.to_path_buf(),
+        msg: "truncated ELF header".into(),
+    })?;
+    // e_ident[EI_CLASS], e_ident[EI_DATA], e_machine.
+    let class = header[4];
+    let big = header[5] == elf::ELFDATA2MSB;
+    let e_machine = if big {
+        u16::from_be_bytes([header[18], header[19]])
+    } else {
+        u16::from_le_bytes([header[18], header[19]])
+    };
+    if class != elf::ELFCLASS64 || e_machine != elf::EM_X86_64 {
+        let mut machine = machine_name(e_machine);
+        if class != elf::ELFCLASS64 {
+            machine.push_str(if e_machine == elf::EM_X86_64 {
+                " (x32)"
+            } else {
+                " (32-bit)"
+            });
+        }
+        return Err(Error::NotX86_64 {
+            path: path.to_path_buf(),
+            machine,
+        });
+    }
+    Ok(map)
+}
+
+/// Whether an object file has DWARF line or info data.
+fn has_dwarf<'d>(file: &impl Object<'d>) -> bool {
+    [".debug_info", ".debug_line"].iter().any(|name| {
+        file.section_by_name(name).is_some_and(|s| {
+            s.kind() != SectionKind::UninitializedData
+                && s.file_range().is_some_and(|(_, size)| size > 0)
+        })
+    })
+}
+
+/// Candidate separate debug files: build-id path, then debuglink paths.
+fn find_separate_debug(
+    elf: &ElfFile64<'_>,
+    path: &Path,
+    canonical: Option<&Path>,
+) -> Option<Mmap> {
+    let build_id = elf.build_id().ok().flatten().filter(|id| id.len() >= 2);
+    let mut candidates = Vec::new();
+    if let Some(id) = build_id {
+        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        candidates.push(PathBuf::from(format!(
+            "/usr/lib/debug/.build-id/{}/{}.debug",
+            &hex[..2],
+            &hex[2..]
+        )));
+    }
+    if let Some((name, _crc)) = elf.gnu_debuglink().ok().flatten() {
+        let name = Path::new(std::str::from_utf8(name).ok()?);
+        let dir = canonical.unwrap_or(path).parent()?;
+        candidates.push(dir.join(name));
+        candidates.push(dir.join(".debug").join(name));
+        if let Ok(rel) = dir.strip_prefix("/") {
+            candidates.push(Path::new("/usr/lib/debug").join(rel).join(name));
+        }
+    }
+    candidates.into_iter().find_map(|cand| {
+        if Some(cand.as_path()) == canonical || cand == path {
+            return None;
+        }
+        let map = map_elf(&cand).ok()?;
+        let file = object::File::parse(&*map).ok()?;
+        let matches = match (build_id, file.build_id().ok().flatten()) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        };
+        (matches && has_dwarf(&file)).then_some(map)
+    })
+}
+
+/// Preference among symbols at one address: sized, then fewer leading
+/// underscores (`puts` over `_IO_puts`), then global, weak, local, then
+/// shorter.
+fn rank(name: &str, size: u64, binding: u8) -> (u8, usize, u8, usize) {
+    let bind = match binding {
+        elf::STB_GLOBAL => 0,
+        elf::STB_WEAK => 1,
+        _ => 2,
+    };
+    let underscores = name.bytes().take_while(|&b| b == b'_').count();
+    (u8::from(size == 0), underscores, bind, name.len())
+}
+
+/// Strip an `@VERSION` / `@@VERSION` suffix.
+fn base_name(name: &str) -> &str {
+    match name.find('@') {
+        Some(i) if i > 0 => &name[..i],
+        _ => name,
+    }
+}
+
+impl ElfFile {
+    /// Open, map and parse an x86-64 ELF file.
+    pub fn open(path: &Path) -> Result<ElfFile, Error> {
+        let map = map_elf(path)?;
+        let parse_err = |e: object::Error| Error::Parse {
+            path: path.to_path_buf(),
+            msg: e.to_string(),
+        };
+        let elf = ElfFile64::<Endianness>::parse(&*map).map_err(parse_err)?;
+        let endian = elf.endian();
+        let header = elf.elf_header();
+        let is_pie = header.e_type(endian) == elf::ET_DYN;
+        let entry = header.e_entry(endian);
+        let canonical = std::fs::canonicalize(path).ok();
+
+        let segments: Vec<LoadSegment> = elf
+            .elf_program_headers()
+            .iter()
+            .filter(|ph| ph.p_type(endian) == elf::PT_LOAD)
+            .map(|ph| LoadSegment {
+                vaddr: ph.p_vaddr(endian),
+                memsz: ph.p_memsz(endian),
+                offset: ph.p_offset(endian),
+                filesz: ph.p_filesz(endian),
+                flags: ph.p_flags(endian),
+            })
+            .collect();
+
+        let sections: Vec<SectionInfo> = elf
+            .sections()
+            .filter_map(|s| {
+                let hdr = s.elf_section_header();
+                let flags = hdr.sh_flags(endian);
+                if flags & u64::from(elf::SHF_ALLOC) == 0 || s.address() == 0 {
+                    return None;
+                }
+                Some(SectionInfo {
+                    name: s.name().ok()?.to_string(),
+                    address: s.address(),
+                    size: s.size(),
+                    exec: flags & u64::from(elf::SHF_EXECINSTR) != 0,
+                })
+            })
+            .collect();
+
+        let own_debug = has_dwarf(&elf);
+        let debug_map = if own_debug {
+            None
+        } else {
+            find_separate_debug(&elf, path, canonical.as_deref())
+        };
+
+        let has_symtab = elf.symbol_table().is_some();
+
+        // Symbols.
+        let mut by_name: HashMap<String, u64> = HashMap::new();
+        let mut cands: Vec<(u64, u64, String, (u8, usize, u8, usize))> = Vec::new();
+        for sym in elf.symbols().chain(elf.dynamic_symbols()) {
+            let Ok(raw) = sym.name() else { continue };
+            if raw.is_empty() {
+                continue;
+            }
+            let in_section = matches!(sym.section(), SymbolSection::Section(_));
+            if !(in_section || sym.section() == SymbolSection::Absolute) {
+                continue;
+            }
+            if matches!(sym.kind(), SymbolKind::Section | SymbolKind::File) {
+                continue;
+            }
+            let addr = sym.address();
+            by_name.entry(raw.to_string()).or_insert(addr);
+            let base = base_name(raw);
+            if base != raw {
+                by_name.entry(base.to_string()).or_insert(addr);
+            }
+            if sym.kind() == SymbolKind::Text && in_section && addr != 0 {
+                let name = demangle(base);
+                if name != base {
+                    by_name.entry(name.clone()).or_insert(addr);
+                }
+                let binding = sym.elf_symbol().st_bind();
+                let r = rank(base, sym.size(), binding);
+                cands.push((addr, sym.size(), name, r));
+            }
+        }
+
+        // Imports through the GOT.
+        let mut got: HashMap<u64, String> = HashMap::new();
+        if let (Some(relocs), Some(dynsyms)) =
+            (elf.dynamic_relocations(), elf.dynamic_symbol_table())
+        {
+            for (offset, reloc) in relocs {
+                let RelocationFlags::Elf { r_type } = reloc.flags() else {
+                    continue;
+                };
+                if r_type != elf::R_X86_64_JUMP_SLOT && r_type != elf::R_X86_64_GLOB_DAT {
+                    continue;
+                }
+                let RelocationTarget::Symbol(index) = reloc.target() else {
+                    continue;
+                };
+                let Ok(sym) = dynsyms.symbol_by_index(index) else {
+                    continue;
+                };
+                match sym.name() {
+                    Ok(name) if !name.is_empty() => {
+                        got.entry(offset).or_insert_with(|| demangle(base_name(name)));
+                    }
+                    _ => {}
+                }
+            }
+        }
+
+        // PLT stubs.
+        let mut plt: Vec<PltStub> = Vec::new();
+        for name in [".plt", ".plt.sec", ".plt.got"] {
+            let Some(section) = elf.section_by_name(name) else {
+                continue;
+            };
+            let Ok(data) = section.data() else { continue };
+            let sec = PltSection {
+                address: section.address(),
+                data,
+                entsize: section.elf_section_header().sh_entsize(endian),
+            };
+            for stub in decode_stubs(&sec, &|slot| got.contains_key(&slot)) {
+                if let Some(name) = got.get(&stub.got_slot) {
+                    plt.push(PltStub {
+                        start: stub.start,
+                        end: stub.end,
+                        got_slot: stub.got_slot,
+                        name: name.clone(),
+                    });
+                }
+            }
+        }
+        plt.sort_by_key(|s| s.start);
+        plt.dedup_by_key(|s| s.start);
+        for stub in &plt {
+            cands.push((
+                stub.start,
+                stub.end - stub.start,
+                format!("{}@plt", stub.name),
+                (2, 0, 3, 0),
+            ));
+        }
+
+        // One function per address, best ranked.
+        cands.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.3.cmp(&b.3)));
+        cands.dedup_by_key(|c| c.0);
+        let functions: Vec<FunctionSym> = cands
+            .into_iter()
+            .map(|(address, size, name, _)| FunctionSym {
+                name,
+                address,
+                size,
+            })
+            .collect();
+        let ends = compute_ends(&functions, &sections, &segments);
+
+        Ok(ElfFile {
+            path: path.to_path_buf(),
+            canonical,
+            map,
+            debug_map,
+            own_debug,
+            is_pie,
+            entry,
+            segments,
+            sections,
+            has_symtab,
+            functions,
+            ends,
+            by_name,
+            got,
+            plt,
+            dwarf: DwarfCache::default(),
+        })
+    }
+
+    /// The path this file was opened with.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the file is position independent (`ET_DYN`: a PIE executable
+    /// or a shared library), i.e. may be loaded with a non-zero bias.
+    pub fn is_pie(&self) -> bool {
+        self.is_pie
+    }
+
+    /// Link-time entry point (`e_entry`).
+    pub fn entry(&self) -> u64 {
+        self.entry
+    }
+
+    /// The PT_LOAD segments, in file order.
+    pub fn segments(&self) -> &[LoadSegment] {
+        &self.segments
+    }
+
+    /// Lowest PT_LOAD `p_vaddr` (0 when there is none).
+    pub fn min_load_vaddr(&self) -> u64 {
+        self.segments.iter().map(|s| s.vaddr).min().unwrap_or(0)
+    }
+
+    /// Allocated sections with a non-zero address.
+    pub fn sections(&self) -> &[SectionInfo] {
+        &self.sections
+    }
+
+    /// Link-time address range of the named allocated section
+    /// (e.g. `.text`).
+    pub fn section_range(&self, name: &str) -> Option<Range<u64>> {
+        self.sections
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| s.address..s.address.saturating_add(s.size))
+    }
+
+    /// Whether the file has a `.symtab` (false for a stripped file; the
+    /// `.dynsym` symbols are still used).
+    pub fn has_symtab(&self) -> bool {
+        self.has_symtab
+    }
+
+    /// Whether DWARF (`.debug_info` / `.debug_line` with content) is
+    /// available, in the file itself or in a separate debug file found under
+    /// `/usr/lib/debug` (by build-id) or through `.gnu_debuglink`.
+    pub fn has_debug_info(&self) -> bool {
+        self.own_debug || self.debug_map.is_some()
+    }
+
+    /// Link-time address of a defined symbol (function or object) from
+    /// `.symtab` or `.dynsym`, by its raw (mangled) name, its name without
+    /// `@VERSION`, or a function's demangled name.
+    pub fn symbol_address(&self, name: &str) -> Option<u64> {
+        self.by_name.get(name).copied()
+    }
+
+    /// All function symbols, sorted by address, one per address (aliases
+    /// resolved in favour of sized, global, less underscored names),
+    /// including synthetic `name@plt` symbols for PLT stubs.
+    pub fn functions(&self) -> &[FunctionSym] {
+        &self.functions
+    }
+
+    /// The function containing link-time address `addr`, in O(log n).
+    pub fn function_at(&self, addr: u64) -> Option<&FunctionSym> {
+        let idx = self.functions.partition_point(|f| f.address <= addr);
+        // The nearest symbol normally decides; a few earlier ones are
+        // checked for enclosing (nested or overlapping) symbols.
+        (idx.saturating_sub(8)..idx)
+            .rev()
+            .find(|&i| addr < self.ends[i])
+            .map(|i| &self.functions[i])
+    }
+
+    /// `name+0x1a`, `name` (at its start) or `0x401000` when no function is
+    /// known at link-time address `addr`.
+    pub fn describe(&self, addr: u64) -> String {
+        match self.function_at(addr) {
+            Some(f) if addr == f.address => f.name.clone(),
+            Some(f) => format!("{}+{:#x}", f.name, addr - f.address),
+            None => format!("{addr:#x}"),
+        }
+    }
+
+    /// Name of the symbol imported through the GOT slot at link-time address
+    /// `slot` (from `R_X86_64_JUMP_SLOT` / `R_X86_64_GLOB_DAT` relocations).
+    pub fn import_for_got_slot(&self, slot: u64) -> Option<&str> {
+        self.got.get(&slot).map(String::as_str)
+    }
+
+    /// All imports: GOT slot address → imported (demangled) name.
+    pub fn got_imports(&self) -> &HashMap<u64, String> {
+        &self.got
+    }
+
+    /// The PLT stubs (`.plt`, `.plt.sec`, `.plt.got`), sorted by start.
+    pub fn plt_stubs(&self) -> &[PltStub] {
+        &self.plt
+    }
+
+    /// Name of the imported symbol whose PLT stub contains link-time address
+    /// `addr` (normally the stub's first byte, the call target). PLT0 and
+    /// the lazy-binding `push; jmp PLT0` halves have no name.
+    pub fn import_for_plt_stub(&self, addr: u64) -> Option<&str> {
+        let idx = self.plt.partition_point(|s| s.start <= addr);
+        let stub = self.plt.get(idx.checked_sub(1)?)?;
+        (addr < stub.end).then_some(stub.name.as_str())
+    }
+
+    fn debug_data(&self) -> Option<&[u8]> {
+        if self.own_debug {
+            Some(&self.map)
+        } else {
+            self.debug_map.as_deref()
+        }
+    }
+
+    /// Source location (file:line) of link-time address `addr`, from DWARF.
+    /// Cached; `None` without debug info or for malformed DWARF.
+    pub fn location(&self, addr: u64) -> Option<Loc> {
+        self.dwarf.location(self.debug_data()?, addr)
+    }
+
+    /// The frames at link-time address `addr`, innermost (inlined) first,
+    /// ending with the real (out-of-line) function; callers' locations are
+    /// call sites. A frame without a DWARF function name gets the ELF
+    /// symbol's name. Without DWARF: one frame from the symbol table (no
+    /// location), or none when no symbol covers `addr`.
+    pub fn frames(&self, addr: u64) -> Vec<Frame> {
+        let mut frames = match self.debug_data() {
+            Some(data) => self.dwarf.frames(data, addr),
+            None => Vec::new(),
+        };
+        let symbol = self.function_at(addr).map(|f| f.name.clone());
+        match frames.last_mut() {
+            Some(last) if last.function.is_none() => last.function = symbol,
+            Some(_) => {}
+            None => {
+                if symbol.is_some() {
+                    frames.push(Frame {
+                        function: symbol,
+                        location: None,
+                    });
+                }
+            }
+        }
+        frames
+    }
+
+    /// Load bias of this file in a process: `runtime = link-time + bias`.
+    ///
+    /// `0` for a non-PIE (`ET_EXEC`) file. For `ET_DYN`, the file's mappings
+    /// are those whose path is `path_in_maps` (or, if none is, whose
+    /// canonicalized path is this file's); the lowest one whose file offset
+    /// falls in a PT_LOAD segment gives
+    /// `bias = start - (p_vaddr - p_offset + offset)`. `None` when the file
+    /// is not mapped.
+    pub fn load_bias(&self, maps: &[Mapping], path_in_maps: &Path) -> Option<u64> {
+        if !self.is_pie {
+            return Some(0);
+        }
+        let mut mine: Vec<&Mapping> = maps
+            .iter()
+            .filter(|m| m.path.as_deref() == Some(path_in_maps))
+            .collect();
+        if mine.is_empty() {
+            if let Some(canonical) = &self.canonical {
+                mine = maps
+                    .iter()
+                    .filter(|m| {
+                        m.is_file()
+                            && m.path.as_deref().is_some_and(|p| {
+                                p == canonical
+                                    || std::fs::canonicalize(p).ok().as_ref() == Some(canonical)
+                            })
+                    })
+                    .collect();
+            }
+        }
+        mine.sort_by_key(|m| m.start);
+        mine.iter().find_map(|m| self.bias_from_mapping(m))
+    }
+
+    /// Bias implied by one mapping of this file, if its offset lies in a
+    /// PT_LOAD segment.
+    pub(crate) fn bias_from_mapping(&self, m: &Mapping) -> Option<u64> {
+        let seg = self.segments.iter().find(|s| {
+            let page_start = s.offset & !0xfff;
+            page_start <= m.offset && m.offset < s.offset.saturating_add(s.filesz.max(1))
+        })?;
+        let vaddr_at = seg.vaddr.wrapping_sub(seg.offset).wrapping_add(m.offset);
+        Some(m.start.wrapping_sub(vaddr_at))
+    }
+
+    /// Canonical path of the file, when it could be resolved at open time.
+    pub fn canonical_path(&self) -> Option<&Path> {
+        self.canonical.as_deref()
+    }
+}
+
+/// Effective end of each function: `address + size`, or for size-0 symbols
+/// the next symbol's address bounded by the end of the containing section
+/// (or segment).
+fn compute_ends(
+    functions: &[FunctionSym],
+    sections: &[SectionInfo],
+    segments: &[LoadSegment],
+) -> Vec<u64> {
+    functions
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            if f.size > 0 {
+                return f.address.saturating_add(f.size);
+            }
+            let container_end = sections
+                .iter()
+                .filter(|s| s.exec)
+                .map(|s| s.address..s.address.saturating_add(s.size))
+                .chain(segments.iter().map(LoadSegment::range))
+                .find(|r| r.contains(&f.address))
+                .map(|r| r.end);
+            let next = functions.get(i + 1).map(|n| n.address);
+            match (next, container_end) {
+                (Some(n), Some(e)) => n.min(e),
+                (Some(n), None) => n,
+                (None, Some(e)) => e,
+                (None, None) => f.address.saturating_add(1),
+            }
+        })
+        .collect()
+}
