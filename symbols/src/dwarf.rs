@@ -68,8 +68,9 @@ impl DwarfCache {
                 return frames.clone();
             }
             let frames = match &state.ctx {
-                Some(Some(ctx)) => catch_unwind(AssertUnwindSafe(|| find_frames(ctx, addr)))
-                    .unwrap_or_default(),
+                Some(Some(ctx)) => {
+                    catch_unwind(AssertUnwindSafe(|| find_frames(ctx, addr))).unwrap_or_default()
+                }
                 _ => Vec::new(),
             };
             if state.frames.len() >= MAX_CACHED {
@@ -130,7 +131,11 @@ fn to_loc(loc: &addr2line::Location<'_>) -> Option<Loc> {
 }
 
 fn find_location(ctx: &Context, addr: u64) -> Option<Loc> {
-    ctx.find_location(addr).ok().flatten().as_ref().and_then(to_loc)
+    ctx.find_location(addr)
+        .ok()
+        .flatten()
+        .as_ref()
+        .and_then(to_loc)
 }
 
 fn find_frames(ctx: &Context, addr: u64) -> Vec<Frame> {

@@ -215,11 +215,7 @@ fn has_dwarf<'d>(file: &impl Object<'d>) -> bool {
 }
 
 /// Candidate separate debug files: build-id path, then debuglink paths.
-fn find_separate_debug(
-    elf: &ElfFile64<'_>,
-    path: &Path,
-    canonical: Option<&Path>,
-) -> Option<Mmap> {
+fn find_separate_debug(elf: &ElfFile64<'_>, path: &Path, canonical: Option<&Path>) -> Option<Mmap> {
     let build_id = elf.build_id().ok().flatten().filter(|id| id.len() >= 2);
     let mut candidates = Vec::new();
     if let Some(id) = build_id {
@@ -253,10 +249,13 @@ fn find_separate_debug(
     })
 }
 
+/// Sort key among symbols at one address (smaller is better).
+type Rank = (u8, usize, u8, usize);
+
 /// Preference among symbols at one address: sized, then fewer leading
 /// underscores (`puts` over `_IO_puts`), then global, weak, local, then
 /// shorter.
-fn rank(name: &str, size: u64, binding: u8) -> (u8, usize, u8, usize) {
+fn rank(name: &str, size: u64, binding: u8) -> Rank {
     let bind = match binding {
         elf::STB_GLOBAL => 0,
         elf::STB_WEAK => 1,
@@ -330,7 +329,7 @@ impl ElfFile {
 
         // Symbols.
         let mut by_name: HashMap<String, u64> = HashMap::new();
-        let mut cands: Vec<(u64, u64, String, (u8, usize, u8, usize))> = Vec::new();
+        let mut cands: Vec<(u64, u64, String, Rank)> = Vec::new();
         for sym in elf.symbols().chain(elf.dynamic_symbols()) {
             let Ok(raw) = sym.name() else { continue };
             if raw.is_empty() {
@@ -380,7 +379,8 @@ impl ElfFile {
                 };
                 match sym.name() {
                     Ok(name) if !name.is_empty() => {
-                        got.entry(offset).or_insert_with(|| demangle(base_name(name)));
+                        got.entry(offset)
+                            .or_insert_with(|| demangle(base_name(name)));
                     }
                     _ => {}
                 }

@@ -34,15 +34,16 @@ fn got_jump(ins: &Instruction) -> Option<u64> {
 /// Decode the stubs of one PLT section. `is_import` tells whether a GOT slot
 /// belongs to an imported symbol (PLT0's slot does not).
 ///
-/// Entries are `entsize` bytes (16 when unknown); the first `jmp` through
-/// the GOT in an entry gives its slot. When that finds nothing, falls back
-/// to a linear sweep in which every GOT jump (with a preceding `endbr64`)
-/// is a stub.
+/// Entries are `entsize` bytes; the first `jmp` through the GOT in an entry
+/// gives its slot. When the entry size is unusable or that finds nothing,
+/// falls back to a linear sweep in which every GOT jump (with an
+/// immediately preceding `endbr64`) is a stub.
 pub(crate) fn decode_stubs(sec: &PltSection<'_>, is_import: &dyn Fn(u64) -> bool) -> Vec<RawStub> {
     let size = sec.data.len() as u64;
     let entsize = match sec.entsize {
-        8 | 16 | 32 if size % sec.entsize == 0 => sec.entsize,
-        _ => 16,
+        // Powers of two: the mask tests divisibility.
+        8 | 16 | 32 if size & (sec.entsize - 1) == 0 => sec.entsize,
+        _ => return linear_sweep(sec, is_import),
     };
     let mut stubs = Vec::new();
     let mut ins = Instruction::default();
@@ -100,4 +101,66 @@ fn linear_sweep(sec: &PltSection<'_>, is_import: &dyn Fn(u64) -> bool) -> Vec<Ra
         prev_endbr = (ins.mnemonic() == Mnemonic::Endbr64).then(|| ins.ip());
     }
     stubs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `endbr64; bnd jmp [rip+disp]` at `ip` jumping through `slot`.
+    fn ibt_stub(ip: u64, slot: u64) -> Vec<u8> {
+        let mut v = vec![0xf3, 0x0f, 0x1e, 0xfa, 0xf2, 0xff, 0x25];
+        let next = ip + 4 + 7;
+        v.extend_from_slice(&((slot.wrapping_sub(next)) as i32).to_le_bytes());
+        v
+    }
+
+    /// `jmp [rip+disp]; xchg ax,ax` (8 bytes).
+    fn short_stub(ip: u64, slot: u64) -> Vec<u8> {
+        let mut v = vec![0xff, 0x25];
+        v.extend_from_slice(&((slot.wrapping_sub(ip + 6)) as i32).to_le_bytes());
+        v.extend_from_slice(&[0x66, 0x90]);
+        v
+    }
+
+    #[test]
+    fn entries_and_sweep() {
+        let base = 0x1000;
+        let mut data = short_stub(base, 0x3000);
+        data.extend(short_stub(base + 8, 0x3008));
+        data.extend(short_stub(base + 16, 0x3010));
+        let is_import = |s: u64| s != 0x3010;
+        for entsize in [8, 0, 5] {
+            let sec = PltSection {
+                address: base,
+                data: &data,
+                entsize,
+            };
+            let stubs = decode_stubs(&sec, &is_import);
+            let got: Vec<(u64, u64)> = stubs.iter().map(|s| (s.start, s.got_slot)).collect();
+            assert_eq!(got, vec![(base, 0x3000), (base + 8, 0x3008)], "{entsize}");
+            if entsize == 8 {
+                assert_eq!(stubs[0].end, base + 8);
+            }
+        }
+        let mut data = ibt_stub(base, 0x3000);
+        data.extend([0x90; 5]);
+        data.extend(ibt_stub(base + 16, 0x3008));
+        let sec = PltSection {
+            address: base,
+            data: &data,
+            entsize: 0,
+        };
+        let stubs = decode_stubs(&sec, &|_| true);
+        assert_eq!(stubs.len(), 2);
+        assert_eq!((stubs[1].start, stubs[1].end), (base + 16, base + 27));
+        // Garbage decodes to nothing, without panicking.
+        let junk = [0xffu8; 37];
+        let sec = PltSection {
+            address: base,
+            data: &junk,
+            entsize: 16,
+        };
+        assert!(decode_stubs(&sec, &|_| true).is_empty());
+    }
 }

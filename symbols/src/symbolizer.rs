@@ -114,11 +114,7 @@ impl Symbolizer {
                     let reuse = if is_main {
                         Some(Some(self.main.clone()))
                     } else {
-                        previous.and_then(|p| {
-                            p.loaded
-                                .into_inner()
-                                .map(|l| l.map(|l| l.file))
-                        })
+                        previous.and_then(|p| p.loaded.into_inner().map(|l| l.map(|l| l.file)))
                     };
                     if let Some(file) = reuse {
                         let value = file.and_then(|file| {

@@ -1,0 +1,53 @@
+//! Command-line options (REPORT.md is the contract).
+
+use clap::{Parser, ValueEnum};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// Dynamic binary profiler: traces a program and reports which loop, layout and storage
+/// transformations would expose parallelism and locality.
+#[derive(Parser, Debug)]
+#[command(name = "polyprof", version, trailing_var_arg = true)]
+pub struct Args {
+    /// Output directory [default: polyprof-out/<program file name>/]
+    #[arg(short, long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+
+    /// Function where tracing starts; everything before it runs natively.
+    #[arg(long, value_name = "SYMBOL", default_value = "main")]
+    pub start_at: String,
+
+    /// Step into shared-library code instead of running library calls natively.
+    #[arg(long)]
+    pub trace_libs: bool,
+
+    /// Stop tracing after N instructions; the program then finishes natively.
+    #[arg(long, value_name = "N")]
+    pub max_instructions: Option<u64>,
+
+    /// Execution engine.
+    #[arg(long, value_enum, default_value_t = EngineKind::Step)]
+    pub engine: EngineKind,
+
+    /// Also write events.txt: every traced event, one line each, with disassembly and source
+    /// lines (for small runs: it grows by about 100 bytes per instruction).
+    #[arg(long)]
+    pub dump_events: bool,
+
+    /// The program to profile.
+    #[arg(value_name = "PROGRAM", required = true)]
+    pub program: OsString,
+
+    /// Its arguments.
+    #[arg(value_name = "ARGS", allow_hyphen_values = true)]
+    pub args: Vec<OsString>,
+}
+
+/// `--engine`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EngineKind {
+    /// Single-step every traced instruction with ptrace (the reference engine).
+    Step,
+    /// Interpret instructions inside polyprof (not available yet).
+    Emulate,
+}

@@ -1,0 +1,11 @@
+/* A few thousand instructions of arithmetic, then one line of output. */
+#include <stdio.h>
+
+int main(void)
+{
+    unsigned long h = 5381;
+    for (int i = 0; i < 1000; i++)
+        h = h * 33 + (unsigned long)i;
+    printf("h=%lu\n", h);
+    return 0;
+}
