@@ -82,7 +82,8 @@ impl Insn {
 /// A call that left traced code and ran natively (a shared-library call by default).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LibCall {
-    /// Address of the traced instruction that left traced code (a call, or a PLT stub's jump).
+    /// Address of the call instruction in traced code (the instruction that left traced code
+    /// when no call leads to it, e.g. a tail call through a jump).
     pub site: u64,
     /// Where execution went.
     pub target: u64,

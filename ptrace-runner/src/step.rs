@@ -73,6 +73,8 @@ pub struct StepEngine {
     instructions: u64,
     /// Name of the PLT stub most recently jumped or called to.
     pending_plt: Option<String>,
+    /// The last call executed: (its address, its return address).
+    last_call: (u64, u64),
     /// Signal to deliver at the next resume.
     pending_signal: i32,
     warnings: Vec<String>,
@@ -102,6 +104,7 @@ impl StepEngine {
             insn: Insn::default(),
             instructions: 0,
             pending_plt: None,
+            last_call: (0, 0),
             pending_signal: 0,
             warnings: Vec::new(),
             untraced_threads: BTreeMap::new(),
@@ -403,7 +406,7 @@ impl StepEngine {
                 // The program's own breakpoint: it raises SIGTRAP as it would untraced.
                 self.pending_signal = libc::SIGTRAP;
             }
-            self.note_plt_target(&d, after.rip);
+            self.note_plt_target(&d, pc, after.rip);
             regs = after;
             if !self.in_traced(regs.rip) {
                 self.leave_traced(sink, &d, pc, &regs)?;
@@ -435,9 +438,13 @@ impl StepEngine {
 
     /// Remembers the imported name of a PLT stub that a call or jump goes to, so the library
     /// call it leads to is named even when lazy binding goes through the dynamic loader first.
-    fn note_plt_target(&mut self, d: &Decoded, target: u64) {
-        if d.transfer_kind().is_none() {
-            return;
+    fn note_plt_target(&mut self, d: &Decoded, pc: u64, target: u64) {
+        match d.transfer_kind() {
+            None => return,
+            Some(crate::TransferKind::Call) => {
+                self.last_call = (pc, pc.wrapping_add(u64::from(d.len)));
+            }
+            Some(_) => {}
         }
         let exe = self.symbolizer.main();
         if let Some(name) = exe.import_for_plt_stub(target.wrapping_sub(self.bias)) {
@@ -481,8 +488,14 @@ impl StepEngine {
             ret,
             rsp: regs.rsp.wrapping_add(8 * k + 8),
         });
+        // Name the call in the program's code, not the PLT stub that left it.
+        let site = if self.last_call.1 == ret {
+            self.last_call.0
+        } else {
+            pc
+        };
         let call = LibCall {
-            site: pc,
+            site,
             target,
             return_to: ret,
             name,
@@ -749,7 +762,7 @@ impl Drop for StepEngine {
 
 /// Forks and execs the program with ptrace(TRACEME) and no address-space randomization. The
 /// child inherits stdin, stdout and stderr untouched.
-fn spawn_traced(opts: &RunOptions) -> Result<pid_t, Error> {
+pub fn spawn_traced(opts: &RunOptions) -> Result<pid_t, Error> {
     let mut cmd = Command::new(&opts.program);
     cmd.arg0(&opts.argv0).args(&opts.args);
     // SAFETY: the closure only makes async-signal-safe system calls.

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the system packages polyprof's build and tests need, when they are missing:
+# a C compiler (the tests and examples compile C kernels), make, and autoconf, automake and
+# libtool (isl's build, for the polyhedral stages). Uses apt-get (Debian, Ubuntu).
+set -euo pipefail
+
+need=()
+command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+command -v make >/dev/null 2>&1 || need+=(make)
+command -v autoconf >/dev/null 2>&1 || need+=(autoconf)
+command -v automake >/dev/null 2>&1 || need+=(automake)
+command -v libtoolize >/dev/null 2>&1 || need+=(libtool)
+
+if [ ${#need[@]} -gt 0 ]; then
+    echo "install-deps: installing ${need[*]}" >&2
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "install-deps: apt-get not found; install these packages by hand: ${need[*]}" >&2
+        exit 1
+    fi
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "install-deps: cargo not found; install Rust (https://rustup.rs) first" >&2
+    exit 1
+fi

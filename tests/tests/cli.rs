@@ -1,0 +1,391 @@
+//! End-to-end tests of the polyprof command line on C kernels: what passes through to the
+//! program, exit statuses, report.json, warnings, and refusals of bad input.
+
+use serde_json::Value;
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use tests::{compile, polyprof, polyprof_bin, Run};
+
+const BIN: &str = polyprof_bin!();
+
+/// Runs polyprof on `program` with `args` (after `opts`), feeding `stdin`.
+fn run(opts: &[&str], program: &Path, args: &[&str], stdin: &[u8]) -> Run {
+    let mut all: Vec<OsString> = opts.iter().map(OsString::from).collect();
+    all.push(program.as_os_str().to_os_string());
+    all.extend(args.iter().map(OsString::from));
+    polyprof(BIN, &all, stdin)
+}
+
+/// The parts of report.json every finished run must have right.
+fn check_report(run: &Run, program: &Path, args: &[&str]) -> Value {
+    let r = run.report();
+    let ctx = format!("report.json: {r:#}\nstderr:\n{}", run.output.stderr);
+    assert_eq!(r["schema"], "polyprof-report/1", "{ctx}");
+    let path = r["program"]["path"]
+        .as_str()
+        .unwrap_or_else(|| panic!("program.path: {ctx}"));
+    let name = program.file_name().unwrap().to_str().unwrap();
+    assert!(
+        path.ends_with(name),
+        "program.path {path:?} does not name {name}"
+    );
+    let want: Vec<Value> = args.iter().map(|a| Value::from(*a)).collect();
+    assert_eq!(
+        r["program"]["args"],
+        Value::Array(want),
+        "program.args: {ctx}"
+    );
+    assert_eq!(r["trace"]["engine"], "step", "{ctx}");
+    assert!(r["trace"]["complete"].is_boolean(), "trace.complete: {ctx}");
+    assert!(
+        r["trace"]["instructions"].is_u64(),
+        "trace.instructions: {ctx}"
+    );
+    assert!(r["trace"]["warnings"].is_array(), "trace.warnings: {ctx}");
+    assert!(r["regions"].is_array(), "regions: {ctx}");
+    r
+}
+
+fn instructions(r: &Value) -> u64 {
+    r["trace"]["instructions"].as_u64().unwrap()
+}
+
+fn warnings(r: &Value) -> Vec<String> {
+    r["trace"]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().expect("a warning is a string").to_string())
+        .collect()
+}
+
+/// The value the `busy` kernel prints, run with no arguments.
+fn busy_hash() -> u64 {
+    let mut h: u64 = 5381 + 1;
+    for i in 0..1000u64 {
+        h = h.wrapping_mul(33).wrapping_add(i);
+    }
+    h
+}
+
+#[test]
+fn stdin_stdout_and_exit_status_pass_through() {
+    let k = compile("stdio", &["-O1", "-g"]);
+    let run = run(&[], &k.path, &[], b"1 2 3\n4 5\n");
+    let out = &run.output;
+    assert_eq!(out.stdout, "sum=15\n", "stderr:\n{}", out.stderr);
+    assert!(
+        out.stderr.lines().any(|l| l == "kernel: read 5 numbers"),
+        "the program's stderr line is missing:\n{}",
+        out.stderr
+    );
+    assert_eq!(out.code(), 7, "stderr:\n{}", out.stderr);
+    let r = check_report(&run, &k.path, &[]);
+    assert_eq!(r["program"]["exit_code"], 7);
+    assert_eq!(r["program"]["signal"], Value::Null);
+    assert_eq!(r["trace"]["complete"], true);
+    assert!(instructions(&r) > 0);
+}
+
+/// The output directory holds the four files of REPORT.md; the folded stacks name main, the
+/// loop by its header line and the library call, and their widths add up to the instructions.
+#[test]
+fn output_files_follow_the_contract() {
+    let k = compile("loop", &["-O1", "-g", "-fno-tree-vectorize"]);
+    let run = run(&[], &k.path, &[], b"");
+    let out = &run.output;
+    assert_eq!(out.stdout, "a[63] = 189\n", "stderr:\n{}", out.stderr);
+    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
+    let r = check_report(&run, &k.path, &[]);
+    let missing: Vec<&str> = [
+        "flamegraph.svg",
+        "stacks.folded",
+        "report.txt",
+        "report.json",
+    ]
+    .into_iter()
+    .filter(|f| !run.out.join(f).is_file())
+    .collect();
+    assert!(
+        missing.is_empty(),
+        "files not written in {}: {missing:?}",
+        run.out.display()
+    );
+    let report_txt = std::fs::read_to_string(run.out.join("report.txt")).unwrap();
+    assert!(!report_txt.trim().is_empty(), "report.txt is empty");
+    let svg = std::fs::read_to_string(run.out.join("flamegraph.svg")).unwrap();
+    assert!(svg.contains("<svg"), "flamegraph.svg is not an SVG");
+
+    let folded = std::fs::read_to_string(run.out.join("stacks.folded")).unwrap();
+    let mut total = 0u64;
+    let mut frames = std::collections::BTreeSet::new();
+    for line in folded.lines() {
+        let (stack, count) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("stacks.folded: bad line {line:?}"));
+        total += count
+            .parse::<u64>()
+            .unwrap_or_else(|_| panic!("stacks.folded: bad count in {line:?}"));
+        frames.extend(stack.split(';').map(str::to_string));
+        assert!(
+            line.starts_with("main"),
+            "stacks.folded: a stack not under main: {line:?}"
+        );
+    }
+    assert_eq!(
+        total,
+        instructions(&r),
+        "folded widths vs trace.instructions"
+    );
+    // `for (int i = 0; i < N; i++)` is on line 10 of loop.c, its body on line 11: the loop
+    // header block of the compiled loop holds code of both.
+    assert!(
+        frames
+            .iter()
+            .any(|f| f.starts_with("loop ")
+                && (f.ends_with("loop.c:10") || f.ends_with("loop.c:11"))),
+        "no frame `loop .../loop.c:10` in {frames:?}"
+    );
+    assert!(
+        frames.contains("call printf"),
+        "no frame `call printf` in {frames:?}"
+    );
+
+    // The last lines on stderr name the flame graph and the text report.
+    let tail: Vec<&str> = out.stderr.lines().rev().take(4).collect();
+    for f in ["flamegraph.svg", "report.txt"] {
+        assert!(
+            tail.iter()
+                .any(|l| l.starts_with("polyprof:") && l.contains(f)),
+            "the last lines on stderr do not name {f}:\n{}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
+fn arguments_with_spaces_and_empty_arguments() {
+    let k = compile("args", &["-O1", "-g"]);
+    let args = ["a b", "", "c"];
+    let run = run(&[], &k.path, &args, b"");
+    let out = &run.output;
+    assert_eq!(
+        out.stdout, "argc=4\n[a b]\n[]\n[c]\n",
+        "stderr:\n{}",
+        out.stderr
+    );
+    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
+    let r = check_report(&run, &k.path, &args);
+    assert_eq!(r["program"]["exit_code"], 0);
+    assert_eq!(r["trace"]["complete"], true);
+}
+
+#[test]
+fn options_after_the_program_belong_to_the_program() {
+    let k = compile("args", &["-O1", "-g"]);
+    let args = ["--max-instructions", "5", "-o", "x"];
+    let run = run(&[], &k.path, &args, b"");
+    let out = &run.output;
+    assert_eq!(
+        out.stdout, "argc=5\n[--max-instructions]\n[5]\n[-o]\n[x]\n",
+        "stderr:\n{}",
+        out.stderr
+    );
+    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
+    let r = check_report(&run, &k.path, &args);
+    assert_eq!(r["trace"]["complete"], true);
+}
+
+#[test]
+fn crashing_kernel_reports_sigsegv() {
+    let k = compile("crash", &["-O0", "-g"]);
+    let run = run(&[], &k.path, &[], b"");
+    let out = &run.output;
+    assert_eq!(out.stdout, "before crash: 45\n", "stderr:\n{}", out.stderr);
+    assert_eq!(out.code(), 128 + libc::SIGSEGV, "stderr:\n{}", out.stderr);
+    let r = check_report(&run, &k.path, &[]);
+    assert_eq!(r["program"]["signal"], "SIGSEGV", "{r:#}");
+    assert_eq!(r["program"]["exit_code"], Value::Null, "{r:#}");
+    assert!(instructions(&r) > 0);
+}
+
+#[test]
+fn signal_handlers_run() {
+    let k = compile("signal", &["-O0", "-g"]);
+    let run = run(&[], &k.path, &[], b"");
+    let out = &run.output;
+    assert_eq!(out.stdout, "counter=20\n", "stderr:\n{}", out.stderr);
+    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
+    let r = check_report(&run, &k.path, &[]);
+    assert_eq!(r["trace"]["complete"], true);
+    assert_eq!(r["program"]["exit_code"], 0);
+}
+
+#[test]
+fn threaded_program_is_warned_about_not_hung() {
+    let k = compile("threads", &["-O1", "-g", "-pthread"]);
+    let run = run(&[], &k.path, &[], b"");
+    let out = &run.output;
+    assert_eq!(out.stdout, "total=79800\n", "stderr:\n{}", out.stderr);
+    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
+    assert!(
+        out.polyprof_lines().iter().any(|l| l.contains("thread")),
+        "no polyprof: warning about threads on stderr:\n{}",
+        out.stderr
+    );
+    let r = check_report(&run, &k.path, &[]);
+    let w = warnings(&r);
+    assert!(w.iter().any(|w| w.contains("thread")), "warnings: {w:?}");
+    assert!(instructions(&r) > 0);
+}
+
+#[test]
+fn forked_child_is_warned_about() {
+    let k = compile("fork", &["-O1", "-g"]);
+    let run = run(&[], &k.path, &[], b"");
+    let out = &run.output;
+    assert!(
+        out.stdout.lines().any(|l| l == "child: 55"),
+        "the child's output is missing: {:?}\nstderr:\n{}",
+        out.stdout,
+        out.stderr
+    );
+    assert!(
+        out.stdout
+            .lines()
+            .any(|l| l == "parent: child exited with 3"),
+        "the parent's output is missing: {:?}\nstderr:\n{}",
+        out.stdout,
+        out.stderr
+    );
+    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
+    assert!(
+        out.polyprof_lines()
+            .iter()
+            .any(|l| l.contains("child process")),
+        "no polyprof: warning about the child process on stderr:\n{}",
+        out.stderr
+    );
+    let r = check_report(&run, &k.path, &[]);
+    let w = warnings(&r);
+    assert!(
+        w.iter().any(|w| w.contains("child process")),
+        "warnings: {w:?}"
+    );
+}
+
+/// polyprof refused to run `run`'s program: status 2, one `polyprof:` message mentioning one
+/// of `words` (case-insensitive), and no report.
+fn assert_refused(run: &Run, words: &[&str]) {
+    let out = &run.output;
+    assert_eq!(
+        out.code(),
+        2,
+        "stdout: {:?}\nstderr:\n{}",
+        out.stdout,
+        out.stderr
+    );
+    assert!(
+        out.stderr.starts_with("polyprof:"),
+        "stderr does not start with `polyprof:`:\n{}",
+        out.stderr
+    );
+    let lower = out.stderr.to_lowercase();
+    assert!(
+        words.iter().any(|w| lower.contains(&w.to_lowercase())),
+        "stderr mentions none of {words:?}:\n{}",
+        out.stderr
+    );
+    assert!(!run.report_path().exists(), "a report was written");
+    assert_eq!(out.stdout, "", "something ran");
+}
+
+fn write_file(path: &Path, content: &[u8], mode: u32) {
+    std::fs::write(path, content).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[test]
+fn bad_input_missing_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = run(&[], &dir.path().join("does-not-exist"), &[], b"");
+    assert_refused(&run, &["not found", "no such"]);
+}
+
+#[test]
+fn bad_input_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = run(&[], dir.path(), &[], b"");
+    assert_refused(&run, &["directory"]);
+}
+
+#[test]
+fn bad_input_not_an_elf_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("text");
+    write_file(&path, b"echo this is not a program\n", 0o755);
+    let run = run(&[], &path, &[], b"");
+    assert_refused(&run, &["not an ELF"]);
+}
+
+#[test]
+fn bad_input_shebang_script() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("script.sh");
+    write_file(&path, b"#!/bin/sh\necho hello from the script\n", 0o755);
+    let run = run(&[], &path, &[], b"");
+    assert_refused(&run, &["interpreter"]);
+}
+
+#[test]
+fn bad_input_non_executable_elf() {
+    let k = compile("args", &["-O1", "-g"]);
+    let path = k.dir.path().join("not-executable");
+    std::fs::copy(&k.path, &path).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let run = run(&[], &path, &[], b"");
+    assert_refused(&run, &["executable"]);
+}
+
+#[test]
+fn max_instructions_detaches_and_the_program_finishes() {
+    let k = compile("busy", &["-O0", "-g"]);
+    let run = run(&["--max-instructions", "50"], &k.path, &[], b"");
+    let out = &run.output;
+    assert_eq!(
+        out.stdout,
+        format!("h={}\n", busy_hash()),
+        "stderr:\n{}",
+        out.stderr
+    );
+    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
+    let r = check_report(&run, &k.path, &[]);
+    assert_eq!(r["trace"]["complete"], false, "{r:#}");
+    assert_eq!(instructions(&r), 50, "{r:#}");
+    assert_eq!(r["program"]["exit_code"], 0);
+}
+
+#[test]
+fn stripped_binary_runs_with_a_warning() {
+    let k = compile("busy", &["-O1", "-s"]);
+    assert!(!k.elf().has_symtab(), "cc -s left a symbol table");
+    let run = run(&[], &k.path, &[], b"");
+    let out = &run.output;
+    assert_eq!(
+        out.stdout,
+        format!("h={}\n", busy_hash()),
+        "stderr:\n{}",
+        out.stderr
+    );
+    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
+    assert!(
+        out.polyprof_lines()
+            .iter()
+            .any(|l| l.contains("stripped") || l.contains("symbols")),
+        "no polyprof: warning about missing symbols:\n{}",
+        out.stderr
+    );
+    let r = check_report(&run, &k.path, &[]);
+    assert_eq!(r["program"]["exit_code"], 0);
+}
