@@ -95,7 +95,10 @@ fn main() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let exe = compile(dir.path())?;
     println!("polyprof benchmark: kernel bench/kernels/bench_loop.c (-O1), {steps} time steps");
-    println!("machine: {} cores", std::thread::available_parallelism().map_or(1, |n| n.get()));
+    println!(
+        "machine: {} cores",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
 
     // Each measurement runs twice, interleaved, and the faster run counts: a single-step
     // costs tens of microseconds of kernel time, so a busy second core shows up as noise.
@@ -122,7 +125,10 @@ fn main() -> Result<()> {
     let ev = rate(n, engine_time);
     let recr = rate(rec_n, rec_time);
     println!();
-    println!("{:<44} {:>12} {:>14} {:>12}", "", "instructions", "instructions/s", "us/instr");
+    println!(
+        "{:<44} {:>12} {:>14} {:>12}",
+        "", "instructions", "instructions/s", "us/instr"
+    );
     let row = |name: &str, n: u64, r: f64| {
         println!("{name:<44} {n:>12} {r:>14.0} {:>12.1}", 1e6 / r);
     };

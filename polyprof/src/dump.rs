@@ -109,9 +109,10 @@ impl<W: Write> EventSink for EventDump<'_, W> {
                 crate::signal_name(signo),
                 self.place(pc)
             )?,
-            Event::Detach { pc } => {
-                writeln!(self.out, "         detached at {pc:#x}; the rest ran untraced")?
-            }
+            Event::Detach { pc } => writeln!(
+                self.out,
+                "         detached at {pc:#x}; the rest ran untraced"
+            )?,
             Event::Exit(ExitStatus::Code(c)) => writeln!(self.out, "         exit {c}")?,
             Event::Exit(ExitStatus::Signal(s)) => {
                 writeln!(self.out, "         killed by {}", crate::signal_name(s))?

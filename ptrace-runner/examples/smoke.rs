@@ -1,5 +1,5 @@
 //! Runs a program under the step engine and prints a count of each event kind.
-use ptrace_runner::{Engine, RunOptions, StartAt, StepEngine, VecSink, OwnedEvent};
+use ptrace_runner::{Engine, OwnedEvent, RunOptions, StartAt, StepEngine, VecSink};
 use std::path::PathBuf;
 
 fn main() {
@@ -7,7 +7,10 @@ fn main() {
     let program = PathBuf::from(&args[0]);
     let exe = symbols::ElfFile::open(&program).expect("open");
     let start = match exe.symbol_address("main") {
-        Some(addr) => StartAt::Address { addr, name: "main".into() },
+        Some(addr) => StartAt::Address {
+            addr,
+            name: "main".into(),
+        },
         None => StartAt::Entry,
     };
     let opts = RunOptions::new(program, args[1..].to_vec(), start);
@@ -16,8 +19,15 @@ fn main() {
     let t = std::time::Instant::now();
     let summary = engine.run(&mut sink).expect("run");
     let dt = t.elapsed();
-    for e in sink.events.iter().filter(|e| !matches!(e, OwnedEvent::Code { .. })) {
+    for e in sink
+        .events
+        .iter()
+        .filter(|e| !matches!(e, OwnedEvent::Code { .. }))
+    {
         eprintln!("{e:?}");
     }
-    eprintln!("{summary:?} in {dt:?} ({:.0}/s)", summary.instructions as f64 / dt.as_secs_f64());
+    eprintln!(
+        "{summary:?} in {dt:?} ({:.0}/s)",
+        summary.instructions as f64 / dt.as_secs_f64()
+    );
 }

@@ -58,8 +58,8 @@ impl Decoded {
             .map(|r| r.register())
             .collect();
         writes.dedup();
-        let rep_string = (insn.has_rep_prefix() || insn.has_repne_prefix())
-            && is_string_op(insn.mnemonic());
+        let rep_string =
+            (insn.has_rep_prefix() || insn.has_repne_prefix()) && is_string_op(insn.mnemonic());
         Decoded {
             flow: insn.flow_control(),
             is_syscall: insn.mnemonic() == Mnemonic::Syscall,
@@ -191,7 +191,8 @@ fn is_string_op(m: Mnemonic) -> bool {
 fn rep_count(insn: &Instruction, regs: &Regs) -> u64 {
     use iced_x86::OpKind::{MemoryESEDI, MemorySegESI};
     // A 32-bit address size (`addr32 rep movsb`) counts in ecx.
-    let addr32 = (0..insn.op_count()).any(|i| matches!(insn.op_kind(i), MemorySegESI | MemoryESEDI));
+    let addr32 =
+        (0..insn.op_count()).any(|i| matches!(insn.op_kind(i), MemorySegESI | MemoryESEDI));
     if addr32 {
         regs.rcx & 0xffff_ffff
     } else {

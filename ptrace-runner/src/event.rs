@@ -130,18 +130,31 @@ impl ExitStatus {
 pub enum Event<'a> {
     /// The bytes of an instruction, sent once before the first `Insn` at that address, so a
     /// replay can decode without the process.
-    Code { addr: u64, bytes: &'a [u8] },
+    Code {
+        addr: u64,
+        bytes: &'a [u8],
+    },
     /// An executed instruction.
     Insn(&'a Insn),
-    /// Traced code called into natively-run code.
+    /// Traced code called into natively-run code. Traced code can run before the matching
+    /// `LibReturn`: a signal handler of the program, or `main` of a stripped binary, which the
+    /// C runtime calls from inside `__libc_start_main` (its first `Insn` then follows directly).
     LibCall(&'a LibCall),
     /// The native call of the innermost `LibCall` returned to `pc`; `rax` is its return value.
-    LibReturn { pc: u64, rax: u64 },
+    LibReturn {
+        pc: u64,
+        rax: u64,
+    },
     Syscall(&'a Syscall),
     /// A signal was delivered to the program while it stood at `pc`.
-    Signal { signo: i32, pc: u64 },
+    Signal {
+        signo: i32,
+        pc: u64,
+    },
     /// Tracing stopped before the program ended (`--max-instructions`, exec, interrupt).
-    Detach { pc: u64 },
+    Detach {
+        pc: u64,
+    },
     /// The program ended.
     Exit(ExitStatus),
 }

@@ -40,7 +40,10 @@ pub enum Error {
     Spawn { program: PathBuf, source: io::Error },
     /// A ptrace or wait call failed while tracing.
     #[error("tracing failed ({what}): {source}")]
-    Trace { what: &'static str, source: io::Error },
+    Trace {
+        what: &'static str,
+        source: io::Error,
+    },
     /// The event sink failed (disk full, ...).
     #[error("recording events: {0}")]
     Sink(io::Error),

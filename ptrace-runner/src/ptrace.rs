@@ -89,34 +89,54 @@ pub fn peek_user_debugreg(pid: pid_t, n: usize) -> io::Result<u64> {
 }
 
 pub fn poke_user_debugreg(pid: pid_t, n: usize, value: u64) -> io::Result<()> {
-    ptrace(libc::PTRACE_POKEUSER, pid, debugreg_offset(n), value as usize).map(drop)
+    ptrace(
+        libc::PTRACE_POKEUSER,
+        pid,
+        debugreg_offset(n),
+        value as usize,
+    )
+    .map(drop)
 }
 
-/// Arms (or with `None` disarms) hardware execution breakpoint 0.
+/// Arms (or with `None` disarms) hardware execution breakpoints 0 and 1.
 ///
 /// Hardware breakpoints are per thread and leave the program's code untouched, so threads and
 /// child processes running natively can never trip over them.
-pub fn set_hw_breakpoint(pid: pid_t, addr: Option<u64>) -> io::Result<()> {
-    match addr {
-        Some(a) => {
-            // DR7 must be cleared before DR0 changes, or the kernel validates the old pair.
-            poke_user_debugreg(pid, 7, 0)?;
-            poke_user_debugreg(pid, 0, a)?;
-            // L0 enable, RW0 = 00 (execute), LEN0 = 00.
-            poke_user_debugreg(pid, 7, 1)
+pub fn set_hw_breakpoints(pid: pid_t, addrs: [Option<u64>; 2]) -> io::Result<()> {
+    // DR7 must be cleared before DR0/DR1 change, or the kernel validates the old pairs.
+    poke_user_debugreg(pid, 7, 0)?;
+    let mut dr7 = 0;
+    for (i, addr) in addrs.iter().enumerate() {
+        if let Some(a) = *addr {
+            poke_user_debugreg(pid, i, a)?;
+            // Ln enable; RWn = 00 (execute) and LENn = 00 (1 byte) stay zero.
+            dr7 |= 1 << (2 * i);
         }
-        None => poke_user_debugreg(pid, 7, 0),
     }
+    if dr7 != 0 {
+        poke_user_debugreg(pid, 7, dr7)?;
+    }
+    Ok(())
+}
+
+/// Arms (or with `None` disarms) hardware execution breakpoint 0 alone.
+pub fn set_hw_breakpoint(pid: pid_t, addr: Option<u64>) -> io::Result<()> {
+    set_hw_breakpoints(pid, [addr, None])
+}
+
+/// Which hardware breakpoints caused the current SIGTRAP stop (bit n for breakpoint n);
+/// clears DR6.
+pub fn hw_breakpoints_hit(pid: pid_t) -> io::Result<u64> {
+    let hit = peek_user_debugreg(pid, 6)? & 0xf;
+    if hit != 0 {
+        poke_user_debugreg(pid, 6, 0)?;
+    }
+    Ok(hit)
 }
 
 /// True when the current SIGTRAP stop comes from hardware breakpoint 0; clears DR6.
 pub fn hw_breakpoint_hit(pid: pid_t) -> io::Result<bool> {
-    let dr6 = peek_user_debugreg(pid, 6)?;
-    if dr6 & 1 != 0 {
-        poke_user_debugreg(pid, 6, 0)?;
-        return Ok(true);
-    }
-    Ok(false)
+    Ok(hw_breakpoints_hit(pid)? & 1 != 0)
 }
 
 /// Reads up to `buf.len()` bytes of the tracee's memory; returns how many were readable.

@@ -343,7 +343,10 @@ impl<'a> Replay<'a> {
     }
 
     fn slice(&mut self, n: usize) -> Result<&'a [u8], ReplayError> {
-        let end = self.pos.checked_add(n).ok_or(ReplayError::Corrupt(self.pos))?;
+        let end = self
+            .pos
+            .checked_add(n)
+            .ok_or(ReplayError::Corrupt(self.pos))?;
         let s = self
             .data
             .get(self.pos..end)

@@ -75,6 +75,9 @@ pub struct StepEngine {
     pending_plt: Option<String>,
     /// The last call executed: (its address, its return address).
     last_call: (u64, u64),
+    /// Traced code that natively-run code is known to call into: `main` of a stripped binary,
+    /// passed to `__libc_start_main`. Tracing resumes when it runs.
+    callback_entry: Option<u64>,
     /// Signal to deliver at the next resume.
     pending_signal: i32,
     warnings: Vec<String>,
@@ -105,6 +108,7 @@ impl StepEngine {
             instructions: 0,
             pending_plt: None,
             last_call: (0, 0),
+            callback_entry: None,
             pending_signal: 0,
             warnings: Vec::new(),
             untraced_threads: BTreeMap::new(),
@@ -234,7 +238,11 @@ impl StepEngine {
     }
 
     /// Handles a PTRACE_EVENT stop of the main thread. Returns `Some` when tracing must stop.
-    fn handle_event(&mut self, event: i32, sink: &mut dyn EventSink) -> Result<Option<Next>, Error> {
+    fn handle_event(
+        &mut self,
+        event: i32,
+        sink: &mut dyn EventSink,
+    ) -> Result<Option<Next>, Error> {
         match event {
             libc::PTRACE_EVENT_CLONE | libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK => {
                 let child = ptrace::event_msg(self.pid).map_err(Error::trace("GETEVENTMSG"))?;
@@ -343,7 +351,9 @@ impl StepEngine {
                 }
             }
             let pc = regs.rip;
-            let (d, fresh) = self.cache.get_or_decode(pc, |buf| ptrace::read_memory(pid, pc, buf));
+            let (d, fresh) = self
+                .cache
+                .get_or_decode(pc, |buf| ptrace::read_memory(pid, pc, buf));
             let d: Decoded = d.clone();
             if fresh {
                 Self::emit(
@@ -484,6 +494,14 @@ impl StepEngine {
             return Ok(());
         };
         let name = self.callee_name(target);
+        if self.opts.start == StartAt::Entry
+            && name.as_deref() == Some("__libc_start_main")
+            && self.in_traced(regs.rdi)
+        {
+            // Without symbols, tracing starts at the entry point; the C runtime then calls
+            // `main` (its first argument) natively. Catch that call.
+            self.callback_entry = Some(regs.rdi);
+        }
         self.frames.push(NativeFrame::Call {
             ret,
             rsp: regs.rsp.wrapping_add(8 * k + 8),
@@ -622,13 +640,14 @@ impl StepEngine {
             .map_err(Error::trace("clearing a hardware breakpoint"))
     }
 
-    /// Arms the breakpoint on the return address of the innermost pending library call.
+    /// Arms the breakpoints on the return address of the innermost pending library call and
+    /// on the known callback entry.
     fn arm_innermost_call(&self) -> Result<(), Error> {
         let ret = self.frames.iter().rev().find_map(|f| match *f {
             NativeFrame::Call { ret, .. } => Some(ret),
             NativeFrame::Out => None,
         });
-        ptrace::set_hw_breakpoint(self.pid, ret)
+        ptrace::set_hw_breakpoints(self.pid, [ret, self.callback_entry])
             .map_err(Error::trace("setting a hardware breakpoint"))
     }
 
@@ -636,10 +655,16 @@ impl StepEngine {
     /// back in traced code?
     fn check_return(&mut self, sink: &mut dyn EventSink) -> Result<ReturnCheck, Error> {
         let pid = self.pid;
-        if !ptrace::hw_breakpoint_hit(pid).map_err(Error::trace("reading DR6"))? {
+        let hit = ptrace::hw_breakpoints_hit(pid).map_err(Error::trace("reading DR6"))?;
+        if hit & 3 == 0 {
             return Ok(ReturnCheck::NotOurs);
         }
         let regs = ptrace::get_regs(pid).map_err(Error::trace("GETREGS"))?;
+        if hit & 2 != 0 && self.callback_entry == Some(regs.rip) {
+            self.callback_entry = None;
+            self.disarm()?;
+            return Ok(ReturnCheck::Back(regs));
+        }
         let here = NativeFrame::Call {
             ret: regs.rip,
             rsp: regs.rsp,
@@ -657,7 +682,7 @@ impl StepEngine {
             return Ok(ReturnCheck::Back(regs));
         }
         // The return address ran at another stack depth (code reached again from inside the
-        // library): step over it with the breakpoint off, then re-arm.
+        // library): step over it with the breakpoints off, then re-arm.
         self.disarm()?;
         match self.step_once(0, sink)? {
             StepOutcome::Ended(status) => return Ok(ReturnCheck::Ended(self.ended(sink, status)?)),
@@ -676,7 +701,9 @@ impl StepEngine {
                 StartAt::Address { name, .. } => format!("`{name}`"),
                 StartAt::Entry => "the entry point".to_string(),
             };
-            w.push(format!("the program ended before reaching {what}; nothing was traced"));
+            w.push(format!(
+                "the program ended before reaching {what}; nothing was traced"
+            ));
         }
         for (what, ids) in &self.untraced_threads {
             let list: Vec<String> = ids.iter().take(8).map(|i| i.to_string()).collect();
@@ -694,6 +721,8 @@ impl StepEngine {
     }
 }
 
+// Short-lived return value; boxing the register file would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 enum ReturnCheck {
     /// Back in traced code after the library call returned.
     Back(Regs),
@@ -715,6 +744,39 @@ impl Engine for StepEngine {
     }
 
     fn run(&mut self, sink: &mut dyn EventSink) -> Result<RunSummary, Error> {
+        let exit = match self.drive(sink) {
+            Ok(status) => status,
+            // The program vanished between two ptrace calls (killed from outside, e.g. by
+            // polyprof's own Ctrl-C handler): collect how it ended.
+            Err(Error::Trace { source, .. }) if source.raw_os_error() == Some(libc::ESRCH) => {
+                let status = loop {
+                    match ptrace::wait(self.pid).map_err(Error::trace("waitpid"))? {
+                        Stop::Exited(c) => break ExitStatus::Code(c),
+                        Stop::Killed(s) => break ExitStatus::Signal(s),
+                        _ => {}
+                    }
+                };
+                self.ended(sink, status)?;
+                status
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(RunSummary {
+            engine: self.name(),
+            exit: Some(exit),
+            instructions: self.instructions,
+            emulated: 0,
+            complete: self.complete && self.started,
+            warnings: self.warnings(),
+            load_bias: self.bias,
+            started: self.started,
+        })
+    }
+}
+
+impl StepEngine {
+    /// Runs the state machine to the program's end.
+    fn drive(&mut self, sink: &mut dyn EventSink) -> Result<ExitStatus, Error> {
         let mut next = self.run_to_start(sink)?;
         let mut regs = None;
         let exit = loop {
@@ -734,16 +796,7 @@ impl Engine for StepEngine {
                 Next::Done(status) => break status,
             };
         };
-        Ok(RunSummary {
-            engine: self.name(),
-            exit: Some(exit),
-            instructions: self.instructions,
-            emulated: 0,
-            complete: self.complete && self.started,
-            warnings: self.warnings(),
-            load_bias: self.bias,
-            started: self.started,
-        })
+        Ok(exit)
     }
 }
 
