@@ -7,7 +7,7 @@ use std::path::PathBuf;
 /// Dynamic binary profiler: traces a program and reports which loop, layout and storage
 /// transformations would expose parallelism and locality.
 #[derive(Parser, Debug)]
-#[command(name = "polyprof", version, trailing_var_arg = true)]
+#[command(name = "polyprof", version)]
 pub struct Args {
     /// Output directory [default: polyprof-out/<program file name>/]
     #[arg(short, long, value_name = "DIR")]
@@ -34,13 +34,27 @@ pub struct Args {
     #[arg(long)]
     pub dump_events: bool,
 
-    /// The program to profile.
-    #[arg(value_name = "PROGRAM", required = true)]
-    pub program: OsString,
+    /// The program to profile, then its arguments. Everything after the program belongs to
+    /// it, options included.
+    #[arg(
+        value_name = "PROGRAM [ARGS]",
+        required = true,
+        num_args = 1..,
+        trailing_var_arg = true
+    )]
+    pub command: Vec<OsString>,
+}
 
-    /// Its arguments.
-    #[arg(value_name = "ARGS", allow_hyphen_values = true)]
-    pub args: Vec<OsString>,
+impl Args {
+    /// The program, as given.
+    pub fn program(&self) -> &OsString {
+        &self.command[0]
+    }
+
+    /// The program's arguments.
+    pub fn args(&self) -> &[OsString] {
+        &self.command[1..]
+    }
 }
 
 /// `--engine`.

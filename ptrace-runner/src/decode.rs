@@ -8,6 +8,7 @@ use iced_x86::{
     Register, UsedMemory,
 };
 use std::collections::HashMap;
+use std::rc::Rc;
 
 /// What the engine needs of one instruction, computed once per address.
 #[derive(Clone, Debug)]
@@ -118,10 +119,16 @@ impl Decoded {
                     continue;
                 }
                 let addr = m.virtual_address(0, |reg, _, _| register_value(before, reg));
+                // iced leaves the operand size of REP string instructions unknown; the
+                // instruction's own memory size is the size of one iteration's access.
+                let size = match m.memory_size().size() {
+                    0 => self.insn.memory_size().size(),
+                    n => n,
+                };
                 match addr {
                     Some(addr) => out.push(MemAccess {
                         addr,
-                        size: m.memory_size().size() as u32,
+                        size: size as u32,
                         kind: pass,
                     }),
                     None => complete = false,
@@ -237,7 +244,7 @@ pub fn register_value(regs: &Regs, reg: Register) -> Option<u64> {
 
 /// Decoded instructions by address.
 pub struct DecodeCache {
-    map: HashMap<u64, Decoded>,
+    map: HashMap<u64, Rc<Decoded>>,
     info: InstructionInfoFactory,
 }
 
@@ -261,20 +268,20 @@ impl DecodeCache {
         &mut self,
         pc: u64,
         read: impl FnOnce(&mut [u8; 15]) -> usize,
-    ) -> (&Decoded, bool) {
+    ) -> (Rc<Decoded>, bool) {
         let mut fresh = false;
         let info = &mut self.info;
         let d = self.map.entry(pc).or_insert_with(|| {
             fresh = true;
             let mut buf = [0u8; 15];
             let n = read(&mut buf);
-            Decoded::new(pc, &buf[..n], info)
+            Rc::new(Decoded::new(pc, &buf[..n], info))
         });
-        (d, fresh)
+        (Rc::clone(d), fresh)
     }
 
     pub fn get(&self, pc: u64) -> Option<&Decoded> {
-        self.map.get(&pc)
+        self.map.get(&pc).map(|d| &**d)
     }
 
     pub fn len(&self) -> usize {
@@ -367,6 +374,11 @@ mod tests {
         assert_eq!(out.len(), 2);
         assert_eq!((out[0].addr, out[0].kind), (0x2000, AccessKind::Read));
         assert_eq!((out[1].addr, out[1].kind), (0x1000, AccessKind::Write));
+        assert!(out.iter().all(|a| a.size == 1));
+        // rep stosq writes 8 bytes per iteration.
+        let d = dec(0x1000, &[0xf3, 0x48, 0xab]);
+        d.accesses(&regs(), &mut out);
+        assert_eq!((out[0].addr, out[0].size), (0x1000, 8));
         let mut r = regs();
         r.rcx = 0;
         d.accesses(&r, &mut out);

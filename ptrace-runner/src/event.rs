@@ -25,9 +25,10 @@ pub struct MemAccess {
 
 /// A general-purpose register written by an instruction, with the value it holds afterwards.
 ///
-/// `reg` is the register as the instruction names it (`EAX`, `AL`, `RSP`, ...), as an
-/// [`iced_x86::Register`] number; `value` is that register's value after the instruction,
-/// zero-extended (for `AH` the high byte itself).
+/// `reg` is the register written, as iced-x86 reports it: the 64-bit register for 32- and
+/// 64-bit writes (a 32-bit write zero-extends into the whole register), the sub-register for
+/// 8- and 16-bit writes (`AL`, `AH`, `AX`). `value` is its value after the instruction (for
+/// `AH`, the high byte itself).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RegWrite {
     pub reg: iced_x86::Register,

@@ -11,6 +11,7 @@ use crate::event::{
     AccessKind, Event, EventSink, ExitStatus, Insn, LibCall, MemAccess, RegWrite, Syscall,
     Transfer, TransferKind,
 };
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
@@ -24,12 +25,18 @@ const TAG_SIGNAL: u8 = 6;
 const TAG_DETACH: u8 = 7;
 const TAG_EXIT: u8 = 8;
 
+/// Accesses per instruction whose stride is predicted (the rest use the last address).
+const STRIDED: usize = 2;
+
 /// Predictions shared by writer and reader; both update them identically.
 #[derive(Clone)]
 struct Model {
     next_pc: u64,
     last_addr: u64,
     reg_values: Box<[u64; 256]>,
+    /// Per instruction address: the last address and stride of its first accesses, so a
+    /// strided access in a loop costs one byte.
+    strides: HashMap<u64, [(u64, u64); STRIDED]>,
 }
 
 impl Default for Model {
@@ -38,6 +45,30 @@ impl Default for Model {
             next_pc: 0,
             last_addr: 0,
             reg_values: Box::new([0; 256]),
+            strides: HashMap::new(),
+        }
+    }
+}
+
+impl Model {
+    /// The predicted address of access `j` of the instruction at `pc`.
+    fn predict(&self, pc: u64, j: usize) -> u64 {
+        match self.strides.get(&pc) {
+            Some(s) if j < STRIDED && s[j].0 != 0 => s[j].0.wrapping_add(s[j].1),
+            _ => self.last_addr,
+        }
+    }
+
+    fn update(&mut self, pc: u64, j: usize, addr: u64) {
+        self.last_addr = addr;
+        if j < STRIDED {
+            let s = self.strides.entry(pc).or_insert([(0, 0); STRIDED]);
+            s[j].1 = if s[j].0 == 0 {
+                0
+            } else {
+                addr.wrapping_sub(s[j].0)
+            };
+            s[j].0 = addr;
         }
     }
 }
@@ -145,11 +176,11 @@ impl Recorder {
                 put_delta(b, i.pc, m.next_pc);
                 b.push(i.len);
                 put_var(b, i.mem.len() as u64);
-                for a in &i.mem {
+                for (j, a) in i.mem.iter().enumerate() {
                     let kind = matches!(a.kind, AccessKind::Write) as u64;
                     put_var(b, (u64::from(a.size) << 1) | kind);
-                    put_delta(b, a.addr, m.last_addr);
-                    m.last_addr = a.addr;
+                    put_delta(b, a.addr, m.predict(i.pc, j));
+                    m.update(i.pc, j, a.addr);
                 }
                 put_var(b, i.regs.len() as u64);
                 for r in &i.regs {
@@ -374,10 +405,11 @@ impl<'a> Replay<'a> {
                 self.insn.pc = self.delta(self.model.next_pc)?;
                 self.insn.len = self.byte()?;
                 let n = self.var()? as usize;
-                for _ in 0..n {
+                let pc = self.insn.pc;
+                for j in 0..n {
                     let sk = self.var()?;
-                    let addr = self.delta(self.model.last_addr)?;
-                    self.model.last_addr = addr;
+                    let addr = self.delta(self.model.predict(pc, j))?;
+                    self.model.update(pc, j, addr);
                     let kind = if sk & 1 == 1 {
                         AccessKind::Write
                     } else {

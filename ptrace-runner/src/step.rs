@@ -354,7 +354,6 @@ impl StepEngine {
             let (d, fresh) = self
                 .cache
                 .get_or_decode(pc, |buf| ptrace::read_memory(pid, pc, buf));
-            let d: Decoded = d.clone();
             if fresh {
                 Self::emit(
                     sink,
