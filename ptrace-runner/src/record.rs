@@ -586,11 +586,8 @@ mod tests {
         for cut in 1..data.len() {
             let mut r = Replay::new(&data[..cut]);
             let mut n = 0;
-            loop {
-                match r.next_event() {
-                    Ok(Some(_)) => n += 1,
-                    Ok(None) | Err(_) => break,
-                }
+            while let Ok(Some(_)) = r.next_event() {
+                n += 1;
                 assert!(n < 100);
             }
         }
