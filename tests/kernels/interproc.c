@@ -1,0 +1,28 @@
+/* A loop calling a function that holds a loop: one 2-D interprocedural nest. */
+#include <stdio.h>
+#include <stdlib.h>
+
+double v[32][32];
+
+__attribute__((noinline)) static double row_sum(const double *row, int n)
+{
+    double s = 0;
+    for (int j = 0; j < n; j++) /* CALLEE_LOOP */
+        s += row[j];
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    int n = argc > 1 ? atoi(argv[1]) : 8;
+    if (n > 32)
+        n = 32;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            v[i][j] = i - j;
+    double t = 0;
+    for (int i = 0; i < n; i++) /* CALLER_LOOP */
+        t += row_sum(v[i], n);
+    printf("%g\n", t);
+    return 0;
+}

@@ -1,0 +1,146 @@
+//! Names and source locations of schedule-tree nodes, for the flame graph and the reports.
+
+use crate::schedule::{NodeId, NodeKind, ScheduleTree};
+use crate::structure::{FuncId, Structure};
+use symbols::{ElfFile, Loc};
+
+/// Names tree nodes from the executable's symbols and debug information.
+pub struct Naming<'a> {
+    exe: &'a ElfFile,
+    bias: u64,
+    structure: &'a Structure,
+}
+
+fn basename(file: &str) -> &str {
+    file.rsplit('/').next().unwrap_or(file)
+}
+
+impl<'a> Naming<'a> {
+    /// `bias`: the executable's load bias (runtime = link-time + bias).
+    pub fn new(exe: &'a ElfFile, bias: u64, structure: &'a Structure) -> Naming<'a> {
+        Naming {
+            exe,
+            bias,
+            structure,
+        }
+    }
+
+    /// Source location of a runtime address.
+    pub fn location(&self, addr: u64) -> Option<Loc> {
+        self.exe
+            .location(addr.wrapping_sub(self.bias))
+            .filter(|l| l.line > 0)
+    }
+
+    /// The imported name when `entry` is a PLT stub.
+    pub fn import(&self, entry: u64) -> Option<&str> {
+        self.exe.import_for_plt_stub(entry.wrapping_sub(self.bias))
+    }
+
+    /// A function's name, or `0x...` when nothing names it.
+    pub fn function(&self, entry: u64) -> String {
+        let link = entry.wrapping_sub(self.bias);
+        match self.exe.function_at(link) {
+            Some(f) if f.address == link => f.name.clone(),
+            Some(_) => self.exe.describe(link),
+            None => format!("{entry:#x}"),
+        }
+    }
+
+    /// The innermost (possibly inlined) function and source location of a runtime address.
+    fn innermost(&self, addr: u64) -> Option<(Option<String>, Loc)> {
+        let frames = self.exe.frames(addr.wrapping_sub(self.bias));
+        let f = frames.into_iter().next()?;
+        let loc = f.location.filter(|l| l.line > 0)?;
+        Some((f.function, loc))
+    }
+
+    /// The source line that names a loop: the smallest line among the loop's own instructions
+    /// that belong to the same (possibly inlined) function and file as its header. At -O0 and
+    /// -O3 alike this is the line of the loop statement (`for`, `while`), while the header
+    /// instruction's own line moves with loop rotation; the function filter keeps inlined code
+    /// that the compiler scheduled into the loop from naming it.
+    pub fn loop_location(&self, func: FuncId, lp: usize) -> Option<Loc> {
+        let cfg = &self.structure.funcs[func];
+        let header = cfg.addrs[cfg.forest.loops[lp].header];
+        let Some((head_fn, head_loc)) = self.innermost(header) else {
+            return self.location(header);
+        };
+        cfg.own_nodes(lp)
+            .filter_map(|n| self.innermost(cfg.addrs[n]))
+            .filter(|(f, l)| *f == head_fn && l.file == head_loc.file)
+            .map(|(_, l)| l)
+            .chain(std::iter::once(head_loc.clone()))
+            .min_by_key(|l| l.line)
+    }
+
+    /// Source location of a node (every node has one when the program has debug information).
+    pub fn node_location(&self, tree: &ScheduleTree, n: NodeId) -> Option<Loc> {
+        match tree.nodes[n].kind {
+            NodeKind::Root => None,
+            NodeKind::Func { entry, site } => {
+                if self.import(entry).is_some() && site != 0 {
+                    self.location(site)
+                } else {
+                    self.location(entry)
+                }
+            }
+            NodeKind::Loop { func, lp } => self.loop_location(func, lp),
+            NodeKind::Recursion { component } => {
+                let f = *self.structure.components[component].headers.first()?;
+                self.location(self.structure.funcs[f].entry)
+            }
+        }
+    }
+
+    /// The frame name of a node, as REPORT.md specifies: a function's name, `loop <file>:<line>`,
+    /// `call <name>` for a library call; `recursion <function>` for a recursive loop.
+    pub fn frame(&self, tree: &ScheduleTree, n: NodeId) -> String {
+        match tree.nodes[n].kind {
+            NodeKind::Root => "all".to_string(),
+            NodeKind::Func { entry, .. } => match self.import(entry) {
+                Some(name) => format!("call {name}"),
+                None => self.function(entry),
+            },
+            NodeKind::Loop { func, lp } => match self.loop_location(func, lp) {
+                Some(l) => format!("loop {}:{}", basename(&l.file), l.line),
+                None => {
+                    let cfg = &self.structure.funcs[func];
+                    let header = cfg.addrs[cfg.forest.loops[lp].header];
+                    format!("loop {}", self.exe.describe(header.wrapping_sub(self.bias)))
+                }
+            },
+            NodeKind::Recursion { component } => {
+                let names: Vec<String> = self.structure.components[component]
+                    .headers
+                    .iter()
+                    .map(|&f| self.function(self.structure.funcs[f].entry))
+                    .collect();
+                format!("recursion {}", names.join(","))
+            }
+        }
+    }
+
+    /// The folded stacks (`frame;frame;... count`), one line per distinct stack, sorted.
+    pub fn folded(&self, tree: &ScheduleTree) -> Vec<String> {
+        let mut stacks: std::collections::BTreeMap<String, u64> = Default::default();
+        for (n, node) in tree.nodes.iter().enumerate() {
+            if node.self_weight == 0 {
+                continue;
+            }
+            let names: Vec<String> = tree
+                .path(n)
+                .into_iter()
+                .map(|m| self.frame(tree, m).replace(';', ":"))
+                .collect();
+            if names.is_empty() {
+                continue;
+            }
+            *stacks.entry(names.join(";")).or_default() += node.self_weight;
+        }
+        stacks
+            .into_iter()
+            .map(|(s, w)| format!("{s} {w}"))
+            .collect()
+    }
+}

@@ -1,0 +1,414 @@
+//! Pass 2: loop events (Alg. 1 and 2 of the POLY-PROF paper), dynamic interprocedural
+//! iteration vectors (Alg. 3) and the dynamic schedule tree.
+//!
+//! The current dynamic IIV is kept as a *path* in the schedule tree: function frames, loops and
+//! recursive loops from the root to the current context. The context id of an instruction is
+//! the tree node at the end of the path; its coordinates are the canonical induction variables
+//! of the loops on the path. Recursive loops do not deepen the path: a call to a component's
+//! header goes back to the recursive loop's node and increments its counter (Alg. 2), so the
+//! vector's depth does not grow with the recursion depth.
+
+use crate::structure::{FuncId, Structure};
+use crate::walk::{Action, Walker};
+use ptrace_runner::{Event, EventSink, Insn};
+use std::collections::HashMap;
+use std::io;
+
+/// Index of a node in the [`ScheduleTree`].
+pub type NodeId = usize;
+
+/// What a schedule-tree node stands for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum NodeKind {
+    Root,
+    /// A function entered at `entry`, called from `site` (0: not called from traced code).
+    Func { entry: u64, site: u64 },
+    /// Loop `lp` of function `func`'s loop-nesting forest.
+    Loop { func: FuncId, lp: usize },
+    /// A recursive loop: recursive component `component` of the call graph.
+    Recursion { component: usize },
+}
+
+/// A node of the dynamic schedule tree.
+#[derive(Clone, Debug)]
+pub struct TreeNode {
+    pub kind: NodeKind,
+    pub parent: Option<NodeId>,
+    /// Dynamic instructions executed directly in this context.
+    pub self_weight: u64,
+    /// Number of loop dimensions from the root to this node (its coordinates' length).
+    pub depth: usize,
+}
+
+/// The calling-context tree with loops as nodes, weighted by dynamic instructions.
+#[derive(Clone, Debug)]
+pub struct ScheduleTree {
+    pub nodes: Vec<TreeNode>,
+    children: HashMap<(NodeId, NodeKind), NodeId>,
+}
+
+impl Default for ScheduleTree {
+    fn default() -> Self {
+        ScheduleTree {
+            nodes: vec![TreeNode {
+                kind: NodeKind::Root,
+                parent: None,
+                self_weight: 0,
+                depth: 0,
+            }],
+            children: HashMap::new(),
+        }
+    }
+}
+
+impl ScheduleTree {
+    pub const ROOT: NodeId = 0;
+
+    fn child(&mut self, parent: NodeId, kind: NodeKind) -> NodeId {
+        if let Some(&c) = self.children.get(&(parent, kind.clone())) {
+            return c;
+        }
+        let id = self.nodes.len();
+        let depth = self.nodes[parent].depth
+            + usize::from(matches!(
+                kind,
+                NodeKind::Loop { .. } | NodeKind::Recursion { .. }
+            ));
+        self.nodes.push(TreeNode {
+            kind: kind.clone(),
+            parent: Some(parent),
+            self_weight: 0,
+            depth,
+        });
+        self.children.insert((parent, kind), id);
+        id
+    }
+
+    /// Nodes from the root's child down to `n`.
+    pub fn path(&self, mut n: NodeId) -> Vec<NodeId> {
+        let mut p = Vec::new();
+        while let Some(parent) = self.nodes[n].parent {
+            p.push(n);
+            n = parent;
+        }
+        p.reverse();
+        p
+    }
+
+    /// Total weight of each node (its own plus its descendants').
+    pub fn total_weights(&self) -> Vec<u64> {
+        let mut total: Vec<u64> = self.nodes.iter().map(|n| n.self_weight).collect();
+        // Children always have larger ids than their parents.
+        for n in (1..self.nodes.len()).rev() {
+            if let Some(p) = self.nodes[n].parent {
+                total[p] += total[n];
+            }
+        }
+        total
+    }
+
+    /// Deepest loop nesting of any node (the longest iteration vector).
+    pub fn max_depth(&self) -> usize {
+        self.nodes.iter().map(|n| n.depth).max().unwrap_or(0)
+    }
+}
+
+/// One traced instruction with its dynamic IIV: context and coordinates.
+#[derive(Clone, Copy, Debug)]
+pub struct Step<'a> {
+    pub insn: &'a Insn,
+    /// The schedule-tree node of the innermost context.
+    pub context: NodeId,
+    /// Canonical induction variables of the loops on the path, outermost first.
+    pub coords: &'a [u64],
+}
+
+#[derive(Clone, Copy, Debug)]
+enum ElemKind {
+    Func,
+    Loop { func: FuncId, lp: usize },
+    Rec { component: usize },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Elem {
+    node: NodeId,
+    /// Depth of the shadow-stack frame that owns this element.
+    owner: usize,
+    kind: ElemKind,
+    /// Length of the coordinates before this element.
+    coords_before: usize,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct CompState {
+    /// Index in the path of the active recursive loop.
+    active: Option<usize>,
+    entry_func: u64,
+    entry_depth: usize,
+    /// Calls to headers minus returns from them.
+    stackcount: u64,
+}
+
+/// Replays events through the loop-event algorithms, building the schedule tree and calling
+/// `on_step` for every instruction with its dynamic IIV.
+pub struct Scheduler<'s, F: FnMut(&Step<'_>)> {
+    s: &'s Structure,
+    walker: Walker,
+    actions: Vec<Action>,
+    tree: ScheduleTree,
+    path: Vec<Elem>,
+    coords: Vec<u64>,
+    comps: Vec<CompState>,
+    on_step: F,
+}
+
+impl<'s, F: FnMut(&Step<'_>)> Scheduler<'s, F> {
+    pub fn new(s: &'s Structure, entries: impl IntoIterator<Item = u64>, on_step: F) -> Self {
+        Scheduler {
+            s,
+            walker: Walker::new(entries),
+            actions: Vec::new(),
+            tree: ScheduleTree::default(),
+            path: Vec::new(),
+            coords: Vec::new(),
+            comps: vec![CompState::default(); s.components.len()],
+            on_step,
+        }
+    }
+
+    pub fn finish(self) -> ScheduleTree {
+        self.tree
+    }
+
+    fn cur(&self) -> NodeId {
+        self.path.last().map_or(ScheduleTree::ROOT, |e| e.node)
+    }
+
+    fn push(&mut self, kind: NodeKind, elem: ElemKind, owner: usize, parent: NodeId) {
+        let node = self.tree.child(parent, kind);
+        let coords_before = self.coords.len();
+        if matches!(elem, ElemKind::Loop { .. } | ElemKind::Rec { .. }) {
+            self.coords.push(0);
+        }
+        self.path.push(Elem {
+            node,
+            owner,
+            kind: elem,
+            coords_before,
+        });
+        if let ElemKind::Rec { component } = elem {
+            self.comps[component].active = Some(self.path.len() - 1);
+        }
+    }
+
+    fn truncate(&mut self, len: usize) {
+        while self.path.len() > len {
+            if let Some(e) = self.path.pop() {
+                self.coords.truncate(e.coords_before);
+                if let ElemKind::Rec { component } = e.kind {
+                    self.comps[component].active = None;
+                }
+            }
+        }
+    }
+
+    fn pop_owned(&mut self, depth: usize) {
+        let keep = self
+            .path
+            .iter()
+            .rposition(|e| e.owner < depth)
+            .map_or(0, |i| i + 1);
+        self.truncate(keep);
+    }
+
+    /// Makes sure the frame at `depth` has an element on the path (it can lose it to a
+    /// recursive-loop iteration that unwound the path).
+    fn restore_frame(&mut self, depth: usize) {
+        if self.path.last().is_some_and(|e| e.owner >= depth) {
+            return;
+        }
+        if let Some(f) = self.walker.stack.get(depth) {
+            let kind = NodeKind::Func {
+                entry: f.func,
+                site: f.site,
+            };
+            let parent = self.cur();
+            self.push(kind, ElemKind::Func, depth, parent);
+        }
+    }
+
+    /// Iterates the active recursive loop of `component` at path index `pos`.
+    fn iterate_rec(&mut self, pos: usize) {
+        self.truncate(pos + 1);
+        if let Some(c) = self.coords.last_mut() {
+            *c += 1;
+        }
+    }
+
+    fn enter(&mut self, func: u64, site: u64, depth: usize) {
+        let kind = NodeKind::Func { entry: func, site };
+        let role = self.s.func(func).and_then(|f| self.s.roles[f]);
+        if let Some(r) = role {
+            let st = self.comps[r.component];
+            match st.active {
+                Some(pos) if r.is_header => {
+                    // I_C: a call to a header iterates the recursive loop.
+                    self.iterate_rec(pos);
+                    self.comps[r.component].stackcount += 1;
+                    let parent = self.path[pos].node;
+                    self.push(kind, ElemKind::Func, depth, parent);
+                    return;
+                }
+                None if r.is_entry => {
+                    // E_C: entering the component enters its recursive loop.
+                    let parent = self.cur();
+                    self.push(
+                        NodeKind::Recursion {
+                            component: r.component,
+                        },
+                        ElemKind::Rec {
+                            component: r.component,
+                        },
+                        depth,
+                        parent,
+                    );
+                    let c = &mut self.comps[r.component];
+                    c.entry_func = func;
+                    c.entry_depth = depth;
+                    c.stackcount = 0;
+                    let parent = self.cur();
+                    self.push(kind, ElemKind::Func, depth, parent);
+                    return;
+                }
+                _ => {}
+            }
+        }
+        let parent = self.cur();
+        self.push(kind, ElemKind::Func, depth, parent);
+    }
+
+    fn leave(&mut self, func: u64, depth: usize) {
+        let role = self.s.func(func).and_then(|f| self.s.roles[f]);
+        if let Some(r) = role {
+            let st = self.comps[r.component];
+            if let Some(pos) = st.active {
+                if r.is_entry
+                    && st.stackcount == 0
+                    && st.entry_func == func
+                    && st.entry_depth == depth
+                {
+                    // X_R: the call that entered the recursive loop returns.
+                    self.pop_owned(depth);
+                    self.comps[r.component].active = None;
+                    if depth > 0 {
+                        self.restore_frame(depth - 1);
+                    }
+                    return;
+                }
+                if r.is_header && st.stackcount > 0 {
+                    // I_R: a return from a header iterates the recursive loop.
+                    self.comps[r.component].stackcount -= 1;
+                    self.iterate_rec(pos);
+                    if depth > 0 {
+                        if let Some(f) = self.walker.stack.get(depth - 1) {
+                            let kind = NodeKind::Func {
+                                entry: f.func,
+                                site: f.site,
+                            };
+                            let parent = self.path[pos].node;
+                            self.push(kind, ElemKind::Func, depth - 1, parent);
+                        }
+                    }
+                    return;
+                }
+            }
+        }
+        self.pop_owned(depth);
+        if depth > 0 {
+            self.restore_frame(depth - 1);
+        }
+    }
+
+    /// Alg. 1: control reaches instruction `pc` of the current frame's function locally.
+    fn local_jump(&mut self, pc: u64) {
+        let depth = self.walker.depth();
+        let Some(entry) = self.walker.top().map(|f| f.func) else {
+            return;
+        };
+        let s = self.s;
+        let Some(fid) = s.func(entry) else {
+            return;
+        };
+        let cfg = &s.funcs[fid];
+        let Some(node) = cfg.node_of(pc) else {
+            return;
+        };
+        while let Some(e) = self.path.last() {
+            match e.kind {
+                ElemKind::Loop { func, lp }
+                    if e.owner == depth && func == fid && !cfg.forest.contains(lp, node) =>
+                {
+                    let len = self.path.len() - 1;
+                    self.truncate(len);
+                }
+                _ => break,
+            }
+        }
+        if let Some(lp) = cfg.forest.heads[node] {
+            let on_top = self.path.last().is_some_and(|e| {
+                e.owner == depth
+                    && matches!(e.kind, ElemKind::Loop { func, lp: l } if func == fid && l == lp)
+            });
+            if on_top {
+                if let Some(c) = self.coords.last_mut() {
+                    *c += 1;
+                }
+            } else {
+                self.restore_frame(depth);
+                let parent = self.cur();
+                self.push(
+                    NodeKind::Loop { func: fid, lp },
+                    ElemKind::Loop { func: fid, lp },
+                    depth,
+                    parent,
+                );
+            }
+        }
+    }
+}
+
+impl<F: FnMut(&Step<'_>)> EventSink for Scheduler<'_, F> {
+    fn event(&mut self, ev: &Event<'_>) -> io::Result<()> {
+        let mut actions = std::mem::take(&mut self.actions);
+        let Event::Insn(insn) = ev else {
+            self.walker.other_event(ev, &mut actions);
+            for a in &actions {
+                if let Action::Leave { func, depth } = *a {
+                    self.leave(func, depth);
+                }
+            }
+            self.actions = actions;
+            return Ok(());
+        };
+        self.walker.before_insn(insn, &mut actions);
+        for a in &actions {
+            match *a {
+                Action::Enter { func, site, depth } => self.enter(func, site, depth),
+                Action::Leave { func, depth } => self.leave(func, depth),
+                Action::LibCall { .. } => {}
+            }
+        }
+        self.actions = actions;
+        self.local_jump(insn.pc);
+        let context = self.cur();
+        self.tree.nodes[context].self_weight += 1;
+        (self.on_step)(&Step {
+            insn,
+            context,
+            coords: &self.coords,
+        });
+        self.walker.after_insn(insn);
+        Ok(())
+    }
+}
