@@ -2,8 +2,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-double v[32][32];
-
 __attribute__((noinline)) static double row_sum(const double *row, int n)
 {
     double s = 0;
@@ -15,14 +13,16 @@ __attribute__((noinline)) static double row_sum(const double *row, int n)
 int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 8;
-    if (n > 32)
-        n = 32;
+    double *v = malloc(sizeof(double) * n * n);
+    if (!v)
+        return 1;
     for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++)
-            v[i][j] = i - j;
+            v[i * n + j] = i - j;
     double t = 0;
     for (int i = 0; i < n; i++) /* CALLER_LOOP */
-        t += row_sum(v[i], n);
+        t += row_sum(v + i * n, n);
     printf("%g\n", t);
+    free(v);
     return 0;
 }

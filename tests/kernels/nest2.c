@@ -2,16 +2,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-int a[64][64];
-
 int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 8;
-    if (n > 64)
-        n = 64;
+    int *a = malloc(sizeof(int) * n * n);
+    if (!a)
+        return 1;
     for (int i = 0; i < n; i++) /* OUTER */
         for (int j = 0; j < n; j++) /* INNER */
-            a[i][j] = i * 3 + j; /* BODY */
-    printf("%d\n", a[n - 1][n - 1]);
+            a[i * n + j] = i * 3 + j; /* BODY */
+    printf("%d\n", a[n * n - 1]);
+    free(a);
     return 0;
 }

@@ -55,23 +55,33 @@ impl<'a> Naming<'a> {
         Some((f.function, loc))
     }
 
-    /// The source line that names a loop: the smallest line among the loop's own instructions
-    /// that belong to the same (possibly inlined) function and file as its header. At -O0 and
-    /// -O3 alike this is the line of the loop statement (`for`, `while`), while the header
-    /// instruction's own line moves with loop rotation; the function filter keeps inlined code
-    /// that the compiler scheduled into the loop from naming it.
+    /// The source line that names a loop: the line of its back edges (the jumps back to the
+    /// header), which compilers attribute to the loop statement's condition (`for`, `while`)
+    /// at -O0 and -O3 alike, while the header instruction's own line moves with loop rotation
+    /// and scheduling. Without back-edge lines, the smallest line among the loop's own
+    /// instructions of the header's (possibly inlined) function and file.
     pub fn loop_location(&self, func: FuncId, lp: usize) -> Option<Loc> {
         let cfg = &self.structure.funcs[func];
-        let header = cfg.addrs[cfg.forest.loops[lp].header];
+        let header_node = cfg.forest.loops[lp].header;
+        let header = cfg.addrs[header_node];
         let Some((head_fn, head_loc)) = self.innermost(header) else {
             return self.location(header);
         };
-        cfg.own_nodes(lp)
+        let same_function = |(f, l): &(Option<String>, Loc)| *f == head_fn && l.file == head_loc.file;
+        let latch = (1..cfg.addrs.len())
+            .filter(|&n| cfg.succ[n].contains(&header_node) && cfg.forest.contains(lp, n))
             .filter_map(|n| self.innermost(cfg.addrs[n]))
-            .filter(|(f, l)| *f == head_fn && l.file == head_loc.file)
+            .filter(same_function)
             .map(|(_, l)| l)
-            .chain(std::iter::once(head_loc.clone()))
-            .min_by_key(|l| l.line)
+            .min_by_key(|l| l.line);
+        latch.or_else(|| {
+            cfg.own_nodes(lp)
+                .filter_map(|n| self.innermost(cfg.addrs[n]))
+                .filter(same_function)
+                .map(|(_, l)| l)
+                .chain(std::iter::once(head_loc.clone()))
+                .min_by_key(|l| l.line)
+        })
     }
 
     /// Source location of a node (every node has one when the program has debug information).
