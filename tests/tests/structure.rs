@@ -167,10 +167,14 @@ fn irreducible_loop_is_handled() {
     );
     let frames = loop_frames(&a.folded);
     assert_eq!(frames.len(), 2, "{frames:?} in {:#?}", a.folded);
-    assert!(frames.contains(&format!("loop irreducible.c:{repeat}")), "{frames:?}");
     assert!(
-        frames.iter().any(|f| (first..=second + 2)
-            .any(|l| *f == format!("loop irreducible.c:{l}"))),
+        frames.contains(&format!("loop irreducible.c:{repeat}")),
+        "{frames:?}"
+    );
+    assert!(
+        frames
+            .iter()
+            .any(|f| (first..=second + 2).any(|l| *f == format!("loop irreducible.c:{l}"))),
         "{frames:?}"
     );
     assert_eq!(a.analysis.tree.max_depth(), 2);
@@ -213,7 +217,9 @@ fn an_n_iteration_loop_gets_coordinates_0_to_n_minus_1() {
         .filter(|s| s.0 == pc)
         .map(|s| s.2.clone())
         .collect();
-    let want: Vec<Vec<u64>> = (0..n).flat_map(|i| (0..n).map(move |j| vec![i, j])).collect();
+    let want: Vec<Vec<u64>> = (0..n)
+        .flat_map(|i| (0..n).map(move |j| vec![i, j]))
+        .collect();
     assert_eq!(coords, want);
 }
 
@@ -248,19 +254,31 @@ fn cli_writes_the_flame_graph_and_folded_stacks() {
         .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
         .sum();
     assert_eq!(Some(total), report["trace"]["instructions"].as_u64());
-    assert!(folded.lines().any(|l| l.starts_with("main;call printf ")), "{folded}");
+    assert!(
+        folded.lines().any(|l| l.starts_with("main;call printf ")),
+        "{folded}"
+    );
     let svg = std::fs::read_to_string(run.out.join("flamegraph.svg")).unwrap();
     assert!(svg.contains("<svg") && svg.contains("row_sum") && svg.contains("instructions"));
     let title = format!("{} 8", k.path.display());
-    assert!(svg.contains(&title), "the title names the program and its arguments");
+    assert!(
+        svg.contains(&title),
+        "the title names the program and its arguments"
+    );
     let callee = line_of("interproc", "CALLEE_LOOP");
     assert!(report["hot_loops"]
         .as_array()
         .unwrap()
         .iter()
-        .any(|l| l["stack"].as_str().unwrap().ends_with(&format!("row_sum;loop interproc.c:{callee}"))));
+        .any(|l| l["stack"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("row_sum;loop interproc.c:{callee}"))));
     // The last lines on stderr name the flame graph and the text report.
     let tail: Vec<&str> = run.output.stderr.lines().rev().take(2).collect();
-    assert!(tail.iter().any(|l| l.contains("flamegraph.svg")), "{tail:?}");
+    assert!(
+        tail.iter().any(|l| l.contains("flamegraph.svg")),
+        "{tail:?}"
+    );
     assert!(tail.iter().any(|l| l.contains("report.txt")), "{tail:?}");
 }

@@ -67,7 +67,8 @@ impl<'a> Naming<'a> {
         let Some((head_fn, head_loc)) = self.innermost(header) else {
             return self.location(header);
         };
-        let same_function = |(f, l): &(Option<String>, Loc)| *f == head_fn && l.file == head_loc.file;
+        let same_function =
+            |(f, l): &(Option<String>, Loc)| *f == head_fn && l.file == head_loc.file;
         let latch = (1..cfg.addrs.len())
             .filter(|&n| cfg.succ[n].contains(&header_node) && cfg.forest.contains(lp, n))
             .filter_map(|n| self.innermost(cfg.addrs[n]))

@@ -22,11 +22,19 @@ pub type NodeId = usize;
 pub enum NodeKind {
     Root,
     /// A function entered at `entry`, called from `site` (0: not called from traced code).
-    Func { entry: u64, site: u64 },
+    Func {
+        entry: u64,
+        site: u64,
+    },
     /// Loop `lp` of function `func`'s loop-nesting forest.
-    Loop { func: FuncId, lp: usize },
+    Loop {
+        func: FuncId,
+        lp: usize,
+    },
     /// A recursive loop: recursive component `component` of the call graph.
-    Recursion { component: usize },
+    Recursion {
+        component: usize,
+    },
 }
 
 /// A node of the dynamic schedule tree.

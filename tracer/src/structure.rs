@@ -159,14 +159,15 @@ impl StructureBuilder {
         }
         let forest = loop_forest(&succ, 0);
         // Each outermost call-graph loop is a recursive component; nested loops add headers.
-        let mut top_of = vec![usize::MAX; forest.loops.len()];
-        for l in 0..forest.loops.len() {
-            let mut t = l;
-            while let Some(p) = forest.loops[t].parent {
-                t = p;
-            }
-            top_of[l] = t;
-        }
+        let top_of: Vec<usize> = (0..forest.loops.len())
+            .map(|l| {
+                let mut t = l;
+                while let Some(p) = forest.loops[t].parent {
+                    t = p;
+                }
+                t
+            })
+            .collect();
         let mut comp_of_top = HashMap::new();
         for (l, &t) in top_of.iter().enumerate() {
             if l == t {

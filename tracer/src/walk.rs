@@ -68,7 +68,14 @@ impl Walker {
         self.stack.last()
     }
 
-    fn push(&mut self, func: u64, site: u64, ret: Option<u64>, resume: Option<u64>, out: &mut Vec<Action>) {
+    fn push(
+        &mut self,
+        func: u64,
+        site: u64,
+        ret: Option<u64>,
+        resume: Option<u64>,
+        out: &mut Vec<Action>,
+    ) {
         self.stack.push(Frame {
             func,
             site,
