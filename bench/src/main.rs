@@ -146,5 +146,39 @@ fn main() -> Result<()> {
         rec_bytes,
         rec_bytes as f64 / rec_n.max(1) as f64
     );
+    structure_vs_length(&exe)
+}
+
+/// The control structure (CFGs, loops, schedule tree) must grow with the program's code and
+/// calling contexts, not with the trace: analyse a run and one ten times longer.
+fn structure_vs_length(exe: &Path) -> Result<()> {
+    println!();
+    println!("control structure vs trace length (tracer passes over the recording):");
+    println!(
+        "{:>10} {:>12} {:>10} {:>10} {:>7} {:>10} {:>10} {:>12}",
+        "time steps", "instructions", "cfg nodes", "cfg edges", "loops", "tree nodes", "max depth", "ns/instr"
+    );
+    let elf = symbols::ElfFile::open(exe)?;
+    for steps in ["4", "40"] {
+        let mut engine = StepEngine::launch(options(exe, steps)?)?;
+        let mut rec = Recorder::new_temp(None)?;
+        let summary = engine.run(&mut rec)?;
+        let recording = rec.finish()?;
+        let entries = tracer::function_entries(&elf, summary.load_bias);
+        let t0 = Instant::now();
+        let analysis = tracer::analyze(&recording, &entries, |_| {})?;
+        let dt = t0.elapsed();
+        let s = &analysis.structure;
+        let nodes: usize = s.funcs.iter().map(|f| f.addrs.len()).sum();
+        let edges: usize = s.funcs.iter().map(|f| f.succ.iter().map(Vec::len).sum::<usize>()).sum();
+        println!(
+            "{steps:>10} {:>12} {nodes:>10} {edges:>10} {:>7} {:>10} {:>10} {:>12.0}",
+            summary.instructions,
+            s.loop_count(),
+            analysis.tree.nodes.len(),
+            analysis.tree.max_depth(),
+            dt.as_nanos() as f64 / summary.instructions.max(1) as f64
+        );
+    }
     Ok(())
 }
