@@ -3,7 +3,10 @@
 //! - the `step` engine generating events into a null sink, and into the on-disk recording;
 //! - the overhead of event generation over raw stepping.
 //!
-//! Usage: `cargo run --release -p bench [-- TIME_STEPS]` (default 25, about 90 K instructions).
+//! - the tracer's analysis (control structure, dependences) against trace length.
+//!
+//! Usage: `cargo run --release -p bench [-- TIME_STEPS] [analysis]` (default 25 time steps,
+//! about 90 K instructions; `analysis` runs only the last part).
 
 use anyhow::{bail, Context, Result};
 use ptrace_runner::ptrace::{self, Stop};
@@ -91,9 +94,17 @@ fn rate(n: u64, d: Duration) -> f64 {
 }
 
 fn main() -> Result<()> {
-    let steps = std::env::args().nth(1).unwrap_or_else(|| "25".into());
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let steps = args
+        .iter()
+        .find(|a| a.parse::<u32>().is_ok())
+        .cloned()
+        .unwrap_or_else(|| "25".into());
     let dir = tempfile::tempdir()?;
     let exe = compile(dir.path())?;
+    if args.iter().any(|a| a == "analysis") {
+        return structure_vs_length(&exe);
+    }
     println!("polyprof benchmark: kernel bench/kernels/bench_loop.c (-O1), {steps} time steps");
     println!(
         "machine: {} cores",
@@ -156,21 +167,66 @@ fn structure_vs_length(exe: &Path) -> Result<()> {
     println!("control structure vs trace length (tracer passes over the recording):");
     println!(
         "{:>10} {:>12} {:>10} {:>10} {:>7} {:>10} {:>10} {:>12}",
-        "time steps", "instructions", "cfg nodes", "cfg edges", "loops", "tree nodes", "max depth", "ns/instr"
+        "time steps",
+        "instructions",
+        "cfg nodes",
+        "cfg edges",
+        "loops",
+        "tree nodes",
+        "max depth",
+        "ns/instr"
     );
     let elf = symbols::ElfFile::open(exe)?;
+    let mut dep_rows = Vec::new();
     for steps in ["4", "40"] {
         let mut engine = StepEngine::launch(options(exe, steps)?)?;
         let mut rec = Recorder::new_temp(None)?;
         let summary = engine.run(&mut rec)?;
         let recording = rec.finish()?;
         let entries = tracer::function_entries(&elf, summary.load_bias);
-        let t0 = Instant::now();
-        let analysis = tracer::analyze(&recording, &entries, |_| {})?;
-        let dt = t0.elapsed();
+        // Best of three runs each: the difference is the dependence stage's own cost.
+        let mut dt = Duration::MAX;
+        let mut analysis = None;
+        for _ in 0..3 {
+            let t0 = Instant::now();
+            analysis = Some(tracer::analyze(&recording, &entries, |_| {})?);
+            dt = dt.min(t0.elapsed());
+        }
+        let analysis = analysis.context("no analysis ran")?;
+        let mut with_deps = Duration::MAX;
+        let mut deps = 0u64;
+        let mut tracker = None;
+        for _ in 0..3 {
+            deps = 0;
+            let t1 = Instant::now();
+            let (_, t) = tracer::analyze_with_deps(
+                &recording,
+                &entries,
+                tracer::DepOptions::default(),
+                |_| {},
+                |_| deps += 1,
+            )?;
+            with_deps = with_deps.min(t1.elapsed());
+            tracker = Some(t);
+        }
+        let tracker = tracker.context("no dependence run")?;
+        let dep_ns = (with_deps.as_nanos() as f64 - dt.as_nanos() as f64)
+            / summary.instructions.max(1) as f64;
+        dep_rows.push((
+            steps,
+            summary.instructions,
+            deps,
+            dep_ns,
+            tracker.live_records(),
+            tracker.shadow_pages(),
+        ));
         let s = &analysis.structure;
         let nodes: usize = s.funcs.iter().map(|f| f.addrs.len()).sum();
-        let edges: usize = s.funcs.iter().map(|f| f.succ.iter().map(Vec::len).sum::<usize>()).sum();
+        let edges: usize = s
+            .funcs
+            .iter()
+            .map(|f| f.succ.iter().map(Vec::len).sum::<usize>())
+            .sum();
         println!(
             "{steps:>10} {:>12} {nodes:>10} {edges:>10} {:>7} {:>10} {:>10} {:>12.0}",
             summary.instructions,
@@ -180,5 +236,15 @@ fn structure_vs_length(exe: &Path) -> Result<()> {
             dt.as_nanos() as f64 / summary.instructions.max(1) as f64
         );
     }
+    println!();
+    println!("dependences (shadow memory + register shadow), apart from stepping and tracing:");
+    println!(
+        "{:>10} {:>12} {:>12} {:>10} {:>12} {:>12}",
+        "time steps", "instructions", "dependences", "ns/instr", "live records", "shadow pages"
+    );
+    for (steps, n, deps, ns, live, pages) in dep_rows {
+        println!("{steps:>10} {n:>12} {deps:>12} {ns:>10.0} {live:>12} {pages:>12}");
+    }
+    println!("target: under 100 ns per instruction");
     Ok(())
 }

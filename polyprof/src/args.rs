@@ -34,6 +34,11 @@ pub struct Args {
     #[arg(long)]
     pub dump_events: bool,
 
+    /// Also write deps.txt: the dynamic dependences (flow, anti, output; through registers
+    /// and memory) between every pair of statements, with counts and distances.
+    #[arg(long)]
+    pub dump_deps: bool,
+
     /// The program to profile, then its arguments. Everything after the program belongs to
     /// it, options included.
     #[arg(

@@ -2,17 +2,7 @@
 //! the schedule tree and the flame graph, on C kernels compiled at test time.
 
 use std::collections::{BTreeSet, HashMap};
-use tests::{compile, polyprof, polyprof_bin, trace_main, Kernel, Traced};
-
-/// 1-based line of the first line of kernel `name` holding `marker`.
-fn line_of(name: &str, marker: &str) -> u32 {
-    let src = std::fs::read_to_string(tests::kernels_dir().join(format!("{name}.c"))).unwrap();
-    let i = src
-        .lines()
-        .position(|l| l.contains(marker))
-        .unwrap_or_else(|| panic!("no {marker} in {name}.c"));
-    i as u32 + 1
-}
+use tests::{compile, line_of, polyprof, polyprof_bin, trace_main, Kernel, Traced};
 
 struct Analyzed {
     analysis: tracer::Analysis,

@@ -7,14 +7,16 @@
 //! ([`StructureBuilder`]), the second ([`Scheduler`]) turns transfers into loop events and gives
 //! each instruction its iteration vector, building the schedule tree on the way.
 
+pub mod deps;
 pub mod havlak;
 pub mod naming;
 pub mod schedule;
 pub mod structure;
 pub mod walk;
 
+pub use deps::{Dep, DepKind, DepOptions, DepTracker, Stmt, Through};
 pub use naming::Naming;
-pub use schedule::{NodeId, NodeKind, ScheduleTree, Scheduler, Step};
+pub use schedule::{NodeId, NodeKind, ScheduleTree, Scheduler, SchedulerSink, Step};
 pub use structure::{Component, FuncCfg, FuncId, RecRole, Structure, StructureBuilder};
 
 use ptrace_runner::record::{Recording, ReplayError};
@@ -70,11 +72,61 @@ pub fn analyze<F: FnMut(&Step<'_>)>(
     entries: &[u64],
     on_step: F,
 ) -> Result<Analysis, Error> {
+    let structure = build_structure(source, entries)?;
+    let mut sink = SchedulerSink {
+        scheduler: Scheduler::new(&structure, entries.iter().copied()),
+        on_step,
+    };
+    source.replay_into(&mut sink)?;
+    let tree = sink.scheduler.finish();
+    Ok(Analysis { structure, tree })
+}
+
+/// The first replay alone: the control structure.
+pub fn build_structure(
+    source: &(impl EventSource + ?Sized),
+    entries: &[u64],
+) -> Result<Structure, Error> {
     let mut builder = StructureBuilder::new(entries.iter().copied());
     source.replay_into(&mut builder)?;
-    let structure = builder.finish();
-    let mut scheduler = Scheduler::new(&structure, entries.iter().copied(), on_step);
-    source.replay_into(&mut scheduler)?;
-    let tree = scheduler.finish();
-    Ok(Analysis { structure, tree })
+    Ok(builder.finish())
+}
+
+/// Like [`analyze`], and also runs the dependence stage: `on_dep` receives every dynamic
+/// dependence, `on_step` every instruction, in execution order.
+pub fn analyze_with_deps<F: FnMut(&Step<'_>), G: FnMut(&Dep<'_>)>(
+    source: &(impl EventSource + ?Sized),
+    entries: &[u64],
+    opts: DepOptions,
+    mut on_step: F,
+    mut on_dep: G,
+) -> Result<(Analysis, DepTracker), Error> {
+    let structure = build_structure(source, entries)?;
+    struct Pass2<'s, F, G> {
+        scheduler: Scheduler<'s>,
+        deps: DepTracker,
+        on_step: F,
+        on_dep: G,
+    }
+    impl<F: FnMut(&Step<'_>), G: FnMut(&Dep<'_>)> EventSink for Pass2<'_, F, G> {
+        fn event(&mut self, ev: &ptrace_runner::Event<'_>) -> std::io::Result<()> {
+            self.deps.event(ev);
+            let (deps, on_step, on_dep) = (&mut self.deps, &mut self.on_step, &mut self.on_dep);
+            self.scheduler.process(ev, &mut |step| {
+                on_step(step);
+                deps.step(step, on_dep);
+            });
+            Ok(())
+        }
+    }
+    let mut pass = Pass2 {
+        scheduler: Scheduler::new(&structure, entries.iter().copied()),
+        deps: DepTracker::new(opts),
+        on_step: &mut on_step,
+        on_dep: &mut on_dep,
+    };
+    source.replay_into(&mut pass)?;
+    let deps = pass.deps;
+    let tree = pass.scheduler.finish();
+    Ok((Analysis { structure, tree }, deps))
 }

@@ -158,9 +158,9 @@ struct CompState {
     stackcount: u64,
 }
 
-/// Replays events through the loop-event algorithms, building the schedule tree and calling
-/// `on_step` for every instruction with its dynamic IIV.
-pub struct Scheduler<'s, F: FnMut(&Step<'_>)> {
+/// Replays events through the loop-event algorithms, building the schedule tree and giving
+/// every instruction its dynamic IIV ([`Scheduler::process`]).
+pub struct Scheduler<'s> {
     s: &'s Structure,
     walker: Walker,
     actions: Vec<Action>,
@@ -168,11 +168,10 @@ pub struct Scheduler<'s, F: FnMut(&Step<'_>)> {
     path: Vec<Elem>,
     coords: Vec<u64>,
     comps: Vec<CompState>,
-    on_step: F,
 }
 
-impl<'s, F: FnMut(&Step<'_>)> Scheduler<'s, F> {
-    pub fn new(s: &'s Structure, entries: impl IntoIterator<Item = u64>, on_step: F) -> Self {
+impl<'s> Scheduler<'s> {
+    pub fn new(s: &'s Structure, entries: impl IntoIterator<Item = u64>) -> Self {
         Scheduler {
             s,
             walker: Walker::new(entries),
@@ -181,7 +180,6 @@ impl<'s, F: FnMut(&Step<'_>)> Scheduler<'s, F> {
             path: Vec::new(),
             coords: Vec::new(),
             comps: vec![CompState::default(); s.components.len()],
-            on_step,
         }
     }
 
@@ -386,8 +384,10 @@ impl<'s, F: FnMut(&Step<'_>)> Scheduler<'s, F> {
     }
 }
 
-impl<F: FnMut(&Step<'_>)> EventSink for Scheduler<'_, F> {
-    fn event(&mut self, ev: &Event<'_>) -> io::Result<()> {
+impl Scheduler<'_> {
+    /// Processes one event; for an instruction, calls `on_step` with its context and
+    /// coordinates.
+    pub fn process(&mut self, ev: &Event<'_>, on_step: &mut dyn FnMut(&Step<'_>)) {
         let mut actions = std::mem::take(&mut self.actions);
         let Event::Insn(insn) = ev else {
             self.walker.other_event(ev, &mut actions);
@@ -397,7 +397,7 @@ impl<F: FnMut(&Step<'_>)> EventSink for Scheduler<'_, F> {
                 }
             }
             self.actions = actions;
-            return Ok(());
+            return;
         };
         self.walker.before_insn(insn, &mut actions);
         for a in &actions {
@@ -411,12 +411,24 @@ impl<F: FnMut(&Step<'_>)> EventSink for Scheduler<'_, F> {
         self.local_jump(insn.pc);
         let context = self.cur();
         self.tree.nodes[context].self_weight += 1;
-        (self.on_step)(&Step {
+        on_step(&Step {
             insn,
             context,
             coords: &self.coords,
         });
         self.walker.after_insn(insn);
+    }
+}
+
+/// An [`EventSink`] running a [`Scheduler`] with a callback per instruction.
+pub struct SchedulerSink<'s, F: FnMut(&Step<'_>)> {
+    pub scheduler: Scheduler<'s>,
+    pub on_step: F,
+}
+
+impl<F: FnMut(&Step<'_>)> EventSink for SchedulerSink<'_, F> {
+    fn event(&mut self, ev: &Event<'_>) -> io::Result<()> {
+        self.scheduler.process(ev, &mut self.on_step);
         Ok(())
     }
 }

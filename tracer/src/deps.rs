@@ -1,0 +1,745 @@
+//! Dynamic dependences (section 4 of the POLY-PROF paper): shadow memory and a register shadow
+//! turn each instruction's accesses into flow (read after write), anti (write after read) and
+//! output (write after write) dependences, each labelled with the producer's and the consumer's
+//! iteration vectors.
+//!
+//! Every shadowed byte (of memory or of a register) holds a handle to the *record* of its last
+//! writer and of its last reader since that write: the statement (context, instruction address)
+//! and its coordinates. Records are reference-counted by the bytes that point to them, so memory
+//! follows the data the program keeps live, not the length of the trace.
+//!
+//! Shadow memory is a two-level table (page number → page), allocated per 4 KiB page touched:
+//! 8 bytes of shadow per byte of traced memory (a 4-byte writer handle and a 4-byte reader
+//! handle). Only the last reader since the last write is kept, which bounds the work per access;
+//! anti dependences from earlier readers of the same bytes are not reported.
+
+use crate::schedule::{NodeId, Step};
+use iced_x86::{
+    Decoder, DecoderOptions, EncodingKind, Instruction, InstructionInfoFactory, Mnemonic, OpAccess,
+    OpKind, Register,
+};
+use ptrace_runner::{AccessKind, Event, Syscall};
+use smallvec::SmallVec;
+use std::collections::HashMap;
+
+/// A statement: an instruction in a context of the schedule tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Stmt {
+    pub context: NodeId,
+    pub pc: u64,
+}
+
+/// Flow (read after write), anti (write after read) or output (write after write).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DepKind {
+    Flow,
+    Anti,
+    Output,
+}
+
+impl DepKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DepKind::Flow => "flow",
+            DepKind::Anti => "anti",
+            DepKind::Output => "output",
+        }
+    }
+}
+
+/// Whether a dependence goes through a register or through memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Through {
+    Register,
+    Memory,
+}
+
+impl Through {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Through::Register => "register",
+            Through::Memory => "memory",
+        }
+    }
+}
+
+/// One dynamic dependence: a point of the consumer's iteration space labelled with the
+/// producer's iteration vector.
+#[derive(Clone, Copy, Debug)]
+pub struct Dep<'a> {
+    pub kind: DepKind,
+    pub through: Through,
+    pub producer: Stmt,
+    pub consumer: Stmt,
+    pub producer_coords: &'a [u64],
+    pub consumer_coords: &'a [u64],
+    /// For memory: the lowest address of the bytes that carried it; for registers: the
+    /// register's offset in the register shadow.
+    pub location: u64,
+}
+
+type Coords = SmallVec<[u64; 4]>;
+
+/// Handle of a record; 0 means "nobody" (never written, or filled from outside the trace).
+type Handle = u32;
+
+struct Record {
+    stmt: Stmt,
+    coords: Coords,
+    refs: u32,
+}
+
+const PAGE_BITS: u32 = 12;
+const PAGE: usize = 1 << PAGE_BITS;
+
+struct ShadowPage {
+    writer: [Handle; PAGE],
+    reader: [Handle; PAGE],
+}
+
+/// Bytes of the register shadow: 16 general-purpose registers of 8 bytes, then 32 vector
+/// registers of 32 bytes (ymm; xmm is the low half).
+const GPR_BYTES: usize = 16 * 8;
+const REG_BYTES: usize = GPR_BYTES + 32 * 32;
+
+/// What the dependence stage needs of an instruction, decoded once per address.
+#[derive(Clone, Debug, Default)]
+struct RegUse {
+    /// (offset, size) of register bytes read.
+    reads: SmallVec<[(u16, u8); 4]>,
+    /// (offset, size) of register bytes written.
+    writes: SmallVec<[(u16, u8); 4]>,
+}
+
+/// The shadow of one byte range: memory page or register file.
+fn reg_span(reg: Register, write: bool, vex: bool) -> Option<(u16, u8)> {
+    if reg.is_gpr() {
+        let full = reg.full_register();
+        let idx = (full as usize).checked_sub(Register::RAX as usize)?;
+        if idx >= 16 {
+            return None;
+        }
+        let base = (idx * 8) as u16;
+        return Some(match reg {
+            Register::AH | Register::BH | Register::CH | Register::DH => (base + 1, 1),
+            // A 32-bit write zero-extends into the whole register.
+            _ if reg.is_gpr32() && write => (base, 8),
+            _ => (base, reg.size() as u8),
+        });
+    }
+    if reg.is_xmm() || reg.is_ymm() {
+        let n = reg.number();
+        if n >= 32 {
+            return None;
+        }
+        let base = (GPR_BYTES + n * 32) as u16;
+        let size = if reg.is_ymm() || (write && vex) {
+            32
+        } else {
+            16
+        };
+        return Some((base, size));
+    }
+    None
+}
+
+fn reg_use(insn: &Instruction, info: &mut InstructionInfoFactory) -> RegUse {
+    let mut u = RegUse::default();
+    let vex = insn.encoding() != EncodingKind::Legacy;
+    // `xor eax, eax` and friends only write: the old value does not matter.
+    let zero_idiom = matches!(
+        insn.mnemonic(),
+        Mnemonic::Xor
+            | Mnemonic::Sub
+            | Mnemonic::Pxor
+            | Mnemonic::Xorps
+            | Mnemonic::Xorpd
+            | Mnemonic::Vpxor
+            | Mnemonic::Vxorps
+            | Mnemonic::Vxorpd
+            | Mnemonic::Pcmpeqd
+    ) && insn.op_count() >= 2
+        && insn.op0_kind() == OpKind::Register
+        && insn.op1_kind() == OpKind::Register
+        && insn.op0_register() == insn.op1_register()
+        && (insn.op_count() == 2 || insn.op2_register() == insn.op0_register());
+    for r in info.info(insn).used_registers() {
+        let (read, write) = match r.access() {
+            OpAccess::Read | OpAccess::CondRead => (true, false),
+            OpAccess::Write | OpAccess::CondWrite => (false, true),
+            OpAccess::ReadWrite | OpAccess::ReadCondWrite => (true, true),
+            _ => (false, false),
+        };
+        if read && !zero_idiom {
+            if let Some(s) = reg_span(r.register(), false, vex) {
+                u.reads.push(s);
+            }
+        }
+        if write {
+            if let Some(s) = reg_span(r.register(), true, vex) {
+                u.writes.push(s);
+            }
+        }
+    }
+    u
+}
+
+/// Options of the dependence stage.
+#[derive(Clone, Debug)]
+pub struct DepOptions {
+    /// Report dependences through registers. Default: true.
+    pub registers: bool,
+    /// Report anti and output dependences. Default: true.
+    pub storage: bool,
+}
+
+impl Default for DepOptions {
+    fn default() -> Self {
+        DepOptions {
+            registers: true,
+            storage: true,
+        }
+    }
+}
+
+/// Library functions whose effect on memory is modelled when they run natively.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Model {
+    /// memcpy / memmove: copy the shadow of `n` bytes from `src` to `dst`.
+    Copy { dst: u64, src: u64, n: u64 },
+    /// memset and friends: `n` bytes at `dst` are written from outside the trace.
+    Fill { dst: u64, n: u64 },
+    /// calloc(n, size), malloc(size): the returned block is fresh.
+    Alloc { n: u64 },
+    /// realloc(p, n): the block moves with its contents.
+    Realloc { old: u64, n: u64 },
+    /// fread(buf, size, n, f): `size * returned` bytes at `buf` come from outside.
+    Fread { dst: u64, size: u64 },
+    /// fgets(buf, n, f), read-like: `n` bytes at `dst` may come from outside.
+    FillAll { dst: u64, n: u64 },
+    /// Known to write no memory of the program's (output, math, process control).
+    Nothing,
+}
+
+/// Reference-counted records of statement instances; handle 0 is "nobody".
+struct Records {
+    recs: Vec<Record>,
+    free: Vec<Handle>,
+}
+
+impl Records {
+    fn new() -> Records {
+        Records {
+            recs: vec![Record {
+                stmt: Stmt { context: 0, pc: 0 },
+                coords: Coords::new(),
+                refs: u32::MAX,
+            }],
+            free: Vec::new(),
+        }
+    }
+
+    fn alloc(&mut self, stmt: Stmt, coords: &[u64]) -> Handle {
+        let rec = Record {
+            stmt,
+            coords: Coords::from_slice(coords),
+            refs: 0,
+        };
+        if let Some(h) = self.free.pop() {
+            self.recs[h as usize] = rec;
+            h
+        } else {
+            self.recs.push(rec);
+            (self.recs.len() - 1) as Handle
+        }
+    }
+
+    fn retain(&mut self, h: Handle, n: u32) {
+        if h != 0 {
+            self.recs[h as usize].refs += n;
+        }
+    }
+
+    fn release(&mut self, h: Handle, n: u32) {
+        if h != 0 && n != 0 {
+            let r = &mut self.recs[h as usize];
+            r.refs -= n;
+            if r.refs == 0 {
+                r.coords = Coords::new();
+                self.free.push(h);
+            }
+        }
+    }
+
+    fn live(&self) -> usize {
+        self.recs.len() - 1 - self.free.len()
+    }
+}
+
+/// Sets `n` slots to `h`, releasing what they held; returns how many slots changed.
+/// Consecutive slots usually hold the same handle, so releases are batched by run.
+fn overwrite(records: &mut Records, slots: &mut [Handle], h: Handle) -> u32 {
+    let mut changed = 0;
+    let mut run = (0, 0u32);
+    for s in slots {
+        let old = std::mem::replace(s, h);
+        if old != h {
+            changed += 1;
+            if old == run.0 {
+                run.1 += 1;
+            } else {
+                records.release(run.0, run.1);
+                run = (old, 1);
+            }
+        }
+    }
+    records.release(run.0, run.1);
+    changed
+}
+
+/// Reports dependences on the distinct handles of `slots` (once per instruction each).
+#[allow(clippy::too_many_arguments)]
+fn report_slots(
+    records: &Records,
+    seen: &mut SmallVec<[(Handle, DepKind, Through); 8]>,
+    slots: &[Handle],
+    kind: DepKind,
+    through: Through,
+    consumer: Stmt,
+    coords: &[u64],
+    location: u64,
+    skip: Handle,
+    out: &mut impl FnMut(&Dep<'_>),
+) {
+    let mut last = u32::MAX;
+    for &h in slots {
+        if h == last {
+            continue;
+        }
+        last = h;
+        if h == 0 || h == skip || seen.contains(&(h, kind, through)) {
+            continue;
+        }
+        seen.push((h, kind, through));
+        let p = &records.recs[h as usize];
+        out(&Dep {
+            kind,
+            through,
+            producer: p.stmt,
+            consumer,
+            producer_coords: &p.coords,
+            consumer_coords: coords,
+            location,
+        });
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<rustc_hash::FxHasher>>;
+
+/// The dependence tracker: feed it every event in order (instructions through [`Self::step`],
+/// others through [`Self::event`]).
+pub struct DepTracker {
+    opts: DepOptions,
+    records: Records,
+    pages: FastMap<u64, Box<ShadowPage>>,
+    regs_writer: Box<[Handle; REG_BYTES]>,
+    regs_reader: Box<[Handle; REG_BYTES]>,
+    code: FastMap<u64, RegUse>,
+    info: InstructionInfoFactory,
+    /// Values of the general-purpose registers as traced instructions left them (`None` when
+    /// natively-run code may have changed them), to read library calls' arguments.
+    values: [Option<u64>; 16],
+    pending_model: Option<Model>,
+    /// Sizes of heap blocks returned by the modelled allocators.
+    blocks: HashMap<u64, u64>,
+    /// Scratch: (producer record, kind, through) already reported for this instruction.
+    seen: SmallVec<[(Handle, DepKind, Through); 8]>,
+    /// Number of library calls whose memory effects are not modelled.
+    pub unmodelled_calls: u64,
+}
+
+impl DepTracker {
+    pub fn new(opts: DepOptions) -> DepTracker {
+        DepTracker {
+            opts,
+            records: Records::new(),
+            pages: FastMap::default(),
+            regs_writer: Box::new([0; REG_BYTES]),
+            regs_reader: Box::new([0; REG_BYTES]),
+            code: FastMap::default(),
+            info: InstructionInfoFactory::new(),
+            values: [None; 16],
+            pending_model: None,
+            blocks: HashMap::new(),
+            seen: SmallVec::new(),
+            unmodelled_calls: 0,
+        }
+    }
+
+    /// Live records (statement instances still referenced by some shadow byte).
+    pub fn live_records(&self) -> usize {
+        self.records.live()
+    }
+
+    /// Pages of shadow memory allocated.
+    pub fn shadow_pages(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// Non-instruction events: code bytes, library calls and returns, system calls.
+    pub fn event(&mut self, ev: &Event<'_>) {
+        match *ev {
+            Event::Code { addr, bytes } => {
+                let mut d = Decoder::with_ip(64, bytes, addr, DecoderOptions::NONE);
+                let insn = d.decode();
+                let u = reg_use(&insn, &mut self.info);
+                self.code.insert(addr, u);
+            }
+            Event::LibCall(c) => {
+                self.pending_model = c.name.as_deref().and_then(|n| self.model_for(n));
+                if self.pending_model.is_none() {
+                    self.unmodelled_calls += 1;
+                }
+            }
+            Event::LibReturn { rax, .. } => {
+                if let Some(m) = self.pending_model.take() {
+                    self.apply_model(m, rax);
+                }
+                // The callee clobbered the caller-saved registers; rax holds its result.
+                for r in [0usize, 1, 2, 6, 7, 8, 9, 10, 11] {
+                    self.values[r] = None;
+                    self.clear_reg_bytes(r * 8, 8);
+                }
+                self.values[0] = Some(rax);
+                self.clear_reg_bytes(GPR_BYTES, REG_BYTES - GPR_BYTES);
+            }
+            Event::Syscall(s) => self.syscall(s),
+            _ => {}
+        }
+    }
+
+    fn arg(&self, i: usize) -> Option<u64> {
+        // rdi, rsi, rdx, rcx, r8, r9 in the register numbering rax, rcx, rdx, rbx, rsp, rbp,
+        // rsi, rdi, r8...
+        const ARGS: [usize; 6] = [7, 6, 2, 1, 8, 9];
+        self.values[ARGS[i]]
+    }
+
+    fn model_for(&self, name: &str) -> Option<Model> {
+        let base = name.split('@').next().unwrap_or(name);
+        let (a0, a1, a2) = (self.arg(0), self.arg(1), self.arg(2));
+        Some(match base {
+            "memcpy" | "memmove" | "__memcpy_chk" | "__memmove_chk" | "mempcpy" => Model::Copy {
+                dst: a0?,
+                src: a1?,
+                n: a2?,
+            },
+            "memset" | "__memset_chk" | "bzero" | "explicit_bzero" => Model::Fill {
+                dst: a0?,
+                n: if base == "memset" || base == "__memset_chk" {
+                    a2?
+                } else {
+                    a1?
+                },
+            },
+            "malloc" => Model::Alloc { n: a0? },
+            "calloc" => Model::Alloc {
+                n: a0?.checked_mul(a1?)?,
+            },
+            "realloc" => Model::Realloc { old: a0?, n: a1? },
+            "fread" | "fread_unlocked" => Model::Fread {
+                dst: a0?,
+                size: a1?,
+            },
+            "fgets" | "fgets_unlocked" | "read" | "pread" | "pread64" | "recv" | "recvfrom" => {
+                Model::FillAll {
+                    dst: if base.starts_with("fgets") { a0? } else { a1? },
+                    n: if base.starts_with("fgets") { a1? } else { a2? },
+                }
+            }
+            "free" | "puts" | "printf" | "fprintf" | "putchar" | "fputs" | "write" | "strlen"
+            | "strcmp" | "strncmp" | "memcmp" | "exp" | "log" | "sqrt" | "sin" | "cos" | "pow"
+            | "tanh" | "fabs" | "floor" | "ceil" | "atoi" | "atof" | "strtol" | "strtod"
+            | "rand" | "srand" | "time" | "clock" | "exit" | "abort" | "fflush" | "fclose"
+            | "fopen" | "open" | "close" | "getpid" | "kill" | "raise" | "signal" | "sigaction"
+            | "pthread_create" | "pthread_join" | "fork" | "waitpid" | "sleep" | "usleep"
+            | "__stack_chk_fail" => Model::Nothing,
+            _ => return None,
+        })
+    }
+
+    fn apply_model(&mut self, m: Model, rax: u64) {
+        match m {
+            Model::Copy { dst, src, n } => self.copy_shadow(dst, src, n),
+            Model::Fill { dst, n } => self.clear_memory(dst, n),
+            Model::Alloc { n } => {
+                if rax != 0 {
+                    self.clear_memory(rax, n);
+                    self.blocks.insert(rax, n);
+                }
+            }
+            Model::Realloc { old, n } => {
+                if rax != 0 {
+                    if rax != old && old != 0 {
+                        let keep = self.blocks.get(&old).copied().unwrap_or(0).min(n);
+                        self.copy_shadow(rax, old, keep);
+                        self.clear_memory(rax + keep, n - keep);
+                    }
+                    self.blocks.remove(&old);
+                    self.blocks.insert(rax, n);
+                }
+            }
+            Model::Fread { dst, size } => self.clear_memory(dst, size.saturating_mul(rax)),
+            Model::FillAll { dst, n } => self.clear_memory(dst, n),
+            Model::Nothing => {}
+        }
+    }
+
+    fn syscall(&mut self, s: &Syscall) {
+        if !s.native {
+            // The kernel returns in rax and clobbers rcx and r11.
+            self.values[0] = s.ret.map(|r| r as u64);
+            self.values[1] = None;
+            self.values[11] = None;
+        }
+        let ret = match s.ret {
+            Some(r) if r > 0 => r as u64,
+            _ => return,
+        };
+        match s.nr {
+            // read, pread64, recvfrom: the bytes come from outside the trace.
+            0 | 17 | 45 => self.clear_memory(s.args[1], ret),
+            // munmap: the range is gone.
+            11 => self.clear_memory(s.args[0], s.args[1]),
+            _ => {}
+        }
+    }
+
+    /// Forgets who wrote and read `n` bytes at `addr` (filled from outside the trace).
+    fn clear_memory(&mut self, addr: u64, n: u64) {
+        // Bound the work on absurd sizes (a failed call's garbage arguments).
+        let n = n.min(1 << 32);
+        let mut a = addr;
+        let end = addr.saturating_add(n);
+        while a < end {
+            let pn = a >> PAGE_BITS;
+            let off = (a as usize) & (PAGE - 1);
+            let take = ((PAGE - off) as u64).min(end - a) as usize;
+            if let Some(page) = self.pages.get_mut(&pn) {
+                overwrite(&mut self.records, &mut page.writer[off..off + take], 0);
+                overwrite(&mut self.records, &mut page.reader[off..off + take], 0);
+            }
+            a += take as u64;
+        }
+    }
+
+    /// Copies the writers of `n` bytes from `src` to `dst` (memcpy run natively).
+    fn copy_shadow(&mut self, dst: u64, src: u64, n: u64) {
+        let n = n.min(1 << 32);
+        let writers: Vec<Handle> = (0..n)
+            .map(|i| {
+                let a = src.wrapping_add(i);
+                self.pages
+                    .get(&(a >> PAGE_BITS))
+                    .map_or(0, |p| p.writer[(a as usize) & (PAGE - 1)])
+            })
+            .collect();
+        for &w in &writers {
+            self.records.retain(w, 1);
+        }
+        self.clear_memory(dst, n);
+        for (i, w) in writers.into_iter().enumerate() {
+            let a = dst.wrapping_add(i as u64);
+            let page = page_mut(&mut self.pages, a >> PAGE_BITS);
+            page.writer[(a as usize) & (PAGE - 1)] = w;
+        }
+    }
+
+    fn clear_reg_bytes(&mut self, off: usize, n: usize) {
+        let end = (off + n).min(REG_BYTES);
+        overwrite(&mut self.records, &mut self.regs_writer[off..end], 0);
+        overwrite(&mut self.records, &mut self.regs_reader[off..end], 0);
+    }
+
+    /// One executed instruction with its iteration vector: reports its dependences to `out`.
+    pub fn step(&mut self, step: &Step<'_>, out: &mut impl FnMut(&Dep<'_>)) {
+        let insn = step.insn;
+        let me = Stmt {
+            context: step.context,
+            pc: insn.pc,
+        };
+        let coords = step.coords;
+        let DepTracker {
+            opts,
+            records,
+            pages,
+            regs_writer,
+            regs_reader,
+            code,
+            seen,
+            values,
+            ..
+        } = self;
+        seen.clear();
+        let no_use = RegUse::default();
+        let uses = code.get(&insn.pc).unwrap_or(&no_use);
+        let storage = opts.storage;
+        // The record of this instance. It holds a reference of its own until the end of the
+        // step, so that replacing its reads by its writes never frees it midway.
+        let mine = records.alloc(me, coords);
+        records.retain(mine, 1);
+
+        // Reads: flow dependences; this instance becomes the bytes' last reader.
+        if opts.registers {
+            for &(off, size) in &uses.reads {
+                let r = off as usize..off as usize + size as usize;
+                report_slots(
+                    records,
+                    seen,
+                    &regs_writer[r.clone()],
+                    DepKind::Flow,
+                    Through::Register,
+                    me,
+                    coords,
+                    off as u64,
+                    0,
+                    out,
+                );
+                if storage {
+                    let n = overwrite(records, &mut regs_reader[r], mine);
+                    records.retain(mine, n);
+                }
+            }
+        }
+        for a in insn.mem.iter().filter(|a| a.kind == AccessKind::Read) {
+            for (pn, off, len) in page_spans(a.addr, a.size) {
+                let page = page_mut(pages, pn);
+                report_slots(
+                    records,
+                    seen,
+                    &page.writer[off..off + len],
+                    DepKind::Flow,
+                    Through::Memory,
+                    me,
+                    coords,
+                    a.addr,
+                    0,
+                    out,
+                );
+                if storage {
+                    let n = overwrite(records, &mut page.reader[off..off + len], mine);
+                    records.retain(mine, n);
+                }
+            }
+        }
+
+        // Writes: anti and output dependences; this instance becomes the last writer.
+        for a in insn.mem.iter().filter(|a| a.kind == AccessKind::Write) {
+            for (pn, off, len) in page_spans(a.addr, a.size) {
+                let page = page_mut(pages, pn);
+                if storage {
+                    report_slots(
+                        records,
+                        seen,
+                        &page.reader[off..off + len],
+                        DepKind::Anti,
+                        Through::Memory,
+                        me,
+                        coords,
+                        a.addr,
+                        mine,
+                        out,
+                    );
+                    report_slots(
+                        records,
+                        seen,
+                        &page.writer[off..off + len],
+                        DepKind::Output,
+                        Through::Memory,
+                        me,
+                        coords,
+                        a.addr,
+                        mine,
+                        out,
+                    );
+                }
+                overwrite(records, &mut page.reader[off..off + len], 0);
+                let n = overwrite(records, &mut page.writer[off..off + len], mine);
+                records.retain(mine, n);
+            }
+        }
+        for &(off, size) in &uses.writes {
+            let r = off as usize..off as usize + size as usize;
+            if storage && opts.registers {
+                report_slots(
+                    records,
+                    seen,
+                    &regs_reader[r.clone()],
+                    DepKind::Anti,
+                    Through::Register,
+                    me,
+                    coords,
+                    off as u64,
+                    mine,
+                    out,
+                );
+                report_slots(
+                    records,
+                    seen,
+                    &regs_writer[r.clone()],
+                    DepKind::Output,
+                    Through::Register,
+                    me,
+                    coords,
+                    off as u64,
+                    mine,
+                    out,
+                );
+            }
+            overwrite(records, &mut regs_reader[r.clone()], 0);
+            let n = overwrite(records, &mut regs_writer[r], mine);
+            records.retain(mine, n);
+        }
+        records.release(mine, 1);
+
+        // Register values, for the arguments of natively-run library calls.
+        for r in &insn.regs {
+            let full = r.reg.full_register();
+            if let Some(idx) = (full as usize)
+                .checked_sub(Register::RAX as usize)
+                .filter(|&i| i < 16)
+            {
+                values[idx] = if r.reg == full || r.reg.is_gpr32() {
+                    Some(r.value)
+                } else {
+                    None
+                };
+            }
+        }
+    }
+}
+
+fn page_mut(pages: &mut FastMap<u64, Box<ShadowPage>>, pn: u64) -> &mut ShadowPage {
+    pages.entry(pn).or_insert_with(|| {
+        Box::new(ShadowPage {
+            writer: [0; PAGE],
+            reader: [0; PAGE],
+        })
+    })
+}
+
+/// The (page number, offset, length) pieces of an access (two when it crosses a page).
+fn page_spans(addr: u64, size: u32) -> impl Iterator<Item = (u64, usize, usize)> {
+    let mut a = addr;
+    let end = addr.saturating_add(u64::from(size));
+    std::iter::from_fn(move || {
+        if a >= end {
+            return None;
+        }
+        let off = (a as usize) & (PAGE - 1);
+        let len = ((PAGE - off) as u64).min(end - a) as usize;
+        let span = (a >> PAGE_BITS, off, len);
+        a += len as u64;
+        Some(span)
+    })
+}
