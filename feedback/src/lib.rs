@@ -1,2 +1,113 @@
-//! Polyhedral feedback: regions, isl scheduling, suggestions (issues 6 and 7). Not implemented
-//! yet: this crate exports nothing, so nothing downstream can pretend to use it.
+//! Polyhedral feedback (sections 6-8 of the POLY-PROF paper): gives a region's statements,
+//! domains and flow dependences to isl, schedules them, and turns the result into
+//! suggestions (interchange, skew, tile, parallelize, vectorize, fuse, distribute), each
+//! checked against the observed dependences before it is reported, with the metrics of the
+//! paper's Tables 3 and 5 and annotated ASTs before and after.
+
+pub mod affine;
+mod analyze;
+pub mod input;
+mod islx;
+pub mod params;
+
+pub use analyze::analyze_region;
+pub use input::{Access, Dependence, Loop, Region, Statement};
+
+/// Errors of the feedback stage.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// isl rejected an input or failed (the message names the operation).
+    #[error("isl failed while {0}")]
+    Isl(String),
+}
+
+/// Options, with documented defaults.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Integer constants of at least this magnitude in domains and dependences are replaced by
+    /// parameters before scheduling (§6); values within `param_spread` of each other share one.
+    /// Default: 64.
+    pub param_threshold: i64,
+    /// Default: 20 (the paper's `s`).
+    pub param_spread: i64,
+    /// Tile size suggested for every tiled loop. Default: 32.
+    pub tile_size: u32,
+    /// Share of the region's operations above which an outermost loop is a component.
+    /// Default: 5%.
+    pub component_share: f64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            param_threshold: 64,
+            param_spread: 20,
+            tile_size: 32,
+            component_share: 5.0,
+        }
+    }
+}
+
+/// Per-loop properties of the original program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoopInfo {
+    pub id: String,
+    pub label: String,
+    /// Nesting depth in the region (0: outermost).
+    pub depth: usize,
+    /// No flow dependence is carried by this loop.
+    pub parallel: bool,
+    /// This loop and the loops around it form a permutable band.
+    pub permutable: bool,
+    /// Share of the memory accesses inside the loop (weighted by executions) with stride 0 or 1
+    /// along it.
+    pub stride01_percent: f64,
+    /// Dynamic operations inside the loop.
+    pub ops: u64,
+}
+
+/// A suggested transformation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Suggestion {
+    /// `interchange`, `skew`, `tile`, `parallelize`, `vectorize`, `fuse`, `distribute`.
+    pub kind: String,
+    /// Loop ids; for `interchange`, the new order (outermost first).
+    pub loops: Vec<String>,
+    /// One sentence a person can act on, naming source lines.
+    pub text: String,
+    /// Tile sizes (for `tile`).
+    pub sizes: Vec<u32>,
+}
+
+/// The metrics of Tables 3 and 5.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Metrics {
+    pub mem_ops_percent: f64,
+    pub fp_ops_percent: f64,
+    pub affine_percent: f64,
+    pub parallel_ops_percent: f64,
+    pub simd_ops_percent: f64,
+    pub reuse_percent: f64,
+    pub preuse_percent: f64,
+    pub tile_depth: usize,
+    pub tile_ops_percent: f64,
+    pub components_before: usize,
+    pub components_after: usize,
+    pub skew: bool,
+    /// Deepest loop nesting of the region in the binary.
+    pub loop_depth: usize,
+}
+
+/// The feedback for one region.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Feedback {
+    pub loops: Vec<LoopInfo>,
+    pub suggestions: Vec<Suggestion>,
+    /// Why nothing is suggested (a carried flow dependence, a non-affine access, ...).
+    pub why_not: Option<String>,
+    pub metrics: Metrics,
+    pub ast_before: String,
+    pub ast_after: String,
+    /// The schedule isl computed, in isl's notation.
+    pub schedule: String,
+}

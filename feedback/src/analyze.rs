@@ -1,0 +1,883 @@
+//! The feedback of one region: loop properties, suggestions checked against the observed
+//! dependences, metrics and annotated ASTs.
+
+use crate::input::{Region, Statement};
+use crate::islx::{self, empty, union_map, violations, Tree};
+use crate::params::Parameterizer;
+use crate::{Error, Feedback, LoopInfo, Metrics, Options, Suggestion};
+use isl_rs::{Context, UnionMap};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+fn strip_braces(s: &str) -> String {
+    match (s.find('{'), s.rfind('}')) {
+        (Some(a), Some(b)) if a < b => s[a + 1..b].trim().to_string(),
+        _ => s.trim().to_string(),
+    }
+}
+
+fn pct(part: u64, all: u64) -> f64 {
+    if all == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / all as f64
+    }
+}
+
+/// Schedule vectors are padded to this many positions: `[p0, i0, p1, i1, ..., pk]`.
+fn sched_len(region: &Region) -> usize {
+    2 * region
+        .statements
+        .iter()
+        .map(|s| s.loops.len())
+        .max()
+        .unwrap_or(0)
+        + 1
+}
+
+/// The original schedule (Kelly's mapping), with the dimensions of each statement optionally
+/// permuted: `perm[s]` gives, for each schedule loop level, which of the statement's
+/// dimensions runs there.
+fn schedule_text(
+    region: &Region,
+    perm: &dyn Fn(&Statement) -> Vec<usize>,
+    p: &Parameterizer,
+) -> String {
+    let n = sched_len(region);
+    let pieces: Vec<String> = region
+        .statements
+        .iter()
+        .map(|s| {
+            let vars: Vec<String> = (0..s.loops.len()).map(|d| format!("i{d}")).collect();
+            let order = perm(s);
+            let mut out: Vec<String> = Vec::with_capacity(n);
+            for (lvl, &d) in order.iter().enumerate() {
+                out.push(s.positions.get(lvl).copied().unwrap_or(0).to_string());
+                out.push(format!("i{d}"));
+            }
+            out.push(
+                s.positions
+                    .get(order.len())
+                    .copied()
+                    .unwrap_or(0)
+                    .to_string(),
+            );
+            while out.len() < n {
+                out.push("0".to_string());
+            }
+            format!("{}[{}] -> [{}]", s.name, vars.join(", "), out.join(", "))
+        })
+        .collect();
+    p.declare(&format!("{{ {} }}", pieces.join("; ")))
+}
+
+/// `{ [x] -> [y] : ... }` relations over schedule vectors of length `n`.
+fn sched_relation(n: usize, cond: &str, params: &str) -> String {
+    let xs: Vec<String> = (0..n).map(|i| format!("x{i}")).collect();
+    let ys: Vec<String> = (0..n).map(|i| format!("y{i}")).collect();
+    format!(
+        "{params}{{ [{}] -> [{}] : {cond} }}",
+        xs.join(", "),
+        ys.join(", ")
+    )
+}
+
+/// Dependences carried at loop level `lvl` of the schedule: equal before, different at it.
+fn carried_at(n: usize, lvl: usize, params: &str) -> String {
+    let pos = 2 * lvl + 1;
+    let mut cond: Vec<String> = (0..pos).map(|q| format!("x{q} = y{q}")).collect();
+    cond.push(format!("(x{pos} < y{pos} or x{pos} > y{pos})"));
+    sched_relation(n, &cond.join(" and "), params)
+}
+
+/// Dependences with a negative distance at some loop level up to `lvl`.
+fn negative_up_to(n: usize, lvl: usize, params: &str) -> String {
+    let cond: Vec<String> = (0..=lvl)
+        .map(|q| format!("y{} < x{}", 2 * q + 1, 2 * q + 1))
+        .collect();
+    sched_relation(n, &cond.join(" or "), params)
+}
+
+struct Ctx<'a> {
+    region: &'a Region,
+    isl: Context,
+    params: Parameterizer,
+    /// Per dependence: its rewritten relation, source → sink.
+    deps: Vec<String>,
+    n: usize,
+}
+
+impl Ctx<'_> {
+    fn prefix(&self) -> String {
+        self.params.prefix()
+    }
+
+    /// Source → sink maps of the dependences `which`, as one union map.
+    fn deps_map(&self, which: &[usize]) -> Result<Option<UnionMap>, Error> {
+        let pieces: Vec<&str> = which
+            .iter()
+            .map(|&i| self.deps[i].as_str())
+            .filter(|s| !s.is_empty())
+            .collect();
+        if pieces.is_empty() {
+            return Ok(None);
+        }
+        let text = self.params.declare(&format!("{{ {} }}", pieces.join("; ")));
+        let m = union_map(&self.isl, &text)?;
+        Ok(Some(
+            m.reverse().map_err(islx::isl("reversing dependences"))?,
+        ))
+    }
+
+    /// Dependences (indices) between statements that both run inside `loop_idx`.
+    fn deps_within(&self, loop_idx: usize) -> Vec<usize> {
+        let inside: BTreeSet<&str> = self
+            .region
+            .statements
+            .iter()
+            .filter(|s| s.loops.contains(&loop_idx))
+            .map(|s| s.name.as_str())
+            .collect();
+        (0..self.region.dependences.len())
+            .filter(|&i| {
+                let d = &self.region.dependences[i];
+                inside.contains(d.source.as_str()) && inside.contains(d.sink.as_str())
+            })
+            .collect()
+    }
+
+    /// The first dependence of `which` (if any) that the schedule `theta` relates by `rel`.
+    fn first_related(
+        &self,
+        which: &[usize],
+        theta: &str,
+        rel: &str,
+    ) -> Result<Option<usize>, Error> {
+        let rel = union_map(&self.isl, rel)?;
+        let theta = union_map(&self.isl, theta)?;
+        for &i in which {
+            let Some(d) = self.deps_map(&[i])? else {
+                continue;
+            };
+            let copy = |m: &UnionMap| m.copy().map_err(islx::isl("copying"));
+            let in_sched = d
+                .apply_domain(copy(&theta)?)
+                .and_then(|m| m.apply_range(theta.copy()?))
+                .map_err(islx::isl("mapping dependences to the schedule"))?;
+            let hit = in_sched
+                .intersect(copy(&rel)?)
+                .map_err(islx::isl("intersecting"))?;
+            if !empty(&hit)? {
+                return Ok(Some(i));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Checks a schedule against every flow dependence: the first violated one, if any.
+    fn check(&self, theta: &str) -> Result<Option<usize>, Error> {
+        let theta_m = union_map(&self.isl, theta)?;
+        for i in 0..self.deps.len() {
+            let Some(d) = self.deps_map(&[i])? else {
+                continue;
+            };
+            if !empty(&violations(&d, &theta_m)?)? {
+                return Ok(Some(i));
+            }
+        }
+        Ok(None)
+    }
+
+    fn describe_dep(&self, i: usize) -> String {
+        let d = &self.region.dependences[i];
+        let label = |name: &str| {
+            self.region
+                .statements
+                .iter()
+                .find(|s| s.name == name)
+                .map_or(name.to_string(), |s| format!("{} ({})", s.name, s.label))
+        };
+        format!(
+            "a flow dependence from {} to {}: {}",
+            label(&d.source),
+            label(&d.sink),
+            d.relation
+        )
+    }
+}
+
+/// Analyses one region.
+pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error> {
+    let mut fb = Feedback::default();
+    let total: u64 = region.statements.iter().map(|s| s.ops).sum();
+    if region.statements.is_empty() || total == 0 {
+        fb.why_not = Some("the region has no statements left after scalar evolutions".into());
+        return Ok(fb);
+    }
+    let mut params = Parameterizer::new(opts.param_threshold, opts.param_spread);
+    let domains: Vec<String> = region
+        .statements
+        .iter()
+        .map(|s| strip_braces(&params.rewrite(&s.domain)))
+        .filter(|s| !s.is_empty())
+        .collect();
+    let deps: Vec<String> = region
+        .dependences
+        .iter()
+        .map(|d| strip_braces(&params.rewrite(&d.relation)))
+        .collect();
+    let cx = Ctx {
+        region,
+        isl: Context::alloc(),
+        params,
+        deps,
+        n: sched_len(region),
+    };
+    let domain = cx.params.declare(&format!("{{ {} }}", domains.join("; ")));
+    let all: Vec<usize> = (0..region.dependences.len()).collect();
+    let validity = match cx.deps_map(&all)? {
+        Some(m) => m,
+        None => union_map(&cx.isl, &cx.params.declare("{ }"))?,
+    };
+    let (sched_text, tree) = islx::schedule(&cx.isl, &domain, &validity, &cx.params.context())?;
+    fb.schedule = sched_text;
+
+    let identity = |s: &Statement| (0..s.loops.len()).collect::<Vec<usize>>();
+    let original = schedule_text(region, &identity, &cx.params);
+    let prefix = cx.prefix();
+
+    // Per-loop properties of the program as written.
+    let depth_of = |l: usize| -> usize {
+        region
+            .statements
+            .iter()
+            .find_map(|s| s.loops.iter().position(|&x| x == l))
+            .unwrap_or(0)
+    };
+    for (l, lp) in region.loops.iter().enumerate() {
+        let inside: Vec<&Statement> = region
+            .statements
+            .iter()
+            .filter(|s| s.loops.contains(&l))
+            .collect();
+        if inside.is_empty() {
+            continue;
+        }
+        let depth = depth_of(l);
+        let within = cx.deps_within(l);
+        let carried = cx.first_related(&within, &original, &carried_at(cx.n, depth, &prefix))?;
+        let negative =
+            cx.first_related(&within, &original, &negative_up_to(cx.n, depth, &prefix))?;
+        let (mut good, mut all_acc) = (0u64, 0u64);
+        for s in &inside {
+            let d = s.loops.iter().position(|&x| x == l).unwrap_or(0);
+            for a in &s.accesses {
+                all_acc += s.ops;
+                if a.stride01(d) {
+                    good += s.ops;
+                }
+            }
+        }
+        fb.loops.push(LoopInfo {
+            id: lp.id.clone(),
+            label: lp.label.clone(),
+            depth,
+            parallel: carried.is_none(),
+            permutable: negative.is_none(),
+            stride01_percent: pct(good, all_acc),
+            ops: inside.iter().map(|s| s.ops).sum(),
+        });
+    }
+    let info = |l: usize| {
+        fb.loops
+            .iter()
+            .find(|i| i.id == region.loops[l].id)
+            .cloned()
+    };
+
+    // The hottest statement's loop nest is the one suggestions are about.
+    let main = region
+        .statements
+        .iter()
+        .max_by_key(|s| s.ops)
+        .expect("statements are not empty");
+    let chain = main.loops.clone();
+
+    // Locality: which loop of the nest, made innermost, gives the most stride-0/1 accesses
+    // of the statements in the innermost loop.
+    let hot: Vec<&Statement> = match chain.last() {
+        Some(&inner) => region
+            .statements
+            .iter()
+            .filter(|s| s.loops.last() == Some(&inner))
+            .collect(),
+        None => Vec::new(),
+    };
+    let share_along = |l: usize| -> f64 {
+        let (mut good, mut all_acc) = (0u64, 0u64);
+        for s in &hot {
+            if let Some(d) = s.loops.iter().position(|&x| x == l) {
+                for a in &s.accesses {
+                    all_acc += s.ops;
+                    if a.stride01(d) {
+                        good += s.ops;
+                    }
+                }
+            }
+        }
+        pct(good, all_acc)
+    };
+    let skewed_tree = has_skew(&tree);
+    let permutable_chain: Vec<usize> = chain
+        .iter()
+        .copied()
+        .take_while(|&l| info(l).is_some_and(|i| i.permutable))
+        .collect();
+    let current_inner = chain.last().copied();
+    let reuse = current_inner.map_or(0.0, share_along);
+    let mut order: Vec<usize> = chain.clone();
+    let mut best_inner = current_inner;
+    if permutable_chain.len() == chain.len() && chain.len() >= 2 {
+        for &l in &chain {
+            if best_inner.is_none_or(|b| share_along(l) > share_along(b)) {
+                best_inner = Some(l);
+            }
+        }
+    }
+    let preuse = best_inner.map_or(reuse, share_along).max(reuse);
+    let label = |l: usize| format!("{} ({})", region.loops[l].label, region.loops[l].id);
+    if let (Some(b), Some(c)) = (best_inner, current_inner) {
+        if b != c && share_along(b) > share_along(c) {
+            let mut new_order: Vec<usize> = chain.iter().copied().filter(|&l| l != b).collect();
+            new_order.push(b);
+            let theta = permuted(region, &chain, &new_order, &cx.params);
+            match cx.check(&theta)? {
+                None => {
+                    let names: Vec<String> = new_order
+                        .iter()
+                        .map(|&l| region.loops[l].label.clone())
+                        .collect();
+                    fb.suggestions.push(Suggestion {
+                        kind: "interchange".into(),
+                        loops: new_order.iter().map(|&l| region.loops[l].id.clone()).collect(),
+                        text: format!(
+                            "Interchange the loops to the order {} (outermost first): loop {} innermost makes {:.0}% of the accesses stride 0 or 1, against {:.0}% now.",
+                            names.join(", "),
+                            label(b),
+                            share_along(b),
+                            share_along(c)
+                        ),
+                        sizes: Vec::new(),
+                    });
+                    order = new_order;
+                }
+                Some(i) => {
+                    fb.why_not.get_or_insert(format!(
+                        "interchanging {} innermost would break {}",
+                        label(b),
+                        cx.describe_dep(i)
+                    ));
+                }
+            }
+        }
+    }
+
+    // Parallelism in the chosen order.
+    let theta_order = permuted(region, &chain, &order, &cx.params);
+    let chain_deps: Vec<usize> = match chain.first() {
+        Some(&outer) => cx.deps_within(outer),
+        None => Vec::new(),
+    };
+    let mut parallel_levels: Vec<bool> = Vec::new();
+    let mut first_carried: Option<(usize, usize)> = None;
+    for (lvl, &l) in order.iter().enumerate() {
+        let c = cx.first_related(&chain_deps, &theta_order, &carried_at(cx.n, lvl, &prefix))?;
+        if let (Some(i), None) = (c, first_carried) {
+            first_carried = Some((l, i));
+        }
+        parallel_levels.push(c.is_none());
+    }
+    if let Some(lvl) = parallel_levels.iter().position(|&p| p) {
+        let l = order[lvl];
+        let inner_only = lvl + 1 == order.len() && order.len() > 1;
+        if !inner_only {
+            fb.suggestions.push(Suggestion {
+                kind: "parallelize".into(),
+                loops: vec![region.loops[l].id.clone()],
+                text: format!(
+                    "Run loop {} in parallel (e.g. `#pragma omp parallel for`): no flow dependence is carried by it{}.",
+                    label(l),
+                    if lvl > 0 { " once the loops around it are fixed" } else { "" }
+                ),
+                sizes: Vec::new(),
+            });
+        }
+    }
+    if let (Some(&inner), Some(&true)) = (order.last(), parallel_levels.last()) {
+        let share = share_along(inner);
+        if share >= 50.0 {
+            fb.suggestions.push(Suggestion {
+                kind: "vectorize".into(),
+                loops: vec![region.loops[inner].id.clone()],
+                text: format!(
+                    "Vectorize loop {}: its iterations are independent and {:.0}% of its accesses are stride 0 or 1.",
+                    label(inner),
+                    share
+                ),
+                sizes: Vec::new(),
+            });
+        }
+    }
+
+    // Skewing and tiling, from isl's bands along the hottest statement's path.
+    let all_names: Vec<String> = region.statements.iter().map(|s| s.name.clone()).collect();
+    let bands = bands_of(&tree, &main.name, &all_names);
+    let mut tile_depth = 0;
+    let mut tile_stmts: BTreeSet<String> = BTreeSet::new();
+    for (permutable, members, stmts) in &bands {
+        if *permutable && members.len() >= 2 && members.len() > tile_depth {
+            tile_depth = members.len();
+            tile_stmts = stmts.iter().cloned().collect();
+        }
+    }
+    if skewed_tree {
+        let rows = bands
+            .iter()
+            .flat_map(|(_, m, _)| m.iter())
+            .filter_map(|m| m.rows.get(&main.name).cloned().flatten())
+            .filter(|r| r.dims_used() >= 2)
+            .map(|r| describe_row(&r, &chain, region))
+            .collect::<Vec<_>>();
+        fb.suggestions.push(Suggestion {
+            kind: "skew".into(),
+            loops: chain.iter().map(|&l| region.loops[l].id.clone()).collect(),
+            text: format!(
+                "Skew the nest {}: iterate along {} so that the dependences point forward in every loop, which makes the nest tilable and exposes wavefront parallelism.",
+                chain.iter().map(|&l| region.loops[l].label.clone()).collect::<Vec<_>>().join(", "),
+                rows.join(" and ")
+            ),
+            sizes: Vec::new(),
+        });
+    }
+    if tile_depth >= 2 {
+        let tiled: Vec<usize> = chain.iter().copied().take(tile_depth).collect();
+        fb.suggestions.push(Suggestion {
+            kind: "tile".into(),
+            loops: tiled.iter().map(|&l| region.loops[l].id.clone()).collect(),
+            text: format!(
+                "Tile the {}-deep band {}{} with tiles of {} iterations per loop: it is fully permutable.",
+                tile_depth,
+                tiled.iter().map(|&l| region.loops[l].label.clone()).collect::<Vec<_>>().join(", "),
+                if skewed_tree { " after skewing" } else { "" },
+                opts.tile_size
+            ),
+            sizes: vec![opts.tile_size; tile_depth],
+        });
+    }
+
+    // Fusion and distribution: outermost loops with a real share of the work, before and after.
+    let share_min = |ops: u64| pct(ops, total) > opts.component_share;
+    let mut before: BTreeMap<Option<usize>, u64> = BTreeMap::new();
+    for s in &region.statements {
+        *before.entry(s.loops.first().copied()).or_default() += s.ops;
+    }
+    let components_before = before
+        .iter()
+        .filter(|(l, ops)| l.is_some() && share_min(**ops))
+        .count();
+    let components_after = match &tree {
+        Tree::Sequence(children) => children
+            .iter()
+            .filter(|(names, sub)| {
+                matches!(sub, Tree::Band { .. })
+                    && share_min(
+                        region
+                            .statements
+                            .iter()
+                            .filter(|s| names.contains(&s.name))
+                            .map(|s| s.ops)
+                            .sum(),
+                    )
+            })
+            .count(),
+        Tree::Band { .. } => 1,
+        Tree::Leaf => 0,
+    };
+    if components_before >= 2 && components_after < components_before && components_after > 0 {
+        fb.suggestions.push(Suggestion {
+            kind: "fuse".into(),
+            loops: before.keys().flatten().map(|&l| region.loops[l].id.clone()).collect(),
+            text: format!(
+                "Fuse the loops {} into {} nest(s): the dependences allow it and it improves locality.",
+                before.keys().flatten().map(|&l| label(l)).collect::<Vec<_>>().join(", "),
+                components_after
+            ),
+            sizes: Vec::new(),
+        });
+    } else if components_after > components_before && components_before >= 1 {
+        fb.suggestions.push(Suggestion {
+            kind: "distribute".into(),
+            loops: before
+                .keys()
+                .flatten()
+                .map(|&l| region.loops[l].id.clone())
+                .collect(),
+            text: format!(
+                "Distribute the loop nest into {} nests so that each can be optimised on its own.",
+                components_after
+            ),
+            sizes: Vec::new(),
+        });
+    }
+
+    // Why nothing could be done.
+    if !fb.suggestions.iter().any(|s| s.kind == "parallelize") {
+        if let Some((l, i)) = first_carried {
+            let reason = format!("loop {} carries {}", label(l), cx.describe_dep(i));
+            fb.why_not = Some(match fb.why_not.take() {
+                Some(w) if fb.suggestions.is_empty() => format!("{w}; {reason}"),
+                _ => format!("no parallel loop: {reason}"),
+            });
+        }
+    }
+    if fb.suggestions.is_empty() && fb.why_not.is_none() {
+        fb.why_not = Some(if !region.library_calls.is_empty() {
+            format!(
+                "the region calls {} natively, which hides its effects",
+                region.library_calls.join(", ")
+            )
+        } else {
+            "no transformation improves parallelism or locality here".to_string()
+        });
+    }
+
+    // Metrics.
+    let ops_where = |f: &dyn Fn(&Statement) -> bool| -> u64 {
+        region
+            .statements
+            .iter()
+            .filter(|s| f(s))
+            .map(|s| s.ops)
+            .sum()
+    };
+    let parallel_loops: BTreeSet<usize> = order
+        .iter()
+        .zip(&parallel_levels)
+        .filter(|(_, &p)| p)
+        .map(|(&l, _)| l)
+        .collect();
+    let inner_parallel = order.last().is_some_and(|l| parallel_loops.contains(l));
+    fb.metrics = Metrics {
+        mem_ops_percent: pct(ops_where(&|s| !s.accesses.is_empty()), total),
+        fp_ops_percent: pct(ops_where(&|s| s.fp), total),
+        affine_percent: pct(ops_where(&|s| s.exact), total),
+        parallel_ops_percent: pct(
+            ops_where(&|s| s.loops.iter().any(|l| parallel_loops.contains(l))),
+            total,
+        ),
+        simd_ops_percent: if inner_parallel {
+            pct(ops_where(&|s| s.loops.last() == chain.last()), total)
+        } else {
+            0.0
+        },
+        reuse_percent: reuse,
+        preuse_percent: preuse,
+        tile_depth,
+        tile_ops_percent: pct(ops_where(&|s| tile_stmts.contains(&s.name)), total),
+        components_before,
+        components_after,
+        skew: skewed_tree,
+        loop_depth: region
+            .statements
+            .iter()
+            .map(|s| s.loops.len())
+            .max()
+            .unwrap_or(0),
+    };
+    fb.ast_before = ast_before(region, &fb.loops);
+    fb.ast_after = if skewed_tree {
+        ast_after(region, &tree, &fb.loops)
+    } else {
+        let vectorized = fb
+            .suggestions
+            .iter()
+            .find(|s| s.kind == "vectorize")
+            .map(|s| s.loops.clone())
+            .unwrap_or_default();
+        let tiled: Vec<String> = fb
+            .suggestions
+            .iter()
+            .find(|s| s.kind == "tile")
+            .map(|s| s.loops.clone())
+            .unwrap_or_default();
+        let after_flags = |l: usize| -> String {
+            let id = &region.loops[l].id;
+            let mut f = Vec::new();
+            if parallel_loops.contains(&l) {
+                f.push("parallel");
+            }
+            if tiled.contains(id) {
+                f.push("tiled");
+            }
+            if vectorized.contains(id) {
+                f.push("vectorized");
+            }
+            f.join(", ")
+        };
+        ast_in_order(region, &chain, &order, &after_flags)
+    };
+    Ok(fb)
+}
+
+/// The schedule where the statements running the whole `chain` of loops follow `order`.
+fn permuted(region: &Region, chain: &[usize], order: &[usize], p: &Parameterizer) -> String {
+    let perm = |s: &Statement| -> Vec<usize> {
+        let mut dims: Vec<usize> = (0..s.loops.len()).collect();
+        if s.loops.len() >= chain.len() && s.loops[..chain.len()] == *chain {
+            for (lvl, l) in order.iter().enumerate() {
+                if let Some(d) = s.loops.iter().position(|x| x == l) {
+                    dims[lvl] = d;
+                }
+            }
+        }
+        dims
+    };
+    schedule_text(region, &perm, p)
+}
+
+fn has_skew(t: &Tree) -> bool {
+    match t {
+        Tree::Band { members, child, .. } => {
+            members
+                .iter()
+                .any(|m| m.rows.values().flatten().any(|r| r.dims_used() >= 2))
+                || has_skew(child)
+        }
+        Tree::Sequence(c) => c.iter().any(|(_, t)| has_skew(t)),
+        Tree::Leaf => false,
+    }
+}
+
+/// The bands on `stmt`'s path through the schedule tree: (permutable, members, statements).
+fn bands_of(t: &Tree, stmt: &str, all: &[String]) -> Vec<(bool, Vec<islx::Member>, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut cur = t;
+    // The statements of the filter the walk is under.
+    let mut names: Vec<String> = all.to_vec();
+    loop {
+        match cur {
+            Tree::Band {
+                permutable,
+                members,
+                child,
+            } => {
+                out.push((*permutable, members.clone(), child.statements(&names)));
+                cur = child;
+            }
+            Tree::Sequence(children) => {
+                match children.iter().find(|(n, _)| n.iter().any(|n| n == stmt)) {
+                    Some((n, sub)) => {
+                        names = n.clone();
+                        cur = sub;
+                    }
+                    None => break,
+                }
+            }
+            Tree::Leaf => break,
+        }
+    }
+    out
+}
+
+fn describe_row(r: &crate::affine::Affine, chain: &[usize], region: &Region) -> String {
+    let terms: Vec<String> = r
+        .coeffs
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| **c != 0)
+        .map(|(d, c)| {
+            let name = chain
+                .get(d)
+                .map_or(format!("i{d}"), |&l| region.loops[l].label.clone());
+            match c {
+                1 => format!("({name})"),
+                -1 => format!("-({name})"),
+                c => format!("{c}*({name})"),
+            }
+        })
+        .collect();
+    terms.join(" + ")
+}
+
+fn flags(i: &LoopInfo) -> String {
+    let mut f = Vec::new();
+    if i.parallel {
+        f.push("parallel".to_string());
+    }
+    if i.permutable {
+        f.push("permutable".to_string());
+    }
+    f.push(format!("stride 0/1 {:.0}%", i.stride01_percent));
+    f.join(", ")
+}
+
+/// The loop structure with the statements running the whole `chain` following `order`; each
+/// loop with its line and `flags`.
+fn ast_in_order(
+    region: &Region,
+    chain: &[usize],
+    order: &[usize],
+    flags: &dyn Fn(usize) -> String,
+) -> String {
+    let mut stmts: Vec<(Vec<u32>, Vec<usize>, &Statement)> = region
+        .statements
+        .iter()
+        .map(|s| {
+            let mut loops = s.loops.clone();
+            if loops.len() >= chain.len() && loops[..chain.len()] == *chain {
+                loops[..order.len()].copy_from_slice(order);
+            }
+            (s.positions.clone(), loops, s)
+        })
+        .collect();
+    stmts.sort_by(|a, b| {
+        let ka: Vec<(u32, usize)> =
+            a.0.iter()
+                .copied()
+                .zip(a.1.iter().copied().chain([usize::MAX]))
+                .collect();
+        let kb: Vec<(u32, usize)> =
+            b.0.iter()
+                .copied()
+                .zip(b.1.iter().copied().chain([usize::MAX]))
+                .collect();
+        ka.cmp(&kb)
+    });
+    let mut out = String::new();
+    let mut open: Vec<usize> = Vec::new();
+    for (_, loops, s) in stmts {
+        let common = open.iter().zip(&loops).take_while(|(a, b)| a == b).count();
+        open.truncate(common);
+        for &l in &loops[common..] {
+            let pad = "  ".repeat(open.len());
+            let f = flags(l);
+            let _ = writeln!(
+                out,
+                "{pad}for {} ({}){}",
+                region.loops[l].id,
+                region.loops[l].label,
+                if f.is_empty() {
+                    String::new()
+                } else {
+                    format!("  [{f}]")
+                }
+            );
+            open.push(l);
+        }
+        let pad = "  ".repeat(open.len());
+        let _ = writeln!(out, "{pad}{} {}  ({} ops)", s.name, s.label, s.ops);
+    }
+    out
+}
+
+/// The region's loop structure as written, each loop with its line and flags, each statement
+/// with its line and executions.
+fn ast_before(region: &Region, loops: &[LoopInfo]) -> String {
+    let f = |l: usize| {
+        loops
+            .iter()
+            .find(|i| i.id == region.loops[l].id)
+            .map_or(String::new(), flags)
+    };
+    ast_in_order(region, &[], &[], &f)
+}
+
+/// The loop structure after the schedule isl found.
+fn ast_after(region: &Region, tree: &Tree, loops: &[LoopInfo]) -> String {
+    let mut out = String::new();
+    render(
+        region,
+        tree,
+        loops,
+        0,
+        &mut out,
+        &region
+            .statements
+            .iter()
+            .map(|s| s.name.clone())
+            .collect::<Vec<_>>(),
+    );
+    out
+}
+
+fn render(
+    region: &Region,
+    t: &Tree,
+    loops: &[LoopInfo],
+    depth: usize,
+    out: &mut String,
+    stmts: &[String],
+) {
+    let pad = "  ".repeat(depth);
+    match t {
+        Tree::Band {
+            permutable,
+            members,
+            child,
+        } => {
+            let mut d = depth;
+            for (k, m) in members.iter().enumerate() {
+                // Name the member by the original loop it follows for the first statement that
+                // has a simple row.
+                let name = m
+                    .rows
+                    .iter()
+                    .filter(|(s, _)| stmts.contains(s))
+                    .find_map(|(s, r)| {
+                        let st = region.statements.iter().find(|x| &x.name == s)?;
+                        let r = r.as_ref()?;
+                        match r.single_dim() {
+                            Some(dim) => st.loops.get(dim).map(|&l| {
+                                format!("{} ({})", region.loops[l].id, region.loops[l].label)
+                            }),
+                            None if r.dims_used() >= 2 => {
+                                Some(format!("skewed {}", describe_row(r, &st.loops, region)))
+                            }
+                            None => None,
+                        }
+                    })
+                    .unwrap_or_else(|| format!("c{k}"));
+                let mut f = Vec::new();
+                if m.coincident {
+                    f.push("parallel");
+                }
+                if *permutable && members.len() > 1 {
+                    f.push("permutable");
+                }
+                let _ = writeln!(
+                    out,
+                    "{}for {name}{}",
+                    "  ".repeat(d),
+                    if f.is_empty() {
+                        String::new()
+                    } else {
+                        format!("  [{}]", f.join(", "))
+                    }
+                );
+                d += 1;
+            }
+            let _ = loops;
+            render(region, child, loops, d, out, stmts);
+        }
+        Tree::Sequence(children) => {
+            for (names, sub) in children {
+                render(region, sub, loops, depth, out, names);
+            }
+        }
+        Tree::Leaf => {
+            for s in region.statements.iter().filter(|s| stmts.contains(&s.name)) {
+                let _ = writeln!(out, "{pad}{} {}  ({} ops)", s.name, s.label, s.ops);
+            }
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! The few isl operations the feedback stage needs, with errors in words, and isl's schedule
+//! tree read back into plain Rust values.
+
+use crate::affine::{parse_schedule_map, Affine};
+use crate::Error;
+use isl_rs::{
+    Context, LibISLError, ScheduleConstraints, ScheduleNode, ScheduleNodeType, Set, UnionMap,
+    UnionSet,
+};
+use std::collections::BTreeMap;
+
+pub(crate) fn isl(what: &str) -> impl FnOnce(LibISLError) -> Error + '_ {
+    move |e| Error::Isl(format!("{what}: {e:?}"))
+}
+
+pub(crate) fn union_set(ctx: &Context, text: &str) -> Result<UnionSet, Error> {
+    UnionSet::read_from_str(ctx, text).map_err(isl(&format!("reading the set {text}")))
+}
+
+pub(crate) fn union_map(ctx: &Context, text: &str) -> Result<UnionMap, Error> {
+    UnionMap::read_from_str(ctx, text).map_err(isl(&format!("reading the map {text}")))
+}
+
+/// A band member of the computed schedule.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Member {
+    pub coincident: bool,
+    /// Per statement: its row (affine over its own dimensions), `None` if not linear.
+    pub rows: BTreeMap<String, Option<Affine>>,
+}
+
+/// isl's schedule tree, reduced to what the suggestions need.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Tree {
+    Band {
+        permutable: bool,
+        members: Vec<Member>,
+        child: Box<Tree>,
+    },
+    /// Children run one after the other (sequence) or in any order (set); each child is
+    /// filtered to its statements.
+    Sequence(Vec<(Vec<String>, Tree)>),
+    Leaf,
+}
+
+impl Tree {
+    /// Statements scheduled under this node, in order.
+    pub fn statements(&self, all: &[String]) -> Vec<String> {
+        match self {
+            Tree::Band { child, .. } => child.statements(all),
+            Tree::Sequence(children) => children.iter().flat_map(|(s, _)| s.clone()).collect(),
+            Tree::Leaf => all.to_vec(),
+        }
+    }
+}
+
+fn statement_names(set: &str) -> Vec<String> {
+    let body = match (set.find('{'), set.rfind('}')) {
+        (Some(a), Some(b)) if a < b => &set[a + 1..b],
+        _ => return Vec::new(),
+    };
+    let mut names = Vec::new();
+    for piece in crate::affine::split_top(body, ';') {
+        let p = piece.trim();
+        if let Some(i) = p.find('[') {
+            let name = p[..i].trim().to_string();
+            if !name.is_empty() && !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+fn read_tree(n: &ScheduleNode) -> Result<Tree, Error> {
+    let ty = n.get_type().map_err(isl("reading a schedule node"))?;
+    let child = |i: i32| -> Result<Tree, Error> {
+        let c = n.get_child(i).map_err(isl("reading a schedule child"))?;
+        read_tree(&c)
+    };
+    Ok(match ty {
+        ScheduleNodeType::Band => {
+            let m = n.band_n_member().map_err(isl("reading a band"))?;
+            let permutable = n.band_get_permutable().map_err(isl("reading a band"))?;
+            let sched = n
+                .band_get_partial_schedule_union_map()
+                .map_err(isl("reading a band's schedule"))?;
+            let text = sched
+                .to_str()
+                .map_err(isl("printing a schedule"))?
+                .to_string();
+            let rows = parse_schedule_map(&text);
+            let mut members = Vec::new();
+            for k in 0..m {
+                let coincident = n
+                    .band_member_get_coincident(k)
+                    .map_err(isl("reading a band member"))?;
+                let rows = rows
+                    .iter()
+                    .map(|r| (r.name.clone(), r.rows.get(k as usize).cloned().flatten()))
+                    .collect();
+                members.push(Member { coincident, rows });
+            }
+            Tree::Band {
+                permutable,
+                members,
+                child: Box::new(child(0)?),
+            }
+        }
+        ScheduleNodeType::Sequence | ScheduleNodeType::Set => {
+            let k = n.n_children().map_err(isl("reading a sequence"))?;
+            let mut children = Vec::new();
+            for i in 0..k {
+                let f = n.get_child(i).map_err(isl("reading a filter"))?;
+                let filter = f
+                    .filter_get_filter()
+                    .map_err(isl("reading a filter"))?
+                    .to_str()
+                    .map_err(isl("printing a filter"))?
+                    .to_string();
+                let names = statement_names(&filter);
+                let sub = match f.n_children().map_err(isl("reading a filter"))? {
+                    0 => Tree::Leaf,
+                    _ => {
+                        let c = f.get_child(0).map_err(isl("reading a filter"))?;
+                        read_tree(&c)?
+                    }
+                };
+                children.push((names, sub));
+            }
+            Tree::Sequence(children)
+        }
+        ScheduleNodeType::Leaf => Tree::Leaf,
+        // Domain, context, mark, filter and the like: look through them.
+        _ => match n.n_children().map_err(isl("reading a node"))? {
+            0 => Tree::Leaf,
+            _ => child(0)?,
+        },
+    })
+}
+
+/// Schedules `domain` under the flow dependences `validity` (source → sink), which are also
+/// the proximity and coincidence constraints; returns isl's schedule text and its tree.
+pub(crate) fn schedule(
+    ctx: &Context,
+    domain: &str,
+    validity: &UnionMap,
+    context: &str,
+) -> Result<(String, Tree), Error> {
+    let dom = union_set(ctx, domain)?;
+    let ctx_set = Set::read_from_str(ctx, context).map_err(isl("reading the context"))?;
+    let copy = |m: &UnionMap| m.copy().map_err(isl("copying dependences"));
+    let sc = ScheduleConstraints::on_domain(dom)
+        .and_then(|s| s.set_context(ctx_set))
+        .map_err(isl("setting up the scheduler"))?
+        .set_validity(copy(validity)?)
+        .and_then(|s| s.set_proximity(validity.copy()?))
+        .and_then(|s| s.set_coincidence(validity.copy()?))
+        .map_err(isl("setting up the scheduler"))?;
+    let s = sc.compute_schedule().map_err(isl("computing a schedule"))?;
+    let text = s
+        .to_str()
+        .map_err(isl("printing the schedule"))?
+        .to_string();
+    let root = s.get_root().map_err(isl("reading the schedule"))?;
+    let tree = read_tree(&root)?;
+    Ok((text, tree))
+}
+
+/// Dependences (source → sink) that `schedule` does not order source-first.
+pub(crate) fn violations(deps: &UnionMap, schedule: &UnionMap) -> Result<UnionMap, Error> {
+    let copy = |m: &UnionMap| m.copy().map_err(isl("copying a map"));
+    let ordered = copy(schedule)?
+        .lex_lt_union_map(copy(schedule)?)
+        .map_err(isl("ordering by the schedule"))?;
+    copy(deps)?
+        .subtract(ordered)
+        .map_err(isl("checking dependences"))
+}
+
+/// True when `m` holds nothing.
+pub(crate) fn empty(m: &UnionMap) -> Result<bool, Error> {
+    m.is_empty().map_err(isl("testing emptiness"))
+}

@@ -1,0 +1,208 @@
+//! The feedback on hand-written polyhedral regions of classic kernels.
+
+use feedback::{analyze_region, Access, Dependence, Loop, Options, Region, Statement};
+
+fn acc(strides: &[i64], size: u32, write: bool) -> Access {
+    Access {
+        strides: strides.iter().map(|&s| Some(s)).collect(),
+        size,
+        write,
+    }
+}
+
+fn lp(id: &str, label: &str) -> Loop {
+    Loop {
+        id: id.into(),
+        label: label.into(),
+    }
+}
+
+fn stmt(
+    name: &str,
+    loops: &[usize],
+    positions: &[u32],
+    domain: &str,
+    ops: u64,
+    accesses: Vec<Access>,
+) -> Statement {
+    Statement {
+        name: name.into(),
+        label: format!("k.c:{name}"),
+        loops: loops.to_vec(),
+        positions: positions.to_vec(),
+        domain: domain.into(),
+        ops,
+        accesses,
+        fp: true,
+        exact: true,
+    }
+}
+
+fn dep(src: &str, sink: &str, rel: &str) -> Dependence {
+    Dependence {
+        source: src.into(),
+        sink: sink.into(),
+        relation: rel.into(),
+        exact: true,
+    }
+}
+
+fn kinds(f: &feedback::Feedback) -> Vec<&str> {
+    f.suggestions.iter().map(|s| s.kind.as_str()).collect()
+}
+
+fn matmul() -> Region {
+    let n = 8;
+    Region {
+        loops: vec![lp("L0", "k.c:10"), lp("L1", "k.c:11"), lp("L2", "k.c:12")],
+        statements: vec![stmt(
+            "S0",
+            &[0, 1, 2],
+            &[0, 0, 0, 0],
+            "{ S0[i0, i1, i2] : 0 <= i0 <= 7 and 0 <= i1 <= 7 and 0 <= i2 <= 7 }",
+            512,
+            vec![
+                acc(&[8 * n, 0, 8], 8, false),     // A[i][k]
+                acc(&[0, 8, 8 * n], 8, false),     // B[k][j]
+                acc(&[8 * n, 8, 0], 8, false),     // C[i][j]
+                acc(&[8 * n, 8, 0], 8, true),      // C[i][j]
+            ],
+        )],
+        dependences: vec![dep(
+            "S0",
+            "S0",
+            "{ S0[i0, i1, i2] -> S0[i0, i1, i2 - 1] : 0 <= i0 <= 7 and 0 <= i1 <= 7 and 1 <= i2 <= 7 }",
+        )],
+        library_calls: vec![],
+    }
+}
+
+#[test]
+fn matmul_ijk() {
+    let f = analyze_region(&matmul(), &Options::default()).unwrap();
+    eprintln!("{f:#?}\n{}\n{}", f.ast_before, f.ast_after);
+    let par: Vec<bool> = f.loops.iter().map(|l| l.parallel).collect();
+    assert_eq!(par, [true, true, false]);
+    assert!(f.loops.iter().all(|l| l.permutable));
+    let ic = f
+        .suggestions
+        .iter()
+        .find(|s| s.kind == "interchange")
+        .expect("interchange");
+    assert_eq!(ic.loops, ["L0", "L2", "L1"], "k outside j");
+    assert_eq!(f.metrics.tile_depth, 3);
+    let k = kinds(&f);
+    assert!(
+        k.contains(&"tile") && k.contains(&"parallelize") && k.contains(&"vectorize"),
+        "{k:?}"
+    );
+    assert!(f.metrics.preuse_percent > f.metrics.reuse_percent);
+    assert!(!f.metrics.skew);
+}
+
+#[test]
+fn column_wise_traversal_is_interchanged() {
+    let r = Region {
+        loops: vec![lp("L0", "c.c:5"), lp("L1", "c.c:6")],
+        statements: vec![stmt(
+            "S0",
+            &[0, 1],
+            &[0, 0, 0],
+            "{ S0[j, i] : 0 <= j <= 15 and 0 <= i <= 15 }",
+            256,
+            vec![acc(&[4, 64], 4, false), acc(&[4, 64], 4, true)],
+        )],
+        dependences: vec![],
+        library_calls: vec![],
+    };
+    let f = analyze_region(&r, &Options::default()).unwrap();
+    let ic = f
+        .suggestions
+        .iter()
+        .find(|s| s.kind == "interchange")
+        .expect("interchange");
+    assert_eq!(ic.loops, ["L1", "L0"]);
+    assert_eq!(f.metrics.reuse_percent, 0.0);
+    assert_eq!(f.metrics.preuse_percent, 100.0);
+}
+
+#[test]
+fn gauss_seidel_needs_skewing_then_tiling() {
+    let r = Region {
+        loops: vec![lp("L0", "g.c:7"), lp("L1", "g.c:8")],
+        statements: vec![stmt(
+            "S0",
+            &[0, 1],
+            &[0, 0, 0],
+            "{ S0[t, i] : 0 <= t <= 7 and 0 <= i <= 29 }",
+            240,
+            vec![acc(&[0, 8], 8, false), acc(&[0, 8], 8, true)],
+        )],
+        dependences: vec![dep(
+            "S0",
+            "S0",
+            "{ S0[t, i] -> S0[t, i - 1] : 0 <= t <= 7 and 1 <= i <= 29; S0[t, i] -> S0[t - 1, i] : 1 <= t <= 7 and 0 <= i <= 29; S0[t, i] -> S0[t - 1, i + 1] : 1 <= t <= 7 and 0 <= i <= 28 }",
+        )],
+        library_calls: vec![],
+    };
+    let f = analyze_region(&r, &Options::default()).unwrap();
+    eprintln!("{f:#?}");
+    assert!(
+        f.loops.iter().all(|l| !l.parallel),
+        "no parallel loop as written"
+    );
+    let k = kinds(&f);
+    assert!(!k.contains(&"parallelize"), "{k:?}");
+    assert!(k.contains(&"skew") && k.contains(&"tile"), "{k:?}");
+    assert!(f.metrics.skew);
+    assert_eq!(f.metrics.tile_depth, 2);
+}
+
+#[test]
+fn jacobi_spatial_loops_are_parallel() {
+    let r = Region {
+        loops: vec![lp("L0", "j.c:7"), lp("L1", "j.c:8"), lp("L2", "j.c:10")],
+        statements: vec![
+            stmt("S0", &[0, 1], &[0, 0, 0], "{ S0[t, i] : 0 <= t <= 7 and 1 <= i <= 30 }", 240, vec![acc(&[0, 8], 8, true)]),
+            stmt("S1", &[0, 2], &[0, 1, 0], "{ S1[t, i] : 0 <= t <= 7 and 1 <= i <= 30 }", 240, vec![acc(&[0, 8], 8, true)]),
+        ],
+        dependences: vec![
+            dep("S0", "S1", "{ S1[t, i] -> S0[t, i] : 0 <= t <= 7 and 1 <= i <= 30 }"),
+            dep(
+                "S1",
+                "S0",
+                "{ S0[t, i] -> S1[t2, i2] : t2 = t - 1 and i - 1 <= i2 <= i + 1 and 1 <= t <= 7 and 1 <= i <= 30 and 1 <= i2 <= 30 }",
+            ),
+        ],
+        library_calls: vec![],
+    };
+    let f = analyze_region(&r, &Options::default()).unwrap();
+    eprintln!("{f:#?}");
+    let by_id = |id: &str| f.loops.iter().find(|l| l.id == id).unwrap().parallel;
+    assert!(!by_id("L0"));
+    assert!(by_id("L1") && by_id("L2"));
+}
+
+#[test]
+fn a_recurrence_is_not_parallel_and_says_why() {
+    let r = Region {
+        loops: vec![lp("L0", "r.c:6")],
+        statements: vec![stmt(
+            "S0",
+            &[0],
+            &[0, 0],
+            "{ S0[i] : 1 <= i <= 31 }",
+            31,
+            vec![acc(&[4], 4, true)],
+        )],
+        dependences: vec![dep("S0", "S0", "{ S0[i] -> S0[i - 1] : 2 <= i <= 31 }")],
+        library_calls: vec![],
+    };
+    let f = analyze_region(&r, &Options::default()).unwrap();
+    assert!(!kinds(&f).contains(&"parallelize"));
+    let why = f.why_not.expect("why_not");
+    assert!(
+        why.contains("carries") && why.contains("S0[i] -> S0[i - 1]"),
+        "{why}"
+    );
+}
