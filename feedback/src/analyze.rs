@@ -629,20 +629,78 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
     Ok(fb)
 }
 
-/// The schedule where the statements running the whole `chain` of loops follow `order`.
+/// The schedule where the statements running the whole `chain` of loops follow `order`. The
+/// first loop that changes place is distributed first: the statements it holds besides the
+/// chain's (code before or after the inner loops of an imperfect nest) go to nests of their
+/// own, before or after the permuted one, as their position in the program says.
 fn permuted(region: &Region, chain: &[usize], order: &[usize], p: &Parameterizer) -> String {
-    let perm = |s: &Statement| -> Vec<usize> {
-        let mut dims: Vec<usize> = (0..s.loops.len()).collect();
-        if s.loops.len() >= chain.len() && s.loops[..chain.len()] == *chain {
-            for (lvl, l) in order.iter().enumerate() {
-                if let Some(d) = s.loops.iter().position(|x| x == l) {
-                    dims[lvl] = d;
-                }
-            }
-        }
-        dims
+    let Some(f) = (0..chain.len().min(order.len())).find(|&k| chain[k] != order[k]) else {
+        let identity = |s: &Statement| (0..s.loops.len()).collect::<Vec<usize>>();
+        return schedule_text(region, &identity, p);
     };
-    schedule_text(region, &perm, p)
+    let member = |s: &Statement| s.loops.len() >= chain.len() && s.loops[..chain.len()] == *chain;
+    // The chain's position under its loop at level f (where the next chain loop sits).
+    let chain_pos = region
+        .statements
+        .iter()
+        .find(|s| member(s))
+        .and_then(|s| s.positions.get(f + 1).copied())
+        .unwrap_or(0);
+    let n = sched_len(region);
+    let pieces: Vec<String> = region
+        .statements
+        .iter()
+        .map(|s| {
+            let vars: Vec<String> = (0..s.loops.len()).map(|d| format!("i{d}")).collect();
+            let shares = s.loops.len() > f && s.loops[..=f] == chain[..=f];
+            let group = if member(s) {
+                1
+            } else if shares {
+                match s.positions.get(f + 1).copied().unwrap_or(0).cmp(&chain_pos) {
+                    std::cmp::Ordering::Greater => 2,
+                    _ => 0,
+                }
+            } else {
+                1
+            };
+            let dims: Vec<usize> = if member(s) {
+                let mut d: Vec<usize> = (0..s.loops.len()).collect();
+                for (lvl, l) in order.iter().enumerate() {
+                    if let Some(x) = s.loops.iter().position(|y| y == l) {
+                        d[lvl] = x;
+                    }
+                }
+                d
+            } else {
+                (0..s.loops.len()).collect()
+            };
+            let mut out: Vec<String> = Vec::with_capacity(n);
+            for (lvl, &d) in dims.iter().enumerate() {
+                let pos = s.positions.get(lvl).copied().unwrap_or(0);
+                let pos = if lvl == f {
+                    pos * 3 + group
+                } else {
+                    pos * 3 + 1
+                };
+                out.push(pos.to_string());
+                out.push(format!("i{d}"));
+            }
+            let last = s.positions.get(dims.len()).copied().unwrap_or(0);
+            out.push(
+                (if dims.len() == f {
+                    last * 3 + group
+                } else {
+                    last * 3 + 1
+                })
+                .to_string(),
+            );
+            while out.len() < n {
+                out.push("0".to_string());
+            }
+            format!("{}[{}] -> [{}]", s.name, vars.join(", "), out.join(", "))
+        })
+        .collect();
+    p.declare(&format!("{{ {} }}", pieces.join("; ")))
 }
 
 fn has_skew(t: &Tree) -> bool {

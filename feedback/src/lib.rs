@@ -9,6 +9,7 @@ mod analyze;
 pub mod input;
 mod islx;
 pub mod params;
+pub mod pipeline;
 
 pub use analyze::analyze_region;
 pub use input::{Access, Dependence, Loop, Region, Statement};

@@ -34,6 +34,11 @@ pub struct Args {
     #[arg(long)]
     pub dump_events: bool,
 
+    /// A region is a loop nest holding at least this share (in percent) of the traced
+    /// instructions; regions are analysed hottest first.
+    #[arg(long, value_name = "PERCENT", default_value_t = 5.0)]
+    pub region_threshold: f64,
+
     /// Also write deps.txt: the dynamic dependences (flow, anti, output; through registers
     /// and memory) between every pair of statements, with counts and distances.
     #[arg(long)]

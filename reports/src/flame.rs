@@ -15,14 +15,49 @@ pub fn write_folded(lines: &[String], path: &Path) -> Result<(), Error> {
     })
 }
 
+/// How to draw the frames of one name: a fill colour, and a tooltip replacing the default.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FrameStyle {
+    pub color: Option<(u8, u8, u8)>,
+    pub tooltip: Option<String>,
+}
+
+/// Grey, for frames the analysis could not model (non-affine regions, library calls).
+pub const GREY: (u8, u8, u8) = (190, 190, 190);
+/// Green, for regions with suggestions.
+pub const HIGHLIGHT: (u8, u8, u8) = (90, 200, 110);
+
 /// Renders the folded stacks as an interactive SVG flame graph. Width is dynamic
-/// instructions; `title` names the program and its arguments.
-pub fn write_flamegraph(lines: &[String], title: &str, path: &Path) -> Result<(), Error> {
+/// instructions; `title` names the program and its arguments; `styles` colours frames and
+/// gives them tooltips, by frame name.
+pub fn write_flamegraph(
+    lines: &[String],
+    title: &str,
+    styles: &std::collections::BTreeMap<String, FrameStyle>,
+    path: &Path,
+) -> Result<(), Error> {
+    let mut palette = inferno::flamegraph::color::PaletteMap::default();
+    let mut attrs = String::new();
+    for (name, style) in styles {
+        if let Some((r, g, b)) = style.color {
+            palette.insert(name, inferno::flamegraph::color::Color { r, g, b });
+        }
+        if let Some(t) = &style.tooltip {
+            attrs.push_str(&format!("{name}\ttitle={}\n", t.replace(['\t', '\n'], " ")));
+        }
+    }
+    let frameattrs = inferno::flamegraph::FuncFrameAttrsMap::from_reader(attrs.as_bytes())
+        .map_err(|source| Error::Write {
+            path: path.display().to_string(),
+            source,
+        })?;
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = title.to_string();
     opts.count_name = "instructions".to_string();
     opts.name_type = "Frame:".to_string();
     opts.hash = true;
+    opts.func_frameattrs = frameattrs;
+    opts.palette_map = Some(&mut palette);
     let file = std::fs::File::create(path).map_err(|source| Error::Write {
         path: path.display().to_string(),
         source,
@@ -53,8 +88,18 @@ mod tests {
             "main;loop k.c:4 90".to_string(),
             "main;call puts 3".to_string(),
         ];
-        write_flamegraph(&lines, "./k 10", &svg).unwrap();
+        let mut styles = std::collections::BTreeMap::new();
+        styles.insert(
+            "loop k.c:4".to_string(),
+            FrameStyle {
+                color: Some(HIGHLIGHT),
+                tooltip: Some("region R1: interchange".into()),
+            },
+        );
+        write_flamegraph(&lines, "./k 10", &styles, &svg).unwrap();
         let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.contains("region R1: interchange"));
+        assert!(text.contains("rgb(90,200,110)"));
         assert!(text.contains("<svg"));
         assert!(text.contains("loop k.c:4"));
         assert!(text.contains("./k 10"));

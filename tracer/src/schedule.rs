@@ -46,6 +46,9 @@ pub struct TreeNode {
     pub self_weight: u64,
     /// Number of loop dimensions from the root to this node (its coordinates' length).
     pub depth: usize,
+    /// Index of the traced instruction that first entered this node: siblings ordered by it
+    /// follow the program's order (Kelly's static positions).
+    pub first: u64,
 }
 
 /// The calling-context tree with loops as nodes, weighted by dynamic instructions.
@@ -53,6 +56,8 @@ pub struct TreeNode {
 pub struct ScheduleTree {
     pub nodes: Vec<TreeNode>,
     children: HashMap<(NodeId, NodeKind), NodeId>,
+    /// Instructions seen so far (the clock of `TreeNode::first`).
+    pub instructions: u64,
 }
 
 impl Default for ScheduleTree {
@@ -63,8 +68,10 @@ impl Default for ScheduleTree {
                 parent: None,
                 self_weight: 0,
                 depth: 0,
+                first: 0,
             }],
             children: HashMap::new(),
+            instructions: 0,
         }
     }
 }
@@ -87,6 +94,7 @@ impl ScheduleTree {
             parent: Some(parent),
             self_weight: 0,
             depth,
+            first: self.instructions,
         });
         self.children.insert((parent, kind), id);
         id
@@ -113,6 +121,19 @@ impl ScheduleTree {
             }
         }
         total
+    }
+
+    /// Whether `n` is `ancestor` or below it.
+    pub fn is_within(&self, mut n: NodeId, ancestor: NodeId) -> bool {
+        loop {
+            if n == ancestor {
+                return true;
+            }
+            match self.nodes[n].parent {
+                Some(p) => n = p,
+                None => return false,
+            }
+        }
     }
 
     /// Deepest loop nesting of any node (the longest iteration vector).
@@ -411,6 +432,7 @@ impl Scheduler<'_> {
         self.local_jump(insn.pc);
         let context = self.cur();
         self.tree.nodes[context].self_weight += 1;
+        self.tree.instructions += 1;
         on_step(&Step {
             insn,
             context,

@@ -1,0 +1,632 @@
+//! From a recorded execution to the feedback of its hottest regions: iteration vectors and
+//! dependences (tracer), folding (folder), region selection, and [`analyze_region`].
+//!
+//! Statements are the instructions of a region that are not scalar evolutions: an instruction
+//! that reads no memory and whose produced values fold into one affine function of its
+//! iteration vector (loop counters, address arithmetic) leaves the statement set, and the
+//! dependences out of it are dropped, since they would serialize every loop.
+
+use crate::input::{Access, Dependence, Loop, Region, Statement};
+use crate::{analyze_region, Feedback, Options};
+use folder::{FoldOptions, Folded, Label, StreamFolder};
+use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter, Mnemonic};
+use ptrace_runner::{AccessKind, Event, EventSink};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use tracer::{DepKind, DepOptions, EventSource, NodeId, NodeKind, ScheduleTree, Stmt, Through};
+
+/// Options of the whole back end, with documented defaults.
+#[derive(Clone, Debug)]
+pub struct PipelineOptions {
+    /// A region is a loop subtree holding at least this share of the traced instructions.
+    /// Default: 5%.
+    pub region_threshold: f64,
+    /// At most this many regions are analysed, hottest first. Default: 8.
+    pub max_regions: usize,
+    pub fold: FoldOptions,
+    pub feedback: Options,
+}
+
+impl Default for PipelineOptions {
+    fn default() -> Self {
+        PipelineOptions {
+            region_threshold: 5.0,
+            max_regions: 8,
+            fold: FoldOptions::default(),
+            feedback: Options::default(),
+        }
+    }
+}
+
+/// A statement of a region, as reported.
+#[derive(Clone, Debug)]
+pub struct StatementReport {
+    pub name: String,
+    pub pc: u64,
+    pub context: NodeId,
+    pub domain: String,
+    pub ops: u64,
+    pub exact: bool,
+}
+
+/// A dependence of a region, as reported.
+#[derive(Clone, Debug)]
+pub struct DependenceReport {
+    pub source: String,
+    pub sink: String,
+    pub kind: DepKind,
+    pub through: Through,
+    /// Consumer instances → producer instances.
+    pub relation: String,
+    pub exact: bool,
+}
+
+/// One analysed region.
+#[derive(Clone, Debug)]
+pub struct RegionReport {
+    pub id: String,
+    /// The schedule-tree node at the region's root.
+    pub root: NodeId,
+    /// Share of all traced instructions.
+    pub ops_percent: f64,
+    /// Spans several functions, or calls natively-run library code.
+    pub interprocedural: bool,
+    /// Share of the statements' executions in exactly folded pieces.
+    pub affine_percent: f64,
+    /// Schedule-tree node of each region loop (same order as `input.loops`).
+    pub loop_nodes: Vec<NodeId>,
+    pub statements: Vec<StatementReport>,
+    pub dependences: Vec<DependenceReport>,
+    pub input: Region,
+    pub feedback: Feedback,
+}
+
+/// The analysis of a whole execution.
+pub struct Profile {
+    pub analysis: tracer::Analysis,
+    pub regions: Vec<RegionReport>,
+    /// Instruction streams and dependence streams folded.
+    pub streams: (usize, usize),
+}
+
+/// Errors of the pipeline.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error(transparent)]
+    Tracer(#[from] tracer::Error),
+    #[error(transparent)]
+    Feedback(#[from] crate::Error),
+}
+
+struct InsnStream {
+    folder: StreamFolder,
+    first: u64,
+    naddr: usize,
+    nval: usize,
+    sizes: Vec<u32>,
+    writes: Vec<bool>,
+    last: Vec<u64>,
+}
+
+struct DepStream {
+    folder: StreamFolder,
+    last: Vec<u64>,
+    /// Some consumer instance had several producer instances of the same statement.
+    multi: bool,
+}
+
+type DepKey = (Stmt, Stmt, DepKind, Through);
+
+struct Collect<'o> {
+    opts: &'o FoldOptions,
+    insns: HashMap<(NodeId, u64), InsnStream>,
+    deps: HashMap<DepKey, DepStream>,
+    clock: u64,
+    point: Vec<i64>,
+    label: Vec<i64>,
+}
+
+fn lex_gt(a: &[u64], b: &[u64]) -> bool {
+    a.len() != b.len() || a > b
+}
+
+impl Collect<'_> {
+    fn step(&mut self, s: &tracer::Step<'_>) {
+        let insn = s.insn;
+        self.clock += 1;
+        let clock = self.clock;
+        let opts = self.opts;
+        let st = self.insns.entry((s.context, insn.pc)).or_insert_with(|| {
+            let naddr = insn.mem.len();
+            let nval = insn.regs.len();
+            InsnStream {
+                folder: StreamFolder::new(s.coords.len(), naddr + nval, opts),
+                first: clock,
+                naddr,
+                nval,
+                sizes: insn.mem.iter().map(|m| m.size).collect(),
+                writes: insn
+                    .mem
+                    .iter()
+                    .map(|m| m.kind == AccessKind::Write)
+                    .collect(),
+                last: Vec::new(),
+            }
+        });
+        if !st.last.is_empty() && !lex_gt(s.coords, &st.last) {
+            return;
+        }
+        st.last.clear();
+        st.last.extend_from_slice(s.coords);
+        self.point.clear();
+        self.point.extend(s.coords.iter().map(|&c| c as i64));
+        self.label.clear();
+        for k in 0..st.naddr {
+            self.label
+                .push(insn.mem.get(k).map_or(0, |m| m.addr as i64));
+        }
+        for k in 0..st.nval {
+            self.label
+                .push(insn.regs.get(k).map_or(0, |r| r.value as i64));
+        }
+        st.folder.push(&self.point, &self.label);
+    }
+
+    fn dep(&mut self, d: &tracer::Dep<'_>) {
+        let opts = self.opts;
+        let st = self
+            .deps
+            .entry((d.consumer, d.producer, d.kind, d.through))
+            .or_insert_with(|| DepStream {
+                folder: StreamFolder::new(d.consumer_coords.len(), d.producer_coords.len(), opts),
+                last: Vec::new(),
+                multi: false,
+            });
+        if !st.last.is_empty() && !lex_gt(d.consumer_coords, &st.last) {
+            st.multi = true;
+            return;
+        }
+        st.last.clear();
+        st.last.extend_from_slice(d.consumer_coords);
+        self.point.clear();
+        self.point
+            .extend(d.consumer_coords.iter().map(|&c| c as i64));
+        self.label.clear();
+        self.label
+            .extend(d.producer_coords.iter().map(|&c| c as i64));
+        st.folder.push(&self.point, &self.label);
+    }
+}
+
+/// Instruction bytes by address, from the recording's code events.
+#[derive(Default)]
+struct Code(HashMap<u64, Vec<u8>>);
+
+impl EventSink for Code {
+    fn event(&mut self, ev: &Event<'_>) -> std::io::Result<()> {
+        if let Event::Code { addr, bytes } = *ev {
+            self.0.insert(addr, bytes.to_vec());
+        }
+        Ok(())
+    }
+}
+
+struct Folded2 {
+    insns: HashMap<(NodeId, u64), (InsnStream2, Folded)>,
+    deps: Vec<(DepKey, Folded, bool)>,
+}
+
+struct InsnStream2 {
+    first: u64,
+    naddr: usize,
+    sizes: Vec<u32>,
+    writes: Vec<bool>,
+}
+
+/// A scalar evolution: the produced values fold into one affine function of the iteration
+/// vector, and whatever memory is read sits at one fixed address (a scalar kept in memory, as
+/// loop counters are at -O0). Loads from addresses that move with the loops read arrays: their
+/// values are data, even when they happen to be affine on this input.
+fn is_scev(meta: &InsnStream2, f: &Folded, nval: usize, insn: &iced_x86::Instruction) -> bool {
+    if f.points == 0 || f.rejected != 0 {
+        return false;
+    }
+    if nval == 0 {
+        // `add dword ptr [rbp-8], 1`, `mov dword ptr [rbp-12], 0`: a counter kept in memory,
+        // stepped by or set to a constant.
+        let immediate = insn.op_count() == 1 || insn.op1_kind() != iced_x86::OpKind::Register;
+        let steps = matches!(
+            insn.mnemonic(),
+            Mnemonic::Add | Mnemonic::Sub | Mnemonic::Inc | Mnemonic::Dec | Mnemonic::Mov
+        ) && immediate;
+        return steps && meta.naddr > 0 && (0..meta.naddr).all(|j| fixed_address(f, j));
+    }
+    let values = |p: &folder::Piece| p.labels[meta.naddr..].to_vec();
+    let Some(first) = f.pieces.first().map(values) else {
+        return false;
+    };
+    if !first.iter().all(Label::is_affine) || !f.pieces.iter().all(|p| values(p) == first) {
+        return false;
+    }
+    (0..meta.naddr).all(|j| meta.writes.get(j).copied().unwrap_or(false) || fixed_address(f, j))
+}
+
+/// Label `j` is the same constant on every point (an access to one fixed address).
+fn fixed_address(f: &Folded, j: usize) -> bool {
+    let l0 = f.pieces.first().and_then(|p| p.labels.get(j));
+    matches!(l0, Some(Label::Affine { coeffs, .. }) if coeffs.iter().all(|&c| c == 0))
+        && f.pieces.iter().all(|p| p.labels.get(j) == l0)
+}
+
+/// The instruction moves data: it writes memory or a register other than the flags, the
+/// instruction pointer and the stack pointer.
+fn writes_data(insn: &iced_x86::Instruction, info: &mut iced_x86::InstructionInfoFactory) -> bool {
+    use iced_x86::{OpAccess, Register};
+    info.info(insn).used_registers().iter().any(|r| {
+        matches!(
+            r.access(),
+            OpAccess::Write | OpAccess::CondWrite | OpAccess::ReadWrite | OpAccess::ReadCondWrite
+        ) && !matches!(r.register().full_register(), Register::RSP | Register::RIP)
+    })
+}
+
+fn fp_op(m: Mnemonic) -> bool {
+    let name = format!("{m:?}");
+    let arith = [
+        "Add", "Sub", "Mul", "Div", "Sqrt", "Max", "Min", "Fma", "Vfmadd", "Vfmsub",
+    ];
+    (name.ends_with("sd") || name.ends_with("ss") || name.ends_with("pd") || name.ends_with("ps"))
+        && arith
+            .iter()
+            .any(|a| name.starts_with(a) || name.starts_with(&format!("V{}", a.to_lowercase())))
+}
+
+/// Runs the whole back end on a recording.
+pub fn profile(
+    source: &(impl EventSource + ?Sized),
+    exe: &symbols::ElfFile,
+    bias: u64,
+    opts: &PipelineOptions,
+) -> Result<Profile, PipelineError> {
+    let entries = tracer::function_entries(exe, bias);
+    let mut code = Code::default();
+    source.replay_into(&mut code).map_err(tracer::Error::from)?;
+    let mut c = Collect {
+        opts: &opts.fold,
+        insns: HashMap::new(),
+        deps: HashMap::new(),
+        clock: 0,
+        point: Vec::new(),
+        label: Vec::new(),
+    };
+    let cell = std::cell::RefCell::new(&mut c);
+    let (analysis, _) = tracer::analyze_with_deps(
+        source,
+        &entries,
+        DepOptions::default(),
+        |s| cell.borrow_mut().step(s),
+        |d| cell.borrow_mut().dep(d),
+    )?;
+    let streams = (c.insns.len(), c.deps.len());
+    let folded = Folded2 {
+        insns: c
+            .insns
+            .into_iter()
+            .map(|(k, s)| {
+                let meta = InsnStream2 {
+                    first: s.first,
+                    naddr: s.naddr,
+                    sizes: s.sizes,
+                    writes: s.writes,
+                };
+                let nval = s.nval;
+                let f = s.folder.finish();
+                let _ = nval;
+                (k, (meta, f))
+            })
+            .collect(),
+        deps: c
+            .deps
+            .into_iter()
+            .map(|(k, s)| {
+                let multi = s.multi;
+                (k, s.folder.finish(), multi)
+            })
+            .collect(),
+    };
+    let naming = tracer::Naming::new(exe, bias, &analysis.structure);
+    let regions = select_regions(&analysis.tree, opts)
+        .into_iter()
+        .enumerate()
+        .map(|(i, root)| {
+            build_region(
+                i,
+                root,
+                &analysis.tree,
+                &naming,
+                &folded,
+                &code,
+                exe,
+                bias,
+                opts,
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Profile {
+        analysis,
+        regions,
+        streams,
+    })
+}
+
+/// Outermost loop (or recursion) nodes holding at least the threshold share, hottest first.
+fn select_regions(tree: &ScheduleTree, opts: &PipelineOptions) -> Vec<NodeId> {
+    let totals = tree.total_weights();
+    let all = totals[ScheduleTree::ROOT].max(1) as f64;
+    let is_loop = |n: NodeId| {
+        matches!(
+            tree.nodes[n].kind,
+            NodeKind::Loop { .. } | NodeKind::Recursion { .. }
+        )
+    };
+    let fat = |n: NodeId| 100.0 * totals[n] as f64 / all >= opts.region_threshold;
+    let mut roots: Vec<NodeId> = (0..tree.nodes.len())
+        .filter(|&n| is_loop(n) && fat(n))
+        .filter(|&n| {
+            let mut p = tree.nodes[n].parent;
+            while let Some(q) = p {
+                if is_loop(q) && fat(q) {
+                    return false;
+                }
+                p = tree.nodes[q].parent;
+            }
+            true
+        })
+        .collect();
+    roots.sort_by_key(|&n| std::cmp::Reverse(totals[n]));
+    roots.truncate(opts.max_regions);
+    roots
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_region(
+    index: usize,
+    root: NodeId,
+    tree: &ScheduleTree,
+    naming: &tracer::Naming<'_>,
+    folded: &Folded2,
+    code: &Code,
+    exe: &symbols::ElfFile,
+    bias: u64,
+    opts: &PipelineOptions,
+) -> Result<RegionReport, PipelineError> {
+    let totals = tree.total_weights();
+    let all = totals[ScheduleTree::ROOT].max(1) as f64;
+    // Loops of the region: loop nodes in the subtree, numbered by node.
+    let loop_nodes: Vec<NodeId> = (0..tree.nodes.len())
+        .filter(|&n| {
+            matches!(
+                tree.nodes[n].kind,
+                NodeKind::Loop { .. } | NodeKind::Recursion { .. }
+            ) && tree.is_within(n, root)
+        })
+        .collect();
+    let loops: Vec<Loop> = loop_nodes
+        .iter()
+        .map(|&n| Loop {
+            id: format!("L{n}"),
+            label: naming
+                .frame(tree, n)
+                .trim_start_matches("loop ")
+                .to_string(),
+        })
+        .collect();
+    let loop_index: HashMap<NodeId, usize> = loop_nodes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| (n, i))
+        .collect();
+
+    // Statements: non-SCEV instructions of the region that touch memory or produce values.
+    let mut keys: Vec<&(NodeId, u64)> = folded
+        .insns
+        .keys()
+        .filter(|(ctx, _)| tree.is_within(*ctx, root))
+        .collect();
+    keys.sort_by_key(|k| folded.insns[*k].0.first);
+    let mut formatter = IntelFormatter::new();
+    let mut info = iced_x86::InstructionInfoFactory::new();
+    let mut statements = Vec::new();
+    let mut reports = Vec::new();
+    let mut names: HashMap<(NodeId, u64), String> = HashMap::new();
+    let mut raw: Vec<Vec<u64>> = Vec::new();
+    let mut library_calls: BTreeSet<String> = BTreeSet::new();
+    for n in 0..tree.nodes.len() {
+        if let NodeKind::Func { entry, .. } = tree.nodes[n].kind {
+            if tree.is_within(n, root) && naming.import(entry).is_some() {
+                library_calls.insert(
+                    naming
+                        .frame(tree, n)
+                        .trim_start_matches("call ")
+                        .to_string(),
+                );
+            }
+        }
+    }
+    let interprocedural = !library_calls.is_empty()
+        || (0..tree.nodes.len()).any(|n| {
+            n != root
+                && tree.is_within(n, root)
+                && matches!(tree.nodes[n].kind, NodeKind::Func { .. })
+        });
+    for key in keys {
+        let (meta, f) = &folded.insns[key];
+        let nval = f.labels - meta.naddr;
+        let bytes = code.0.get(&key.1).cloned().unwrap_or_default();
+        let insn = Decoder::with_ip(64, &bytes, key.1, DecoderOptions::NONE).decode();
+        let touches = meta.naddr > 0;
+        if is_scev(meta, f, nval, &insn) || !(touches || writes_data(&insn, &mut info)) {
+            continue;
+        }
+        if matches!(
+            insn.mnemonic(),
+            Mnemonic::Call | Mnemonic::Ret | Mnemonic::Cmp | Mnemonic::Test
+        ) {
+            // Control: the return address carries no program data, and comparisons only set
+            // the flags of a branch.
+            continue;
+        }
+        let name = format!("S{}", statements.len());
+        // Loop path and Kelly positions: under each loop, the first execution of what comes
+        // next on the path orders the statements as the program does.
+        let path = tree.path(key.0);
+        let stmt_loops: Vec<usize> = path
+            .iter()
+            .filter_map(|n| loop_index.get(n).copied())
+            .collect();
+        let mut raw_positions = vec![0u64];
+        for &li in &stmt_loops {
+            let at = path.iter().position(|&n| n == loop_nodes[li]);
+            let next = at.and_then(|i| path.get(i + 1));
+            raw_positions.push(next.map_or(meta.first, |&n| tree.nodes[n].first));
+        }
+        if f.dims != stmt_loops.len() {
+            // Coordinates from loops outside the region: not a statement of it.
+            continue;
+        }
+        let link = key.1.wrapping_sub(bias);
+        let mut asm = String::new();
+        formatter.format(&insn, &mut asm);
+        let loc = exe
+            .location(link)
+            .map(|l| {
+                format!(
+                    "{}:{}",
+                    l.file.rsplit('/').next().unwrap_or(&l.file),
+                    l.line
+                )
+            })
+            .unwrap_or_else(|| exe.describe(link));
+        // Strides of each address along each dimension, from the biggest piece.
+        let big = f.pieces.iter().max_by_key(|p| p.points);
+        let accesses = (0..meta.naddr)
+            .map(|j| Access {
+                strides: (0..f.dims)
+                    .map(|d| match big.and_then(|p| p.labels.get(j)) {
+                        Some(Label::Affine { coeffs, .. }) => coeffs.get(d).copied(),
+                        _ => None,
+                    })
+                    .collect(),
+                size: meta.sizes.get(j).copied().unwrap_or(0),
+                write: meta.writes.get(j).copied().unwrap_or(false),
+            })
+            .collect();
+        let domain = f.to_isl_set(&name);
+        statements.push(Statement {
+            name: name.clone(),
+            label: format!("{loc} {asm}"),
+            loops: stmt_loops,
+            positions: Vec::new(),
+            domain: domain.clone(),
+            ops: f.points,
+            accesses,
+            fp: fp_op(insn.mnemonic()),
+            exact: f.is_exact(),
+        });
+        reports.push(StatementReport {
+            name: name.clone(),
+            pc: key.1,
+            context: key.0,
+            domain,
+            ops: f.points,
+            exact: f.is_exact(),
+        });
+        names.insert(*key, name);
+        raw.push(raw_positions);
+    }
+    // Kelly positions: rank the first-execution times per loop level.
+    normalize_positions(&mut statements, &raw);
+
+    let mut dependences = Vec::new();
+    let mut dep_reports = Vec::new();
+    for ((cons, prod, kind, through), f, multi) in &folded.deps {
+        let (Some(sink), Some(source)) = (
+            names.get(&(cons.context, cons.pc)),
+            names.get(&(prod.context, prod.pc)),
+        ) else {
+            continue;
+        };
+        let relation = f.to_isl_map(sink, source);
+        let exact = f.is_exact() && !multi;
+        if *kind == DepKind::Flow {
+            dependences.push(Dependence {
+                source: source.clone(),
+                sink: sink.clone(),
+                relation: relation.clone(),
+                exact,
+            });
+        }
+        dep_reports.push(DependenceReport {
+            source: source.clone(),
+            sink: sink.clone(),
+            kind: *kind,
+            through: *through,
+            relation,
+            exact,
+        });
+    }
+    dep_reports.sort_by(|a, b| (&a.sink, &a.source).cmp(&(&b.sink, &b.source)));
+    let ops: u64 = statements.iter().map(|s| s.ops).sum();
+    let exact_ops: u64 = folded
+        .insns
+        .iter()
+        .filter(|(k, _)| names.contains_key(*k))
+        .map(|(_, (_, f))| f.exact_points())
+        .sum();
+    let input = Region {
+        loops,
+        statements,
+        dependences,
+        library_calls: library_calls.into_iter().collect(),
+    };
+    let feedback = analyze_region(&input, &opts.feedback)?;
+    Ok(RegionReport {
+        id: format!("R{}", index + 1),
+        root,
+        ops_percent: 100.0 * totals[root] as f64 / all,
+        interprocedural,
+        affine_percent: if ops == 0 {
+            0.0
+        } else {
+            100.0 * exact_ops as f64 / ops as f64
+        },
+        loop_nodes,
+        statements: reports,
+        dependences: dep_reports,
+        input,
+        feedback,
+    })
+}
+
+/// Sets each statement's positions to the rank of its first-execution times among the
+/// statements sharing the same loops above each level.
+fn normalize_positions(stmts: &mut [Statement], raw: &[Vec<u64>]) {
+    for k in 0..raw.iter().map(Vec::len).max().unwrap_or(0) {
+        let mut groups: BTreeMap<Vec<usize>, BTreeSet<u64>> = BTreeMap::new();
+        for (s, r) in stmts.iter().zip(raw) {
+            if let Some(&p) = r.get(k) {
+                groups
+                    .entry(s.loops[..k.min(s.loops.len())].to_vec())
+                    .or_default()
+                    .insert(p);
+            }
+        }
+        for (s, r) in stmts.iter_mut().zip(raw) {
+            let key = s.loops[..k.min(s.loops.len())].to_vec();
+            let rank = match (r.get(k), groups.get(&key)) {
+                (Some(p), Some(set)) => set.iter().position(|x| x == p).unwrap_or(0) as u32,
+                _ => 0,
+            };
+            s.positions.push(rank);
+        }
+    }
+}
