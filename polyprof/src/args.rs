@@ -26,7 +26,7 @@ pub struct Args {
     pub max_instructions: Option<u64>,
 
     /// Execution engine.
-    #[arg(long, value_enum, default_value_t = EngineKind::Step)]
+    #[arg(long, value_enum, default_value_t = EngineKind::Emulate)]
     pub engine: EngineKind,
 
     /// Also write events.txt: every traced event, one line each, with disassembly and source
@@ -72,6 +72,7 @@ impl Args {
 pub enum EngineKind {
     /// Single-step every traced instruction with ptrace (the reference engine).
     Step,
-    /// Interpret instructions inside polyprof (not available yet).
+    /// Interpret instructions inside polyprof, single-stepping only what it does not implement
+    /// (the default; about 100 to 1000 times faster than `step`).
     Emulate,
 }

@@ -8,7 +8,30 @@ use iced_x86::{
     Register, UsedMemory,
 };
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
+
+/// A hasher for addresses and page numbers: one multiplication (they are already well spread in
+/// their low bits; the high bits of the product feed the table index).
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (v ^ (v >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 ^= self.0 >> 32;
+    }
+}
+
+pub type IdBuildHasher = BuildHasherDefault<IdHasher>;
 
 /// What the engine needs of one instruction, computed once per address.
 #[derive(Clone, Debug)]
@@ -25,6 +48,8 @@ pub struct Decoded {
     pub rep_string: bool,
     pub is_syscall: bool,
     pub is_int3: bool,
+    /// The instruction compiled for the `emulate` engine's interpreter.
+    pub op: crate::emu::Op,
 }
 
 impl Decoded {
@@ -65,6 +90,7 @@ impl Decoded {
             flow: insn.flow_control(),
             is_syscall: insn.mnemonic() == Mnemonic::Syscall,
             is_int3: matches!(insn.mnemonic(), Mnemonic::Int3 | Mnemonic::Int1),
+            op: crate::emu::compile(&insn),
             insn,
             bytes: raw,
             len,
@@ -244,7 +270,7 @@ pub fn register_value(regs: &Regs, reg: Register) -> Option<u64> {
 
 /// Decoded instructions by address.
 pub struct DecodeCache {
-    map: HashMap<u64, Rc<Decoded>>,
+    map: HashMap<u64, Rc<Decoded>, IdBuildHasher>,
     info: InstructionInfoFactory,
 }
 
@@ -257,7 +283,7 @@ impl Default for DecodeCache {
 impl DecodeCache {
     pub fn new() -> Self {
         DecodeCache {
-            map: HashMap::new(),
+            map: HashMap::default(),
             info: InstructionInfoFactory::new(),
         }
     }

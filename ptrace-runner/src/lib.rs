@@ -2,7 +2,11 @@
 //!
 //! The stream is engine-independent: the tracer consumes [`Event`]s through an [`EventSink`]
 //! (live) or a [`record::Recording`] (replayed), and any [`Engine`] can produce them. The
-//! reference engine is [`step::StepEngine`], which single-steps the traced code.
+//! reference engine is [`step::StepEngine`], which single-steps the traced code;
+//! [`emu::EmulateEngine`] (the default of the command line) interprets it inside polyprof and
+//! single-steps only what it does not implement. Both are the one state machine of
+//! [`step::Runner`] with a different [`step::Executor`]; differential tests hold their event
+//! streams identical.
 //!
 //! Scope (see ARCHITECTURE.md): the dynamic loader and libc start-up run natively up to the start
 //! symbol (`main` by default); from there every instruction of the executable is stepped, while
@@ -10,11 +14,14 @@
 //! [`Event::LibReturn`] pairs.
 
 pub mod decode;
+pub mod emu;
 pub mod event;
+pub mod mem;
 pub mod ptrace;
 pub mod record;
 pub mod step;
 
+pub use emu::EmulateEngine;
 pub use event::{
     AccessKind, Event, EventSink, ExitStatus, Insn, LibCall, MemAccess, NullSink, OwnedEvent,
     RegWrite, Syscall, Tee, Transfer, TransferKind, VecSink,
@@ -86,6 +93,14 @@ pub struct RunOptions {
     /// Detach after this many traced instructions; the program then finishes natively.
     /// Default: no limit.
     pub max_instructions: Option<u64>,
+    /// Files for the program's standard input, output and error. Default: inherited.
+    pub stdin: Option<PathBuf>,
+    pub stdout: Option<PathBuf>,
+    pub stderr: Option<PathBuf>,
+    /// Replace the 16 random bytes the kernel gives the program (`AT_RANDOM`: stack canary,
+    /// pointer guard) by fixed ones, so that two runs are comparable (differential tests).
+    /// Default: false.
+    pub fixed_random: bool,
 }
 
 impl RunOptions {
@@ -98,6 +113,10 @@ impl RunOptions {
             start,
             trace_libs: false,
             max_instructions: None,
+            stdin: None,
+            stdout: None,
+            stderr: None,
+            fixed_random: false,
         }
     }
 }

@@ -41,6 +41,30 @@ pub fn get_regs(pid: pid_t) -> io::Result<Regs> {
     Ok(unsafe { regs.assume_init() })
 }
 
+pub fn set_regs(pid: pid_t, regs: &Regs) -> io::Result<()> {
+    ptrace(libc::PTRACE_SETREGS, pid, 0, regs as *const Regs as usize).map(drop)
+}
+
+/// The legacy FXSAVE area: x87 and SSE registers, MXCSR.
+pub type FpRegs = libc::user_fpregs_struct;
+
+pub fn get_fpregs(pid: pid_t) -> io::Result<FpRegs> {
+    let mut regs = MaybeUninit::<FpRegs>::uninit();
+    ptrace(libc::PTRACE_GETFPREGS, pid, 0, regs.as_mut_ptr() as usize)?;
+    // SAFETY: PTRACE_GETFPREGS filled the whole struct.
+    Ok(unsafe { regs.assume_init() })
+}
+
+pub fn set_fpregs(pid: pid_t, regs: &FpRegs) -> io::Result<()> {
+    ptrace(
+        libc::PTRACE_SETFPREGS,
+        pid,
+        0,
+        regs as *const FpRegs as usize,
+    )
+    .map(drop)
+}
+
 pub fn set_options(pid: pid_t, options: c_int) -> io::Result<()> {
     ptrace(libc::PTRACE_SETOPTIONS, pid, 0, options as usize).map(drop)
 }
@@ -166,6 +190,64 @@ pub fn read_memory(pid: pid_t, addr: u64, buf: &mut [u8]) -> usize {
         done += take;
     }
     done
+}
+
+/// Reads exactly `buf.len()` bytes of the tracee's memory with one `process_vm_readv`;
+/// false when any byte is unreadable.
+pub fn read_exact(pid: pid_t, addr: u64, buf: &mut [u8]) -> bool {
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut c_void,
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: the local iovec points into `buf`, which outlives the call.
+    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    n >= 0 && n as usize == buf.len()
+}
+
+/// Writes `(remote address, bytes)` pieces into the tracee's memory with `process_vm_writev`.
+pub fn write_pieces(pid: pid_t, pieces: &[(u64, &[u8])]) -> io::Result<()> {
+    // IOV_MAX is 1024 on Linux.
+    for chunk in pieces.chunks(1024) {
+        let mut local = Vec::with_capacity(chunk.len());
+        let mut remote = Vec::with_capacity(chunk.len());
+        let mut total = 0usize;
+        for &(addr, bytes) in chunk {
+            local.push(libc::iovec {
+                iov_base: bytes.as_ptr() as *mut c_void,
+                iov_len: bytes.len(),
+            });
+            remote.push(libc::iovec {
+                iov_base: addr as *mut c_void,
+                iov_len: bytes.len(),
+            });
+            total += bytes.len();
+        }
+        // SAFETY: every local iovec points into a slice that outlives the call; the kernel only
+        // reads from them.
+        let n = unsafe {
+            libc::process_vm_writev(
+                pid,
+                local.as_ptr(),
+                local.len() as libc::c_ulong,
+                remote.as_ptr(),
+                remote.len() as libc::c_ulong,
+                0,
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if n as usize != total {
+            return Err(io::Error::other(format!(
+                "process_vm_writev wrote {n} of {total} bytes"
+            )));
+        }
+    }
+    Ok(())
 }
 
 pub fn read_u64(pid: pid_t, addr: u64) -> Option<u64> {

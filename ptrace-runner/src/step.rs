@@ -55,9 +55,71 @@ enum StepOutcome {
     Exec,
 }
 
-/// The single-stepping engine.
-pub struct StepEngine {
+/// How the engine runs one instruction of traced code: the rest of the state machine (start-up,
+/// native library calls, signals, threads, detach, exec, exit) is shared by every engine.
+///
+/// An executor either runs the instruction itself ([`Executor::execute`]) or declines, and the
+/// runner single-steps it in the tracee. Before anything runs in the tracee the runner calls
+/// [`Executor::flush`] so the tracee holds the executor's state; afterwards it tells the executor
+/// what may have changed.
+pub trait Executor {
+    /// The engine's name, as `--engine` spells it.
+    const NAME: &'static str;
+    /// A fresh executor for the traced process `pid`.
+    fn new(pid: pid_t) -> Self;
+    /// Runs the instruction `d` at `before.rip` inside the engine, leaving the registers after it
+    /// in `after`. Returns false, having changed nothing, when the instruction must be
+    /// single-stepped in the tracee instead.
+    fn execute(&mut self, d: &Decoded, before: &Regs, after: &mut Regs) -> bool;
+    /// Makes the tracee's registers and memory equal to the executor's (`regs` are the current
+    /// registers), before the tracee runs.
+    fn flush(&mut self, regs: &Regs) -> Result<(), Error>;
+    /// The tracee single-stepped `d` from `before`: forget what it may have changed.
+    fn stepped(&mut self, d: &Decoded, before: &Regs);
+    /// The tracee ran natively (or was stopped by a signal): forget everything cached.
+    fn invalidate(&mut self);
+    /// A system call was seen (it may have changed the memory map).
+    fn syscall_seen(&mut self, nr: u64);
+    /// Another thread now shares the tracee's memory.
+    fn thread_started(&mut self);
+    /// Instructions executed inside the engine so far.
+    fn emulated(&self) -> u64;
+}
+
+/// The executor of the `step` engine: single-steps every instruction.
+pub struct SingleStep;
+
+impl Executor for SingleStep {
+    const NAME: &'static str = "step";
+    fn new(_pid: pid_t) -> Self {
+        SingleStep
+    }
+    #[inline(always)]
+    fn execute(&mut self, _d: &Decoded, _before: &Regs, _after: &mut Regs) -> bool {
+        false
+    }
+    #[inline(always)]
+    fn flush(&mut self, _regs: &Regs) -> Result<(), Error> {
+        Ok(())
+    }
+    #[inline(always)]
+    fn stepped(&mut self, _d: &Decoded, _before: &Regs) {}
+    #[inline(always)]
+    fn invalidate(&mut self) {}
+    fn syscall_seen(&mut self, _nr: u64) {}
+    fn thread_started(&mut self) {}
+    fn emulated(&self) -> u64 {
+        0
+    }
+}
+
+/// The single-stepping engine, the reference.
+pub type StepEngine = Runner<SingleStep>;
+
+/// The state machine shared by the engines, parameterised by how one instruction runs.
+pub struct Runner<X: Executor> {
     pid: pid_t,
+    exec: X,
     opts: RunOptions,
     /// The executable and the libraries mapped beside it.
     symbolizer: symbols::Symbolizer,
@@ -88,14 +150,15 @@ pub struct StepEngine {
     alive: bool,
 }
 
-impl StepEngine {
+impl<X: Executor> Runner<X> {
     /// Starts the program stopped at its first instruction (after `execve`), with address-space
     /// randomization off and PTRACE_O_EXITKILL set.
-    pub fn launch(opts: RunOptions) -> Result<StepEngine, Error> {
+    pub fn launch(opts: RunOptions) -> Result<Runner<X>, Error> {
         let exe = symbols::ElfFile::open(&opts.program)?;
         let pid = spawn_traced(&opts)?;
-        let mut engine = StepEngine {
+        let mut engine = Runner {
             pid,
+            exec: X::new(pid),
             symbolizer: symbols::Symbolizer::new(exe, Vec::new()),
             exe_path: canonical(&opts.program),
             opts,
@@ -119,6 +182,11 @@ impl StepEngine {
         };
         engine.attach_setup()?;
         Ok(engine)
+    }
+
+    /// The executor (statistics of the `emulate` engine's caches, for instance).
+    pub fn executor(&self) -> &X {
+        &self.exec
     }
 
     fn attach_setup(&mut self) -> Result<(), Error> {
@@ -145,11 +213,37 @@ impl StepEngine {
             | libc::PTRACE_O_TRACEVFORK
             | libc::PTRACE_O_TRACEEXEC;
         ptrace::set_options(self.pid, options).map_err(Error::trace("PTRACE_SETOPTIONS"))?;
+        if self.opts.fixed_random {
+            self.fix_at_random()?;
+        }
         self.read_maps()?;
         self.start_addr = match &self.opts.start {
             StartAt::Address { addr, .. } => addr.wrapping_add(self.bias),
             StartAt::Entry => self.symbolizer.main().entry().wrapping_add(self.bias),
         };
+        Ok(())
+    }
+
+    /// Overwrites the bytes `AT_RANDOM` points to (the program has not run yet).
+    fn fix_at_random(&self) -> Result<(), Error> {
+        let auxv = std::fs::read(format!("/proc/{}/auxv", self.pid))
+            .map_err(Error::trace("reading /proc/PID/auxv"))?;
+        let word = |k: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&auxv[8 * k..8 * k + 8]);
+            u64::from_ne_bytes(w)
+        };
+        let addr = (0..auxv.len() / 16)
+            .map(|k| (word(2 * k), word(2 * k + 1)))
+            .find(|&(t, _)| t == libc::AT_RANDOM)
+            .map(|(_, v)| v);
+        if let Some(addr) = addr {
+            let bytes: Vec<u8> = (0..16u8)
+                .map(|b| b.wrapping_mul(37).wrapping_add(11))
+                .collect();
+            ptrace::write_pieces(self.pid, &[(addr, &bytes)])
+                .map_err(Error::trace("writing AT_RANDOM"))?;
+        }
         Ok(())
     }
 
@@ -256,6 +350,9 @@ impl StepEngine {
                 } else {
                     "child process"
                 };
+                if event == libc::PTRACE_EVENT_CLONE {
+                    self.exec.thread_started();
+                }
                 self.untraced_threads.entry(what).or_default().push(child);
                 Ok(None)
             }
@@ -277,6 +374,7 @@ impl StepEngine {
         Self::emit(sink, Event::Detach { pc })?;
         self.complete = false;
         let _ = ptrace::set_hw_breakpoint(pid, None);
+        self.clear_stray_trap_flag();
         ptrace::detach(pid, sig).map_err(Error::trace("PTRACE_DETACH"))?;
         // Still our child: wait for its end the ordinary way.
         loop {
@@ -343,9 +441,13 @@ impl StepEngine {
     /// Steps traced code until it leaves it or the program ends.
     fn run_stepping(&mut self, sink: &mut dyn EventSink, mut regs: Regs) -> Result<Next, Error> {
         let pid = self.pid;
+        // The tracee ran since the executor last looked at it.
+        self.exec.invalidate();
+        let mut scratch = regs;
         loop {
             if let Some(max) = self.opts.max_instructions {
                 if self.instructions >= max {
+                    self.exec.flush(&regs)?;
                     let sig = std::mem::take(&mut self.pending_signal);
                     return self.detach(sink, sig);
                 }
@@ -363,8 +465,30 @@ impl StepEngine {
                     },
                 )?;
             }
+            if self.pending_signal == 0 && self.exec.execute(&d, &regs, &mut scratch) {
+                // Ran inside the engine.
+                d.fill_event(pc, &regs, &scratch, &mut self.insn);
+                self.instructions += 1;
+                Self::emit(sink, Event::Insn(&self.insn))?;
+                if d.transfer_kind().is_some() {
+                    self.note_plt_target(&d, pc, scratch.rip);
+                }
+                regs = scratch;
+                if !self.in_traced(regs.rip) {
+                    self.exec.flush(&regs)?;
+                    self.leave_traced(sink, &d, pc, &regs)?;
+                    return Ok(Next::Native);
+                }
+                continue;
+            }
+            self.exec.flush(&regs)?;
             let sig = std::mem::take(&mut self.pending_signal);
-            let after = match self.step_once(sig, sink)? {
+            let outcome = self.step_once(sig, sink)?;
+            match outcome {
+                StepOutcome::Executed(_) => self.exec.stepped(&d, &regs),
+                _ => self.exec.invalidate(),
+            }
+            let after = match outcome {
                 StepOutcome::Executed(after) => after,
                 StepOutcome::HandlerEntered(at) => {
                     regs = at;
@@ -433,6 +557,7 @@ impl StepEngine {
         native: bool,
     ) -> Result<(), Error> {
         let nr = if native { before.orig_rax } else { before.rax };
+        self.exec.syscall_seen(nr);
         let s = Syscall {
             pc,
             nr,
@@ -544,6 +669,7 @@ impl StepEngine {
     /// Runs natively until execution comes back to traced code.
     fn run_native(&mut self, sink: &mut dyn EventSink) -> Result<(Next, Option<Regs>), Error> {
         let pid = self.pid;
+        self.clear_stray_trap_flag();
         self.arm_innermost_call()?;
         let mut in_syscall: Option<Regs> = None;
         loop {
@@ -630,6 +756,20 @@ impl StepEngine {
                     return Ok((self.ended(sink, ExitStatus::Code(c))?, None));
                 }
                 Stop::Killed(s) => return Ok((self.ended(sink, ExitStatus::Signal(s))?, None)),
+            }
+        }
+    }
+
+    /// Clears TF before the tracee runs natively. After a single step over `popf` the kernel
+    /// no longer knows that TF was ptrace's own, so PTRACE_SYSCALL/CONT/DETACH would leave it set
+    /// and the program would die of a SIGTRAP at its next instruction. (A program that sets TF
+    /// itself loses it here; none of the supported kinds of program do.)
+    fn clear_stray_trap_flag(&self) {
+        const TF: u64 = 0x100;
+        if let Ok(mut regs) = ptrace::get_regs(self.pid) {
+            if regs.eflags & TF != 0 {
+                regs.eflags &= !TF;
+                let _ = ptrace::set_regs(self.pid, &regs);
             }
         }
     }
@@ -733,9 +873,9 @@ enum ReturnCheck {
     Ended(Next),
 }
 
-impl Engine for StepEngine {
+impl<X: Executor> Engine for Runner<X> {
     fn name(&self) -> &'static str {
-        "step"
+        X::NAME
     }
 
     fn pid(&self) -> i32 {
@@ -764,7 +904,7 @@ impl Engine for StepEngine {
             engine: self.name(),
             exit: Some(exit),
             instructions: self.instructions,
-            emulated: 0,
+            emulated: self.exec.emulated(),
             complete: self.complete && self.started,
             warnings: self.warnings(),
             load_bias: self.bias,
@@ -773,7 +913,7 @@ impl Engine for StepEngine {
     }
 }
 
-impl StepEngine {
+impl<X: Executor> Runner<X> {
     /// Runs the state machine to the program's end.
     fn drive(&mut self, sink: &mut dyn EventSink) -> Result<ExitStatus, Error> {
         let mut next = self.run_to_start(sink)?;
@@ -799,7 +939,7 @@ impl StepEngine {
     }
 }
 
-impl Drop for StepEngine {
+impl<X: Executor> Drop for Runner<X> {
     fn drop(&mut self) {
         if self.alive {
             // SAFETY: plain syscalls on our own child.
@@ -817,6 +957,27 @@ impl Drop for StepEngine {
 pub fn spawn_traced(opts: &RunOptions) -> Result<pid_t, Error> {
     let mut cmd = Command::new(&opts.program);
     cmd.arg0(&opts.argv0).args(&opts.args);
+    let open = |path: &Option<PathBuf>, write: bool| -> Result<Option<std::fs::File>, Error> {
+        let Some(p) = path else { return Ok(None) };
+        let f = if write {
+            std::fs::File::create(p)
+        } else {
+            std::fs::File::open(p)
+        };
+        f.map(Some).map_err(|source| Error::Spawn {
+            program: p.clone(),
+            source,
+        })
+    };
+    if let Some(f) = open(&opts.stdin, false)? {
+        cmd.stdin(f);
+    }
+    if let Some(f) = open(&opts.stdout, true)? {
+        cmd.stdout(f);
+    }
+    if let Some(f) = open(&opts.stderr, true)? {
+        cmd.stderr(f);
+    }
     // SAFETY: the closure only makes async-signal-safe system calls.
     unsafe {
         cmd.pre_exec(|| {

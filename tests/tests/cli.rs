@@ -36,7 +36,7 @@ fn check_report(run: &Run, program: &Path, args: &[&str]) -> Value {
         Value::Array(want),
         "program.args: {ctx}"
     );
-    assert_eq!(r["trace"]["engine"], "step", "{ctx}");
+    assert_eq!(r["trace"]["engine"], "emulate", "{ctx}");
     assert!(r["trace"]["complete"].is_boolean(), "trace.complete: {ctx}");
     assert!(
         r["trace"]["instructions"].is_u64(),
