@@ -399,19 +399,23 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
     }
     if let Some(lvl) = parallel_levels.iter().position(|&p| p) {
         let l = order[lvl];
-        let inner_only = lvl + 1 == order.len() && order.len() > 1;
-        if !inner_only {
-            fb.suggestions.push(Suggestion {
-                kind: "parallelize".into(),
-                loops: vec![region.loops[l].id.clone()],
-                text: format!(
-                    "Run loop {} in parallel (e.g. `#pragma omp parallel for`): no flow dependence is carried by it{}.",
-                    label(l),
-                    if lvl > 0 { " once the loops around it are fixed" } else { "" }
-                ),
-                sizes: Vec::new(),
-            });
-        }
+        fb.suggestions.push(Suggestion {
+            kind: "parallelize".into(),
+            loops: vec![region.loops[l].id.clone()],
+            text: format!(
+                "Run loop {} in parallel (e.g. `#pragma omp parallel for`): no flow dependence is carried by it{}.",
+                label(l),
+                if lvl > 0 {
+                    format!(
+                        " inside {}",
+                        order[..lvl].iter().map(|&o| label(o)).collect::<Vec<_>>().join(", ")
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+            sizes: Vec::new(),
+        });
     }
     if let (Some(&inner), Some(&true)) = (order.last(), parallel_levels.last()) {
         let share = share_along(inner);

@@ -100,6 +100,8 @@ pub enum PipelineError {
 struct InsnStream {
     folder: StreamFolder,
     first: u64,
+    /// When it last ran.
+    latest: u64,
     naddr: usize,
     nval: usize,
     sizes: Vec<u32>,
@@ -132,8 +134,9 @@ fn lex_gt(a: &[u64], b: &[u64]) -> bool {
 impl Collect<'_> {
     fn step(&mut self, s: &tracer::Step<'_>) {
         let insn = s.insn;
-        self.clock += 1;
+        // The index of this instruction, the clock of the schedule tree's `first` and `last`.
         let clock = self.clock;
+        self.clock += 1;
         let opts = self.opts;
         let st = self.insns.entry((s.context, insn.pc)).or_insert_with(|| {
             let naddr = insn.mem.len();
@@ -141,6 +144,7 @@ impl Collect<'_> {
             InsnStream {
                 folder: StreamFolder::new(s.coords.len(), naddr + nval, opts),
                 first: clock,
+                latest: clock,
                 naddr,
                 nval,
                 sizes: insn.mem.iter().map(|m| m.size).collect(),
@@ -152,6 +156,7 @@ impl Collect<'_> {
                 last: Vec::new(),
             }
         });
+        st.latest = clock;
         if !st.last.is_empty() && !lex_gt(s.coords, &st.last) {
             return;
         }
@@ -217,6 +222,7 @@ struct Folded2 {
 
 struct InsnStream2 {
     first: u64,
+    latest: u64,
     naddr: usize,
     sizes: Vec<u32>,
     writes: Vec<bool>,
@@ -314,6 +320,7 @@ pub fn profile(
             .map(|(k, s)| {
                 let meta = InsnStream2 {
                     first: s.first,
+                    latest: s.latest,
                     naddr: s.naddr,
                     sizes: s.sizes,
                     writes: s.writes,
@@ -438,7 +445,7 @@ fn build_region(
     let mut statements = Vec::new();
     let mut reports = Vec::new();
     let mut names: HashMap<(NodeId, u64), String> = HashMap::new();
-    let mut raw: Vec<Vec<u64>> = Vec::new();
+    let mut raw: Vec<Vec<(u64, u64)>> = Vec::new();
     let mut library_calls: BTreeSet<String> = BTreeSet::new();
     for n in 0..tree.nodes.len() {
         if let NodeKind::Func { entry, .. } = tree.nodes[n].kind {
@@ -467,10 +474,16 @@ fn build_region(
         if is_scev(meta, f, nval, &insn) || !(touches || writes_data(&insn, &mut info)) {
             continue;
         }
-        if matches!(
-            insn.mnemonic(),
-            Mnemonic::Call | Mnemonic::Ret | Mnemonic::Cmp | Mnemonic::Test
-        ) {
+        let in_plt = [".plt", ".plt.sec", ".plt.got"].iter().any(|sec| {
+            exe.section_range(sec)
+                .is_some_and(|r| r.contains(&key.1.wrapping_sub(bias)))
+        });
+        if in_plt
+            || matches!(
+                insn.mnemonic(),
+                Mnemonic::Call | Mnemonic::Ret | Mnemonic::Jmp | Mnemonic::Cmp | Mnemonic::Test
+            )
+        {
             // Control: the return address carries no program data, and comparisons only set
             // the flags of a branch.
             continue;
@@ -483,11 +496,20 @@ fn build_region(
             .iter()
             .filter_map(|n| loop_index.get(n).copied())
             .collect();
-        let mut raw_positions = vec![0u64];
-        for &li in &stmt_loops {
+        // Under each loop, the last entry into the next node of the path (or the statement's
+        // last execution), then the statement's own: the order of the last iteration, which
+        // code reached through a call inside the loop keeps after the call's entry.
+        let mut raw_positions = vec![(0u64, 0u64)];
+        for (k, &li) in stmt_loops.iter().enumerate() {
             let at = path.iter().position(|&n| n == loop_nodes[li]);
             let next = at.and_then(|i| path.get(i + 1));
-            raw_positions.push(next.map_or(meta.first, |&n| tree.nodes[n].first));
+            let node_last = next.map_or(meta.latest, |&n| tree.nodes[n].last);
+            let own = if k + 1 == stmt_loops.len() {
+                meta.latest
+            } else {
+                0
+            };
+            raw_positions.push((node_last, own));
         }
         if f.dims != stmt_loops.len() {
             // Coordinates from loops outside the region: not a statement of it.
@@ -543,7 +565,7 @@ fn build_region(
         names.insert(*key, name);
         raw.push(raw_positions);
     }
-    // Kelly positions: rank the first-execution times per loop level.
+    // Kelly positions: rank the last-iteration times per loop level.
     normalize_positions(&mut statements, &raw);
 
     let mut dependences = Vec::new();
@@ -609,9 +631,9 @@ fn build_region(
 
 /// Sets each statement's positions to the rank of its first-execution times among the
 /// statements sharing the same loops above each level.
-fn normalize_positions(stmts: &mut [Statement], raw: &[Vec<u64>]) {
+fn normalize_positions(stmts: &mut [Statement], raw: &[Vec<(u64, u64)>]) {
     for k in 0..raw.iter().map(Vec::len).max().unwrap_or(0) {
-        let mut groups: BTreeMap<Vec<usize>, BTreeSet<u64>> = BTreeMap::new();
+        let mut groups: BTreeMap<Vec<usize>, BTreeSet<(u64, u64)>> = BTreeMap::new();
         for (s, r) in stmts.iter().zip(raw) {
             if let Some(&p) = r.get(k) {
                 groups

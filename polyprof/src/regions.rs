@@ -45,21 +45,20 @@ pub fn region_json(
     // The loops along the hottest statement's path, outermost first.
     let main = r.input.statements.iter().max_by_key(|s| s.ops);
     let chain: Vec<usize> = main.map(|s| s.loops.clone()).unwrap_or_default();
-    let loops = chain
-        .iter()
-        .filter_map(|&li| {
-            let id = &r.input.loops[li].id;
-            let info = fb.loops.iter().find(|l| &l.id == id)?;
-            Some(json!({
-                "id": id,
-                "location": loc_value(naming.node_location(tree, r.loop_nodes[li])),
-                "depth": info.depth,
-                "parallel": info.parallel,
-                "permutable": info.permutable,
-                "stride01_percent": info.stride01_percent,
-            }))
-        })
-        .collect();
+    let loop_value = |li: usize| -> Option<Value> {
+        let id = &r.input.loops[li].id;
+        let info = fb.loops.iter().find(|l| &l.id == id)?;
+        Some(json!({
+            "id": id,
+            "location": loc_value(naming.node_location(tree, r.loop_nodes[li])),
+            "depth": info.depth,
+            "parallel": info.parallel,
+            "permutable": info.permutable,
+            "stride01_percent": info.stride01_percent,
+        }))
+    };
+    let loops = chain.iter().filter_map(|&li| loop_value(li)).collect();
+    let all_loops = (0..r.input.loops.len()).filter_map(loop_value).collect();
     let statements = r
         .statements
         .iter()
@@ -108,6 +107,7 @@ pub fn region_json(
         interprocedural: r.interprocedural,
         affine_percent: r.affine_percent,
         loops,
+        all_loops,
         statements,
         dependences,
         suggestions,

@@ -46,9 +46,12 @@ pub struct TreeNode {
     pub self_weight: u64,
     /// Number of loop dimensions from the root to this node (its coordinates' length).
     pub depth: usize,
-    /// Index of the traced instruction that first entered this node: siblings ordered by it
-    /// follow the program's order (Kelly's static positions).
+    /// Index of the traced instruction that first entered this node.
     pub first: u64,
+    /// Index of the traced instruction that last entered it: siblings entered in the last
+    /// iteration of their loop are ordered by it as the program orders them (Kelly's static
+    /// positions), even when the first iteration took another path (rotated loops).
+    pub last: u64,
 }
 
 /// The calling-context tree with loops as nodes, weighted by dynamic instructions.
@@ -69,6 +72,7 @@ impl Default for ScheduleTree {
                 self_weight: 0,
                 depth: 0,
                 first: 0,
+                last: 0,
             }],
             children: HashMap::new(),
             instructions: 0,
@@ -95,6 +99,7 @@ impl ScheduleTree {
             self_weight: 0,
             depth,
             first: self.instructions,
+            last: self.instructions,
         });
         self.children.insert((parent, kind), id);
         id
@@ -214,6 +219,7 @@ impl<'s> Scheduler<'s> {
 
     fn push(&mut self, kind: NodeKind, elem: ElemKind, owner: usize, parent: NodeId) {
         let node = self.tree.child(parent, kind);
+        self.tree.nodes[node].last = self.tree.instructions;
         let coords_before = self.coords.len();
         if matches!(elem, ElemKind::Loop { .. } | ElemKind::Rec { .. }) {
             self.coords.push(0);
