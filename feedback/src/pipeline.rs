@@ -11,7 +11,8 @@ use crate::{analyze_region, Feedback, Options};
 use folder::{FoldOptions, Folded, Label, StreamFolder};
 use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter, Mnemonic};
 use ptrace_runner::{AccessKind, Event, EventSink};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::{BTreeMap, BTreeSet};
 use tracer::{DepKind, DepOptions, EventSource, NodeId, NodeKind, ScheduleTree, Stmt, Through};
 
 /// Options of the whole back end, with documented defaults.
@@ -294,19 +295,25 @@ pub fn profile(
     opts: &PipelineOptions,
 ) -> Result<Profile, PipelineError> {
     let entries = tracer::function_entries(exe, bias);
+    // First pass: the control structure, and the code bytes for naming statements.
     let mut code = Code::default();
-    source.replay_into(&mut code).map_err(tracer::Error::from)?;
+    let mut builder = tracer::StructureBuilder::new(entries.iter().copied());
+    source
+        .replay_into(&mut ptrace_runner::Tee(&mut builder, &mut code))
+        .map_err(tracer::Error::from)?;
+    let structure = builder.finish();
     let mut c = Collect {
         opts: &opts.fold,
-        insns: HashMap::new(),
-        deps: HashMap::new(),
+        insns: HashMap::default(),
+        deps: HashMap::default(),
         clock: 0,
         point: Vec::new(),
         label: Vec::new(),
     };
     let cell = std::cell::RefCell::new(&mut c);
-    let (analysis, _) = tracer::analyze_with_deps(
+    let (analysis, _) = tracer::analyze_with_deps_on(
         source,
+        structure,
         &entries,
         DepOptions::default(),
         |s| cell.borrow_mut().step(s),
@@ -444,7 +451,7 @@ fn build_region(
     let mut info = iced_x86::InstructionInfoFactory::new();
     let mut statements = Vec::new();
     let mut reports = Vec::new();
-    let mut names: HashMap<(NodeId, u64), String> = HashMap::new();
+    let mut names: HashMap<(NodeId, u64), String> = HashMap::default();
     let mut raw: Vec<Vec<(u64, u64)>> = Vec::new();
     let mut library_calls: BTreeSet<String> = BTreeSet::new();
     for n in 0..tree.nodes.len() {

@@ -11,7 +11,7 @@ use crate::event::{
     AccessKind, Event, EventSink, ExitStatus, Insn, LibCall, MemAccess, RegWrite, Syscall,
     Transfer, TransferKind,
 };
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
@@ -45,7 +45,7 @@ impl Default for Model {
             next_pc: 0,
             last_addr: 0,
             reg_values: Box::new([0; 256]),
-            strides: HashMap::new(),
+            strides: HashMap::default(),
         }
     }
 }

@@ -98,10 +98,22 @@ pub fn analyze_with_deps<F: FnMut(&Step<'_>), G: FnMut(&Dep<'_>)>(
     source: &(impl EventSource + ?Sized),
     entries: &[u64],
     opts: DepOptions,
+    on_step: F,
+    on_dep: G,
+) -> Result<(Analysis, DepTracker), Error> {
+    let structure = build_structure(source, entries)?;
+    analyze_with_deps_on(source, structure, entries, opts, on_step, on_dep)
+}
+
+/// The second pass of [`analyze_with_deps`], on a structure built beforehand.
+pub fn analyze_with_deps_on<F: FnMut(&Step<'_>), G: FnMut(&Dep<'_>)>(
+    source: &(impl EventSource + ?Sized),
+    structure: Structure,
+    entries: &[u64],
+    opts: DepOptions,
     mut on_step: F,
     mut on_dep: G,
 ) -> Result<(Analysis, DepTracker), Error> {
-    let structure = build_structure(source, entries)?;
     struct Pass2<'s, F, G> {
         scheduler: Scheduler<'s>,
         deps: DepTracker,

@@ -11,7 +11,7 @@
 use crate::structure::{FuncId, Structure};
 use crate::walk::{Action, Walker};
 use ptrace_runner::{Event, EventSink, Insn};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::io;
 
 /// Index of a node in the [`ScheduleTree`].
@@ -74,7 +74,7 @@ impl Default for ScheduleTree {
                 first: 0,
                 last: 0,
             }],
-            children: HashMap::new(),
+            children: HashMap::default(),
             instructions: 0,
         }
     }

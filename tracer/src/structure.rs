@@ -4,7 +4,7 @@
 use crate::havlak::{loop_forest, LoopForest};
 use crate::walk::{Action, Walker};
 use ptrace_runner::{Event, EventSink};
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::io;
 
 /// Index of a function in [`Structure::funcs`].
@@ -128,7 +128,7 @@ impl StructureBuilder {
             walker: Walker::new(entries),
             actions: Vec::new(),
             s: Structure::default(),
-            call_edges: HashSet::new(),
+            call_edges: HashSet::default(),
         }
     }
 
@@ -168,7 +168,7 @@ impl StructureBuilder {
                 t
             })
             .collect();
-        let mut comp_of_top = HashMap::new();
+        let mut comp_of_top = HashMap::default();
         for (l, &t) in top_of.iter().enumerate() {
             if l == t {
                 comp_of_top.insert(t, self.s.components.len());

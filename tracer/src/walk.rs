@@ -46,7 +46,7 @@ pub struct Walker {
     /// The previous instruction: (address, length).
     prev: Option<(u64, u8)>,
     /// Tail calls are recognised by jumps to these addresses (function symbols' starts).
-    entries: std::collections::HashSet<u64>,
+    entries: rustc_hash::FxHashSet<u64>,
 }
 
 impl Walker {

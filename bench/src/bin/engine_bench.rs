@@ -93,6 +93,27 @@ fn main() -> Result<()> {
     let s = engine.run(&mut rec)?;
     let recording = rec.finish()?;
     let emu_secs = t0.elapsed().as_secs_f64();
+    // The rest of polyprof on that recording: control structure, dependences, folding,
+    // regions and their isl feedback.
+    let elf = symbols::ElfFile::open(&exe)?;
+    let t1 = Instant::now();
+    let profile = feedback::pipeline::profile(
+        &recording,
+        &elf,
+        s.load_bias,
+        &feedback::pipeline::PipelineOptions::default(),
+    )?;
+    let analysis_secs = t1.elapsed().as_secs_f64();
+    let mut per_region = Vec::new();
+    for r in &profile.regions {
+        let t = Instant::now();
+        feedback::analyze_region(&r.input, &feedback::Options::default())?;
+        per_region.push((
+            r.id.clone(),
+            r.input.statements.len(),
+            t.elapsed().as_secs_f64(),
+        ));
+    }
     drop(recording);
     let (pages_now, pages_peak) = engine.executor().cache_pages();
     drop(engine);
@@ -134,6 +155,11 @@ fn main() -> Result<()> {
         println!("{what:<52} {n:>14} {secs:>9.2} {:>14.0}", rate(n, secs));
     };
     row(
+        "polyprof end to end (emulate, deps, folding, feedback)",
+        s.instructions,
+        emu_secs + analysis_secs,
+    );
+    row(
         "polyprof emulate (engine + recording)",
         s.instructions,
         emu_secs,
@@ -173,8 +199,22 @@ fn main() -> Result<()> {
     );
     if let (Some(t), Some(n)) = (lk_secs, cg_total) {
         println!(
-            "emulate end to end is {:.2}x lackey's rate",
+            "polyprof end to end is {:.2}x lackey's rate (the engine and recording alone: {:.2}x)",
+            rate(s.instructions, emu_secs + analysis_secs) / rate(n, t),
             rate(s.instructions, emu_secs) / rate(n, t)
+        );
+    }
+    println!(
+        "analysis after tracing: {analysis_secs:.2} s ({:.0} ns per instruction); {} instruction \
+         streams and {} dependence streams folded",
+        1e9 * analysis_secs / s.instructions.max(1) as f64,
+        profile.streams.0,
+        profile.streams.1
+    );
+    for (id, n, secs) in per_region {
+        println!(
+            "feedback stage, region {id}: {n} statements in {:.0} ms",
+            secs * 1e3
         );
     }
     Ok(())
