@@ -638,66 +638,19 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
 /// chain's (code before or after the inner loops of an imperfect nest) go to nests of their
 /// own, before or after the permuted one, as their position in the program says.
 fn permuted(region: &Region, chain: &[usize], order: &[usize], p: &Parameterizer) -> String {
-    let Some(f) = (0..chain.len().min(order.len())).find(|&k| chain[k] != order[k]) else {
-        let identity = |s: &Statement| (0..s.loops.len()).collect::<Vec<usize>>();
-        return schedule_text(region, &identity, p);
-    };
-    let member = |s: &Statement| s.loops.len() >= chain.len() && s.loops[..chain.len()] == *chain;
-    // The chain's position under its loop at level f (where the next chain loop sits).
-    let chain_pos = region
-        .statements
-        .iter()
-        .find(|s| member(s))
-        .and_then(|s| s.positions.get(f + 1).copied())
-        .unwrap_or(0);
     let n = sched_len(region);
     let pieces: Vec<String> = region
         .statements
         .iter()
-        .map(|s| {
+        .zip(layout(region, chain, order))
+        .map(|(s, (positions, _, dims))| {
             let vars: Vec<String> = (0..s.loops.len()).map(|d| format!("i{d}")).collect();
-            let shares = s.loops.len() > f && s.loops[..=f] == chain[..=f];
-            let group = if member(s) {
-                1
-            } else if shares {
-                match s.positions.get(f + 1).copied().unwrap_or(0).cmp(&chain_pos) {
-                    std::cmp::Ordering::Greater => 2,
-                    _ => 0,
-                }
-            } else {
-                1
-            };
-            let dims: Vec<usize> = if member(s) {
-                let mut d: Vec<usize> = (0..s.loops.len()).collect();
-                for (lvl, l) in order.iter().enumerate() {
-                    if let Some(x) = s.loops.iter().position(|y| y == l) {
-                        d[lvl] = x;
-                    }
-                }
-                d
-            } else {
-                (0..s.loops.len()).collect()
-            };
             let mut out: Vec<String> = Vec::with_capacity(n);
             for (lvl, &d) in dims.iter().enumerate() {
-                let pos = s.positions.get(lvl).copied().unwrap_or(0);
-                let pos = if lvl == f {
-                    pos * 3 + group
-                } else {
-                    pos * 3 + 1
-                };
-                out.push(pos.to_string());
+                out.push(positions[lvl].to_string());
                 out.push(format!("i{d}"));
             }
-            let last = s.positions.get(dims.len()).copied().unwrap_or(0);
-            out.push(
-                (if dims.len() == f {
-                    last * 3 + group
-                } else {
-                    last * 3 + 1
-                })
-                .to_string(),
-            );
+            out.push(positions[dims.len()].to_string());
             while out.len() < n {
                 out.push("0".to_string());
             }
@@ -705,6 +658,75 @@ fn permuted(region: &Region, chain: &[usize], order: &[usize], p: &Parameterizer
         })
         .collect();
     p.declare(&format!("{{ {} }}", pieces.join("; ")))
+}
+
+/// Each statement's place once the statements running the whole `chain` follow `order`:
+/// (static positions, loops, and which of its dimensions runs at each level). The first loop
+/// that changes place is distributed first: the statements it holds besides the chain's
+/// (code before or after the inner loops of an imperfect nest) go to nests of their own,
+/// before or after the permuted one, as their position in the program says.
+fn layout(
+    region: &Region,
+    chain: &[usize],
+    order: &[usize],
+) -> Vec<(Vec<u32>, Vec<usize>, Vec<usize>)> {
+    let f = (0..chain.len().min(order.len())).find(|&k| chain[k] != order[k]);
+    let member = |s: &Statement| s.loops.len() >= chain.len() && s.loops[..chain.len()] == *chain;
+    let chain_pos = f.and_then(|f| {
+        region
+            .statements
+            .iter()
+            .find(|s| member(s))
+            .and_then(|s| s.positions.get(f + 1).copied())
+    });
+    region
+        .statements
+        .iter()
+        .map(|s| {
+            let identity: Vec<usize> = (0..s.loops.len()).collect();
+            let Some(f) = f else {
+                let pos = (0..=s.loops.len())
+                    .map(|l| s.positions.get(l).copied().unwrap_or(0))
+                    .collect();
+                return (pos, s.loops.clone(), identity);
+            };
+            let shares = s.loops.len() > f && s.loops[..=f] == chain[..=f];
+            let group = if member(s) {
+                1
+            } else if shares {
+                match s.positions.get(f + 1).copied().cmp(&chain_pos) {
+                    std::cmp::Ordering::Greater => 2,
+                    _ => 0,
+                }
+            } else {
+                1
+            };
+            let (dims, loops) = if member(s) {
+                let mut d = identity.clone();
+                let mut loops = s.loops.clone();
+                for (lvl, l) in order.iter().enumerate() {
+                    if let Some(x) = s.loops.iter().position(|y| y == l) {
+                        d[lvl] = x;
+                        loops[lvl] = *l;
+                    }
+                }
+                (d, loops)
+            } else {
+                (identity, s.loops.clone())
+            };
+            let pos = (0..=s.loops.len())
+                .map(|lvl| {
+                    let p = s.positions.get(lvl).copied().unwrap_or(0);
+                    if lvl == f {
+                        p * 3 + group
+                    } else {
+                        p * 3 + 1
+                    }
+                })
+                .collect();
+            (pos, loops, dims)
+        })
+        .collect()
 }
 
 fn has_skew(t: &Tree) -> bool {
@@ -791,16 +813,10 @@ fn ast_in_order(
     order: &[usize],
     flags: &dyn Fn(usize) -> String,
 ) -> String {
-    let mut stmts: Vec<(Vec<u32>, Vec<usize>, &Statement)> = region
-        .statements
-        .iter()
-        .map(|s| {
-            let mut loops = s.loops.clone();
-            if loops.len() >= chain.len() && loops[..chain.len()] == *chain {
-                loops[..order.len()].copy_from_slice(order);
-            }
-            (s.positions.clone(), loops, s)
-        })
+    let mut stmts: Vec<(Vec<u32>, Vec<usize>, &Statement)> = layout(region, chain, order)
+        .into_iter()
+        .zip(&region.statements)
+        .map(|((positions, loops, _), s)| (positions, loops, s))
         .collect();
     stmts.sort_by(|a, b| {
         let ka: Vec<(u32, usize)> =
