@@ -279,6 +279,17 @@ impl Records {
 /// Sets `n` slots to `h`, releasing what they held; returns how many slots changed.
 /// Consecutive slots usually hold the same handle, so releases are batched by run.
 fn overwrite(records: &mut Records, slots: &mut [Handle], h: Handle) -> u32 {
+    // Fast path: accesses usually cover bytes last touched together.
+    if let Some(&first) = slots.first() {
+        if slots.iter().all(|&x| x == first) {
+            if first == h {
+                return 0;
+            }
+            slots.fill(h);
+            records.release(first, slots.len() as u32);
+            return slots.len() as u32;
+        }
+    }
     let mut changed = 0;
     let mut run = (0, 0u32);
     for s in slots {
@@ -311,8 +322,11 @@ fn report_slots(
     skip: Handle,
     out: &mut impl FnMut(&Dep<'_>),
 ) {
+    // Fast path: one producer for the whole range (checked without branching per byte).
+    let uniform = slots.first().filter(|&&f| slots.iter().all(|&x| x == f));
+    let one = uniform.map(std::slice::from_ref);
     let mut last = u32::MAX;
-    for &h in slots {
+    for &h in one.unwrap_or(slots) {
         if h == last {
             continue;
         }
