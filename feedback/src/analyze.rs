@@ -369,6 +369,13 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
                         ),
                         sizes: Vec::new(),
                     });
+                    // The storage the interchange needs (DeLICM): expansion or mapping.
+                    let (mut sugs, needs) =
+                        crate::storage::for_interchange(region, b, &theta, &cx.params)?;
+                    if let (Some(needs), Some(ic)) = (needs, fb.suggestions.last_mut()) {
+                        ic.text = format!("{} Legal after {needs}.", ic.text);
+                    }
+                    fb.suggestions.append(&mut sugs);
                     order = new_order;
                 }
                 Some(i) => {
@@ -399,6 +406,13 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
     }
     if let Some(lvl) = parallel_levels.iter().position(|&p| p) {
         let l = order[lvl];
+        let (privatize, needs) = crate::storage::for_parallel(
+            region,
+            l,
+            &theta_order,
+            &carried_at(cx.n, lvl, &prefix),
+            &cx.params,
+        )?;
         fb.suggestions.push(Suggestion {
             kind: "parallelize".into(),
             loops: vec![region.loops[l].id.clone()],
@@ -416,6 +430,10 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
             ),
             sizes: Vec::new(),
         });
+        if let (Some(needs), Some(par)) = (needs, fb.suggestions.last_mut()) {
+            par.text = format!("{} Legal after {needs}.", par.text);
+        }
+        fb.suggestions.extend(privatize);
     }
     if let (Some(&inner), Some(&true)) = (order.last(), parallel_levels.last()) {
         let share = share_along(inner);
@@ -533,6 +551,12 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
             sizes: Vec::new(),
         });
     }
+
+    // Layout and contraction of the arrays of the hottest nest.
+    fb.suggestions
+        .extend(crate::storage::layout(region, &chain));
+    fb.suggestions
+        .extend(crate::storage::contraction(region, &chain));
 
     // Why nothing could be done.
     if !fb.suggestions.iter().any(|s| s.kind == "parallelize") {

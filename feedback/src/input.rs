@@ -17,6 +17,11 @@ pub struct Access {
     /// Bytes accessed.
     pub size: u32,
     pub write: bool,
+    /// Address at the first iteration (the constant term of the affine address), if affine.
+    pub base: Option<i64>,
+    /// The array or variable accessed: a global's symbol, a heap block's allocation site, a
+    /// stack slot's function.
+    pub array: Option<String>,
 }
 
 impl Access {
@@ -70,4 +75,48 @@ pub struct Region {
     pub dependences: Vec<Dependence>,
     /// Library calls made inside the region (they run natively: opaque to the analysis).
     pub library_calls: Vec<String>,
+    /// Every dependence (flow, anti, output) with the storage it goes through: what storage
+    /// advice needs.
+    pub storage: Vec<StorageDep>,
+    /// Iterations of each loop (largest coordinate + 1), when known.
+    pub trips: Vec<Option<u64>>,
+}
+
+/// Where a value is kept.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Storage {
+    /// A register (`rax`, `xmm1`).
+    Register(String),
+    /// A memory location that stays the same over the dependence's instances (a scalar kept
+    /// in memory), named.
+    Scalar { addr: u64, name: String },
+    /// Memory that moves with the iterations (an array), named.
+    Array { name: String },
+}
+
+impl Storage {
+    pub fn describe(&self) -> String {
+        match self {
+            Storage::Register(r) => format!("register {r}"),
+            Storage::Scalar { name, .. } => name.clone(),
+            Storage::Array { name } => format!("array {name}"),
+        }
+    }
+
+    /// A register or a scalar in memory (expandable, privatizable).
+    pub fn is_scalar(&self) -> bool {
+        !matches!(self, Storage::Array { .. })
+    }
+}
+
+/// A dependence with its kind and storage.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StorageDep {
+    pub source: String,
+    pub sink: String,
+    /// `flow`, `anti` or `output`.
+    pub kind: String,
+    pub storage: Storage,
+    /// isl map from the consumer's instances to the producer's.
+    pub relation: String,
 }

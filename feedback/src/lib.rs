@@ -10,9 +10,10 @@ pub mod input;
 mod islx;
 pub mod params;
 pub mod pipeline;
+mod storage;
 
 pub use analyze::analyze_region;
-pub use input::{Access, Dependence, Loop, Region, Statement};
+pub use input::{Access, Dependence, Loop, Region, Statement, Storage, StorageDep};
 
 /// Errors of the feedback stage.
 #[derive(Debug, thiserror::Error)]

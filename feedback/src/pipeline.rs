@@ -115,6 +115,10 @@ struct DepStream {
     last: Vec<u64>,
     /// Some consumer instance had several producer instances of the same statement.
     multi: bool,
+    /// The first instance's location (memory address, or register-shadow offset), and
+    /// whether every instance had it.
+    location: u64,
+    fixed: bool,
 }
 
 type DepKey = (Stmt, Stmt, DepKind, Through);
@@ -186,7 +190,10 @@ impl Collect<'_> {
                 folder: StreamFolder::new(d.consumer_coords.len(), d.producer_coords.len(), opts),
                 last: Vec::new(),
                 multi: false,
+                location: d.location,
+                fixed: true,
             });
+        st.fixed &= st.location == d.location;
         if !st.last.is_empty() && !lex_gt(d.consumer_coords, &st.last) {
             st.multi = true;
             return;
@@ -203,22 +210,85 @@ impl Collect<'_> {
     }
 }
 
-/// Instruction bytes by address, from the recording's code events.
+/// What the first pass keeps besides the structure: instruction bytes by address, and heap
+/// blocks by allocation site, to name statements and arrays.
 #[derive(Default)]
-struct Code(HashMap<u64, Vec<u8>>);
+struct Code {
+    bytes: HashMap<u64, Vec<u8>>,
+    /// Heap blocks: start → (size, call site).
+    blocks: BTreeMap<u64, (u64, u64)>,
+    /// rdi and rsi as traced code last set them (the allocators' arguments).
+    args: [Option<u64>; 2],
+    /// An allocation in flight: (size, call site).
+    pending: Option<(u64, u64)>,
+}
 
 impl EventSink for Code {
     fn event(&mut self, ev: &Event<'_>) -> std::io::Result<()> {
-        if let Event::Code { addr, bytes } = *ev {
-            self.0.insert(addr, bytes.to_vec());
+        match *ev {
+            Event::Code { addr, bytes } => {
+                self.bytes.insert(addr, bytes.to_vec());
+            }
+            Event::Insn(i) => {
+                for r in &i.regs {
+                    match r.reg.full_register() {
+                        iced_x86::Register::RDI => self.args[0] = Some(r.value),
+                        iced_x86::Register::RSI => self.args[1] = Some(r.value),
+                        _ => {}
+                    }
+                }
+            }
+            Event::LibCall(c) => {
+                let name = c.name.as_deref().unwrap_or("");
+                let size = match name.split('@').next().unwrap_or("") {
+                    "malloc" => self.args[0],
+                    "calloc" => self.args[0]
+                        .zip(self.args[1])
+                        .map(|(a, b)| a.saturating_mul(b)),
+                    "realloc" => self.args[1],
+                    _ => None,
+                };
+                self.pending = size.map(|n| (n, c.site));
+            }
+            Event::LibReturn { rax, .. } => {
+                if let Some((n, site)) = self.pending.take() {
+                    if rax != 0 {
+                        self.blocks.insert(rax, (n, site));
+                    }
+                }
+                self.args = [None, None];
+            }
+            _ => {}
         }
         Ok(())
     }
 }
 
+impl Code {
+    /// The heap block holding `addr`: (start, call site of its allocation).
+    fn block(&self, addr: u64) -> Option<(u64, u64)> {
+        let (&start, &(n, site)) = self.blocks.range(..=addr).next_back()?;
+        (addr < start.saturating_add(n)).then_some((start, site))
+    }
+}
+
+const GPR_NAMES: [&str; 16] = [
+    "rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13",
+    "r14", "r15",
+];
+
+/// A register of the register shadow, by its offset there.
+fn register_name(offset: u64) -> String {
+    match offset {
+        o if o < 128 => GPR_NAMES[(o / 8) as usize].to_string(),
+        o => format!("xmm{}", (o - 128) / 32),
+    }
+}
+
 struct Folded2 {
     insns: HashMap<(NodeId, u64), (InsnStream2, Folded)>,
-    deps: Vec<(DepKey, Folded, bool)>,
+    /// (key, folded stream, several producers per instance, first location, fixed location)
+    deps: Vec<(DepKey, Folded, bool, u64, bool)>,
 }
 
 struct InsnStream2 {
@@ -287,6 +357,65 @@ fn fp_op(m: Mnemonic) -> bool {
             .any(|a| name.starts_with(a) || name.starts_with(&format!("V{}", a.to_lowercase())))
 }
 
+/// Names the memory at `addr` for a person: a global by symbol, a heap block by allocation
+/// site, a stack slot by function.
+fn name_memory(
+    addr: u64,
+    exe: &symbols::ElfFile,
+    bias: u64,
+    code: &Code,
+    function: &str,
+) -> String {
+    name_memory_at(addr, exe, bias, code, function, true)
+}
+
+/// The array or block holding `addr`, without the offset inside it.
+fn name_array(addr: u64, exe: &symbols::ElfFile, bias: u64, code: &Code, function: &str) -> String {
+    name_memory_at(addr, exe, bias, code, function, false)
+}
+
+fn name_memory_at(
+    addr: u64,
+    exe: &symbols::ElfFile,
+    bias: u64,
+    code: &Code,
+    function: &str,
+    with_offset: bool,
+) -> String {
+    let loc = |pc: u64| {
+        exe.location(pc.wrapping_sub(bias))
+            .map(|l| {
+                format!(
+                    "{}:{}",
+                    l.file.rsplit('/').next().unwrap_or(&l.file),
+                    l.line
+                )
+            })
+            .unwrap_or_else(|| exe.describe(pc.wrapping_sub(bias)))
+    };
+    if let Some(d) = exe.data_at(addr.wrapping_sub(bias)) {
+        let off = addr.wrapping_sub(bias) - d.address;
+        return if off == 0 || !with_offset {
+            format!("`{}`", d.name)
+        } else {
+            format!("`{}`+{off}", d.name)
+        };
+    }
+    if let Some((start, site)) = code.block(addr) {
+        let off = addr - start;
+        let what = format!("the heap block allocated at {}", loc(site));
+        return if off == 0 || !with_offset {
+            what
+        } else {
+            format!("{what} (+{off})")
+        };
+    }
+    if addr >= 0x7ff0_0000_0000 {
+        return format!("a stack slot of {function} ({addr:#x})");
+    }
+    format!("memory at {addr:#x}")
+}
+
 /// Runs the whole back end on a recording.
 pub fn profile(
     source: &(impl EventSource + ?Sized),
@@ -342,8 +471,8 @@ pub fn profile(
             .deps
             .into_iter()
             .map(|(k, s)| {
-                let multi = s.multi;
-                (k, s.folder.finish(), multi)
+                let (multi, location, fixed) = (s.multi, s.location, s.fixed);
+                (k, s.folder.finish(), multi, location, fixed)
             })
             .collect(),
     };
@@ -452,6 +581,7 @@ fn build_region(
     let mut statements = Vec::new();
     let mut reports = Vec::new();
     let mut names: HashMap<(NodeId, u64), String> = HashMap::default();
+    let mut functions: HashMap<String, String> = HashMap::default();
     let mut raw: Vec<Vec<(u64, u64)>> = Vec::new();
     let mut library_calls: BTreeSet<String> = BTreeSet::new();
     for n in 0..tree.nodes.len() {
@@ -475,7 +605,7 @@ fn build_region(
     for key in keys {
         let (meta, f) = &folded.insns[key];
         let nval = f.labels - meta.naddr;
-        let bytes = code.0.get(&key.1).cloned().unwrap_or_default();
+        let bytes = code.bytes.get(&key.1).cloned().unwrap_or_default();
         let insn = Decoder::with_ip(64, &bytes, key.1, DecoderOptions::NONE).decode();
         let touches = meta.naddr > 0;
         if is_scev(meta, f, nval, &insn) || !(touches || writes_data(&insn, &mut info)) {
@@ -522,6 +652,14 @@ fn build_region(
             // Coordinates from loops outside the region: not a statement of it.
             continue;
         }
+        let function_name = path
+            .iter()
+            .rev()
+            .find_map(|&n| match tree.nodes[n].kind {
+                NodeKind::Func { entry, .. } => Some(naming.function(entry)),
+                _ => None,
+            })
+            .unwrap_or_else(|| "?".to_string());
         let link = key.1.wrapping_sub(bias);
         let mut asm = String::new();
         formatter.format(&insn, &mut asm);
@@ -538,15 +676,29 @@ fn build_region(
         // Strides of each address along each dimension, from the biggest piece.
         let big = f.pieces.iter().max_by_key(|p| p.points);
         let accesses = (0..meta.naddr)
-            .map(|j| Access {
-                strides: (0..f.dims)
-                    .map(|d| match big.and_then(|p| p.labels.get(j)) {
-                        Some(Label::Affine { coeffs, .. }) => coeffs.get(d).copied(),
-                        _ => None,
-                    })
-                    .collect(),
-                size: meta.sizes.get(j).copied().unwrap_or(0),
-                write: meta.writes.get(j).copied().unwrap_or(false),
+            .map(|j| {
+                let label = big.and_then(|p| p.labels.get(j));
+                let base = match label {
+                    Some(Label::Affine { constant, .. }) => Some(*constant),
+                    _ => None,
+                };
+                let first = match label {
+                    Some(Label::Affine { constant, .. }) => Some(*constant as u64),
+                    Some(Label::Range { min, .. }) => Some(*min as u64),
+                    None => None,
+                };
+                Access {
+                    strides: (0..f.dims)
+                        .map(|d| match label {
+                            Some(Label::Affine { coeffs, .. }) => coeffs.get(d).copied(),
+                            _ => None,
+                        })
+                        .collect(),
+                    size: meta.sizes.get(j).copied().unwrap_or(0),
+                    write: meta.writes.get(j).copied().unwrap_or(false),
+                    base,
+                    array: first.map(|a| name_array(a, exe, bias, code, &function_name)),
+                }
             })
             .collect();
         let domain = f.to_isl_set(&name);
@@ -569,6 +721,7 @@ fn build_region(
             ops: f.points,
             exact: f.is_exact(),
         });
+        functions.insert(name.clone(), function_name.clone());
         names.insert(*key, name);
         raw.push(raw_positions);
     }
@@ -577,7 +730,8 @@ fn build_region(
 
     let mut dependences = Vec::new();
     let mut dep_reports = Vec::new();
-    for ((cons, prod, kind, through), f, multi) in &folded.deps {
+    let mut storage = Vec::new();
+    for ((cons, prod, kind, through), f, multi, location, fixed) in &folded.deps {
         let (Some(sink), Some(source)) = (
             names.get(&(cons.context, cons.pc)),
             names.get(&(prod.context, prod.pc)),
@@ -594,6 +748,24 @@ fn build_region(
                 exact,
             });
         }
+        let function = functions.get(source).map_or("the region", String::as_str);
+        let where_ = match through {
+            Through::Register => crate::input::Storage::Register(register_name(*location)),
+            Through::Memory if *fixed => crate::input::Storage::Scalar {
+                addr: *location,
+                name: name_memory(*location, exe, bias, code, function),
+            },
+            Through::Memory => crate::input::Storage::Array {
+                name: name_array(*location, exe, bias, code, function),
+            },
+        };
+        storage.push(crate::input::StorageDep {
+            source: source.clone(),
+            sink: sink.clone(),
+            kind: kind.as_str().to_string(),
+            storage: where_,
+            relation: relation.clone(),
+        });
         dep_reports.push(DependenceReport {
             source: source.clone(),
             sink: sink.clone(),
@@ -611,11 +783,33 @@ fn build_region(
         .filter(|(k, _)| names.contains_key(*k))
         .map(|(_, (_, f))| f.exact_points())
         .sum();
+    // Iterations of each loop: the largest coordinate any statement reaches in it, plus one.
+    let mut trips: Vec<Option<u64>> = vec![None; loops.len()];
+    for (st, rep) in statements.iter().zip(&reports) {
+        let key = (rep.context, rep.pc);
+        if let Some((_, f)) = folded.insns.get(&key) {
+            for (d, &li) in st.loops.iter().enumerate() {
+                let hi = f
+                    .pieces
+                    .iter()
+                    .filter_map(|p| p.domain.bounds.get(d))
+                    .filter(|b| b.upper.is_constant())
+                    .map(|b| b.upper.constant)
+                    .max();
+                if let Some(hi) = hi {
+                    let t = (hi + 1).max(0) as u64;
+                    trips[li] = Some(trips[li].map_or(t, |x| x.max(t)));
+                }
+            }
+        }
+    }
     let input = Region {
         loops,
         statements,
         dependences,
         library_calls: library_calls.into_iter().collect(),
+        storage,
+        trips,
     };
     let feedback = analyze_region(&input, &opts.feedback)?;
     Ok(RegionReport {

@@ -7,6 +7,8 @@ fn acc(strides: &[i64], size: u32, write: bool) -> Access {
         strides: strides.iter().map(|&s| Some(s)).collect(),
         size,
         write,
+        base: Some(0),
+        array: Some("a".into()),
     }
 }
 
@@ -74,6 +76,8 @@ fn matmul() -> Region {
             "{ S0[i0, i1, i2] -> S0[i0, i1, i2 - 1] : 0 <= i0 <= 7 and 0 <= i1 <= 7 and 1 <= i2 <= 7 }",
         )],
         library_calls: vec![],
+        storage: vec![],
+        trips: vec![],
     }
 }
 
@@ -114,6 +118,8 @@ fn column_wise_traversal_is_interchanged() {
         )],
         dependences: vec![],
         library_calls: vec![],
+        storage: vec![],
+        trips: vec![],
     };
     let f = analyze_region(&r, &Options::default()).unwrap();
     let ic = f
@@ -144,6 +150,8 @@ fn gauss_seidel_needs_skewing_then_tiling() {
             "{ S0[t, i] -> S0[t, i - 1] : 0 <= t <= 7 and 1 <= i <= 29; S0[t, i] -> S0[t - 1, i] : 1 <= t <= 7 and 0 <= i <= 29; S0[t, i] -> S0[t - 1, i + 1] : 1 <= t <= 7 and 0 <= i <= 28 }",
         )],
         library_calls: vec![],
+        storage: vec![],
+        trips: vec![],
     };
     let f = analyze_region(&r, &Options::default()).unwrap();
     eprintln!("{f:#?}");
@@ -175,6 +183,8 @@ fn jacobi_spatial_loops_are_parallel() {
             ),
         ],
         library_calls: vec![],
+        storage: vec![],
+        trips: vec![],
     };
     let f = analyze_region(&r, &Options::default()).unwrap();
     eprintln!("{f:#?}");
@@ -197,6 +207,8 @@ fn a_recurrence_is_not_parallel_and_says_why() {
         )],
         dependences: vec![dep("S0", "S0", "{ S0[i] -> S0[i - 1] : 2 <= i <= 31 }")],
         library_calls: vec![],
+        storage: vec![],
+        trips: vec![],
     };
     let f = analyze_region(&r, &Options::default()).unwrap();
     assert!(!kinds(&f).contains(&"parallelize"));

@@ -107,6 +107,8 @@ pub struct ElfFile {
     functions: Vec<FunctionSym>,
     /// Effective end of `functions[i]`.
     ends: Vec<u64>,
+    /// Data objects with a size (globals, statics), sorted by address.
+    data: Vec<FunctionSym>,
     by_name: HashMap<String, u64>,
     got: HashMap<u64, String>,
     /// Sorted by start.
@@ -330,6 +332,7 @@ impl ElfFile {
         // Symbols.
         let mut by_name: HashMap<String, u64> = HashMap::new();
         let mut cands: Vec<(u64, u64, String, Rank)> = Vec::new();
+        let mut data: Vec<FunctionSym> = Vec::new();
         for sym in elf.symbols().chain(elf.dynamic_symbols()) {
             let Ok(raw) = sym.name() else { continue };
             if raw.is_empty() {
@@ -347,6 +350,13 @@ impl ElfFile {
             let base = base_name(raw);
             if base != raw {
                 by_name.entry(base.to_string()).or_insert(addr);
+            }
+            if sym.kind() == SymbolKind::Data && in_section && addr != 0 && sym.size() > 0 {
+                data.push(FunctionSym {
+                    name: demangle(base),
+                    address: addr,
+                    size: sym.size(),
+                });
             }
             if sym.kind() == SymbolKind::Text && in_section && addr != 0 {
                 let name = demangle(base);
@@ -447,6 +457,11 @@ impl ElfFile {
             has_symtab,
             functions,
             ends,
+            data: {
+                data.sort_by_key(|d| d.address);
+                data.dedup_by_key(|d| d.address);
+                data
+            },
             by_name,
             got,
             plt,
@@ -519,6 +534,13 @@ impl ElfFile {
     /// including synthetic `name@plt` symbols for PLT stubs.
     pub fn functions(&self) -> &[FunctionSym] {
         &self.functions
+    }
+
+    /// The data object (global or static variable) containing link-time address `addr`.
+    pub fn data_at(&self, addr: u64) -> Option<&FunctionSym> {
+        let i = self.data.partition_point(|d| d.address <= addr);
+        let d = self.data.get(i.checked_sub(1)?)?;
+        (addr < d.address.saturating_add(d.size)).then_some(d)
     }
 
     /// The function containing link-time address `addr`, in O(log n).

@@ -1,0 +1,463 @@
+//! Storage and layout advice (DeLICM, SMO, Shirako & Sarkar): what a suggested schedule needs
+//! of the program's storage, and which arrays would be better contracted, transposed, split
+//! into structures of arrays or padded.
+//!
+//! Flow dependences decide schedules; anti and output dependences decide storage. A scalar (a
+//! register or a fixed memory location) whose anti or output dependences the new schedule
+//! would violate must be expanded along the loop that moved, or mapped onto an array element
+//! that is dead while it is live (zero extra memory); one whose anti or output dependences are
+//! carried by a loop run in parallel, while its values never cross iterations, is privatized.
+
+use crate::affine::parse_schedule_map;
+use crate::input::{Region, Statement, Storage};
+use crate::islx::{empty, union_map, violations};
+use crate::params::Parameterizer;
+use crate::{Error, Suggestion};
+use isl_rs::Context;
+use std::collections::{BTreeMap, BTreeSet};
+
+fn strip_braces(s: &str) -> String {
+    match (s.find('{'), s.rfind('}')) {
+        (Some(a), Some(b)) if a < b => s[a + 1..b].trim().to_string(),
+        _ => s.trim().to_string(),
+    }
+}
+
+fn stmt<'a>(region: &'a Region, name: &str) -> Option<&'a Statement> {
+    region.statements.iter().find(|s| s.name == name)
+}
+
+fn line_of(region: &Region, name: &str) -> String {
+    stmt(region, name)
+        .map(|s| s.label.split(' ').next().unwrap_or("?").to_string())
+        .unwrap_or_else(|| name.to_string())
+}
+
+/// The storage dependences (indices) of `kinds` that schedule `theta` breaks.
+fn broken(
+    isl: &Context,
+    params: &mut Parameterizer,
+    region: &Region,
+    kinds: &[&str],
+    theta: &str,
+) -> Result<Vec<usize>, Error> {
+    let theta_m = union_map(isl, theta)?;
+    let mut out = Vec::new();
+    for (i, d) in region.storage.iter().enumerate() {
+        if !kinds.contains(&d.kind.as_str()) {
+            continue;
+        }
+        let body = strip_braces(&params.rewrite(&d.relation));
+        if body.is_empty() {
+            continue;
+        }
+        let m = union_map(isl, &params.declare(&format!("{{ {body} }}")))?
+            .reverse()
+            .map_err(crate::islx::isl("reversing a dependence"))?;
+        if !empty(&violations(&m, &theta_m)?)? {
+            out.push(i);
+        }
+    }
+    Ok(out)
+}
+
+/// Some flow dependence through `storage` links different iterations of a loop.
+fn crosses_iterations(region: &Region, storage: &Storage) -> bool {
+    region
+        .storage
+        .iter()
+        .filter(|d| d.kind == "flow" && &d.storage == storage)
+        .any(|d| {
+            let (Some(sink), Some(src)) = (stmt(region, &d.sink), stmt(region, &d.source)) else {
+                return true;
+            };
+            // Loops both ends share, outermost first: the dependence stays in one iteration of
+            // each when the producer's coordinate there is the consumer's own.
+            let common = sink
+                .loops
+                .iter()
+                .zip(&src.loops)
+                .take_while(|(a, b)| a == b)
+                .count();
+            parse_schedule_map(&d.relation).iter().any(|rows| {
+                (0..common).any(|k| match rows.rows.get(k).cloned().flatten() {
+                    Some(r) => r.single_dim() != Some(k) || r.coeffs[k] != 1 || r.constant != 0,
+                    None => true,
+                })
+            })
+        })
+}
+
+/// Storage an interchange needs: expansion along the loop that moves inward, or a mapping onto
+/// a dead array element. Returns the suggestions and a phrase for the interchange's text.
+pub(crate) fn for_interchange(
+    region: &Region,
+    moved: usize,
+    theta: &str,
+    params: &Parameterizer,
+) -> Result<(Vec<Suggestion>, Option<String>), Error> {
+    let isl = Context::alloc();
+    let mut p = params.clone();
+    let broken = broken(&isl, &mut p, region, &["anti", "output"], theta)?;
+    let mut by_storage: BTreeMap<&Storage, Vec<usize>> = BTreeMap::new();
+    for i in broken {
+        let s = &region.storage[i].storage;
+        // A temporary whose values never leave their iteration is renamed freely; only values
+        // living across iterations (an accumulator) need storage of their own.
+        if s.is_scalar() && crosses_iterations(region, s) {
+            by_storage.entry(s).or_default().push(i);
+        }
+    }
+    let loop_label = |l: usize| format!("{} ({})", region.loops[l].label, region.loops[l].id);
+    let mut sugs = Vec::new();
+    let mut needs = Vec::new();
+    for (storage, deps) in by_storage {
+        // Name it by where its carried value is produced (the accumulation), else by the
+        // writes the new order would reorder.
+        let carried_writers: BTreeSet<&str> = region
+            .storage
+            .iter()
+            .filter(|d| d.kind == "flow" && &d.storage == storage && d.source == d.sink)
+            .map(|d| d.source.as_str())
+            .collect();
+        let writers: BTreeSet<&str> = if carried_writers.is_empty() {
+            deps.iter()
+                .map(|&i| region.storage[i].source.as_str())
+                .collect()
+        } else {
+            carried_writers
+        };
+        let at = writers
+            .iter()
+            .map(|w| line_of(region, w))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect::<Vec<_>>()
+            .join(", ");
+        // DeLICM: a store that saves this scalar into an array element varying along the moved
+        // loop gives the scalar a home whose element is dead until that store.
+        let home = region
+            .storage
+            .iter()
+            .filter(|d| d.kind == "flow" && &d.storage == storage)
+            .filter_map(|d| stmt(region, &d.sink))
+            .find_map(|t| {
+                let d = t.loops.iter().position(|&l| l == moved)?;
+                let a = t.accesses.iter().find(|a| {
+                    a.write && a.strides.get(d).copied().flatten().is_some_and(|s| s != 0)
+                })?;
+                Some((t, a.array.clone().unwrap_or_else(|| "the array".into())))
+            });
+        match home {
+            Some((t, array)) => {
+                let line = t.label.split(' ').next().unwrap_or("?");
+                sugs.push(Suggestion {
+                    kind: "map_scalar_to_array".into(),
+                    loops: vec![region.loops[moved].id.clone()],
+                    text: format!(
+                        "Keep {} (written at {at}) in the element of {array} that {line} stores it to: that element is dead until then, so the interchange needs no extra memory.",
+                        storage.describe()
+                    ),
+                    sizes: Vec::new(),
+                });
+                needs.push(format!(
+                    "mapping {} onto {array} (line {line})",
+                    storage.describe()
+                ));
+            }
+            None => {
+                let n = region.trips.get(moved).copied().flatten();
+                sugs.push(Suggestion {
+                    kind: "expand_scalar".into(),
+                    loops: vec![region.loops[moved].id.clone()],
+                    text: format!(
+                        "Expand {} (written at {at}) into an array along loop {}{}: each of its iterations needs its own copy once the loops are interchanged.",
+                        storage.describe(),
+                        loop_label(moved),
+                        n.map_or(String::new(), |n| format!(" ({n} elements)"))
+                    ),
+                    sizes: n.map(|n| vec![u32::try_from(n).unwrap_or(u32::MAX)]).unwrap_or_default(),
+                });
+                needs.push(format!(
+                    "expanding {} (written at {at}) along {}",
+                    storage.describe(),
+                    region.loops[moved].label
+                ));
+            }
+        }
+    }
+    let phrase = (!needs.is_empty()).then(|| needs.join(" and "));
+    Ok((sugs, phrase))
+}
+
+/// Scalars in memory whose anti or output dependences are carried by the parallel loop at
+/// `level` of `theta`: privatize them. Returns the suggestions and a phrase for the
+/// parallelization's text.
+pub(crate) fn for_parallel(
+    region: &Region,
+    par_loop: usize,
+    theta: &str,
+    carried: &str,
+    params: &Parameterizer,
+) -> Result<(Vec<Suggestion>, Option<String>), Error> {
+    let isl = Context::alloc();
+    let mut p = params.clone();
+    let theta_m = union_map(&isl, theta)?;
+    let carried_m = union_map(&isl, carried)?;
+    let mut names: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for d in &region.storage {
+        // Registers are private to each thread already; scalars in memory are shared.
+        let Storage::Scalar { name, .. } = &d.storage else {
+            continue;
+        };
+        if d.kind == "flow" {
+            continue;
+        }
+        let body = strip_braces(&p.rewrite(&d.relation));
+        if body.is_empty() {
+            continue;
+        }
+        let m = union_map(&isl, &p.declare(&format!("{{ {body} }}")))?
+            .reverse()
+            .map_err(crate::islx::isl("reversing a dependence"))?;
+        let copy = |m: &isl_rs::UnionMap| m.copy().map_err(crate::islx::isl("copying"));
+        let in_sched = m
+            .apply_domain(copy(&theta_m)?)
+            .and_then(|x| x.apply_range(theta_m.copy()?))
+            .map_err(crate::islx::isl("mapping to the schedule"))?;
+        let hit = in_sched
+            .intersect(copy(&carried_m)?)
+            .map_err(crate::islx::isl("intersecting"))?;
+        if !empty(&hit)? {
+            names
+                .entry(name.clone())
+                .or_default()
+                .insert(line_of(region, &d.source));
+        }
+    }
+    let label = format!(
+        "{} ({})",
+        region.loops[par_loop].label, region.loops[par_loop].id
+    );
+    let sugs: Vec<Suggestion> = names
+        .iter()
+        .map(|(name, lines)| Suggestion {
+            kind: "privatize".into(),
+            loops: vec![region.loops[par_loop].id.clone()],
+            text: format!(
+                "Privatize {name} (written at {}) in loop {label}: every iteration writes it before reading it, so each thread can have its own (e.g. declare it inside the loop, or `private(...)`).",
+                lines.iter().cloned().collect::<Vec<_>>().join(", ")
+            ),
+            sizes: Vec::new(),
+        })
+        .collect();
+    let phrase = (!names.is_empty()).then(|| {
+        format!(
+            "privatizing {}",
+            names.keys().cloned().collect::<Vec<_>>().join(", ")
+        )
+    });
+    Ok((sugs, phrase))
+}
+
+/// An access of the innermost loop: (stride along it, size, base address, source line,
+/// strides along every dimension).
+type HotAccess = (i64, u32, Option<i64>, String, Vec<Option<i64>>);
+
+/// Layout advice from the accesses of the hottest loop nest.
+pub(crate) fn layout(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
+    let mut out = Vec::new();
+    let Some(&inner) = chain.last() else {
+        return out;
+    };
+    let hot: Vec<&Statement> = region
+        .statements
+        .iter()
+        .filter(|s| s.loops.last() == Some(&inner))
+        .collect();
+    let label = |l: usize| format!("{} ({})", region.loops[l].label, region.loops[l].id);
+    // Accesses per array along the innermost loop.
+    let mut by_array: BTreeMap<String, Vec<HotAccess>> = BTreeMap::new();
+    for s in &hot {
+        let Some(d) = s.loops.iter().position(|&l| l == inner) else {
+            continue;
+        };
+        let line = s.label.split(' ').next().unwrap_or("?").to_string();
+        for a in &s.accesses {
+            let (Some(name), Some(Some(stride))) = (&a.array, a.strides.get(d)) else {
+                continue;
+            };
+            if name.starts_with("a stack slot") {
+                continue;
+            }
+            by_array.entry(name.clone()).or_default().push((
+                *stride,
+                a.size,
+                a.base,
+                line.clone(),
+                a.strides.clone(),
+            ));
+        }
+    }
+    for (name, accs) in &by_array {
+        let lines: BTreeSet<&str> = accs.iter().map(|a| a.3.as_str()).collect();
+        let lines = lines.into_iter().collect::<Vec<_>>().join(", ");
+        let size = accs.iter().map(|a| a.1).max().unwrap_or(8);
+        let stride = accs[0].0;
+        let same_stride = accs.iter().all(|a| a.0 == stride);
+        let big = stride.unsigned_abs() > u64::from(size);
+        // Array of structures: one stride (the record size) and several field offsets.
+        // Field offsets, relative to the lowest field touched.
+        let low = accs.iter().filter_map(|a| a.2).min().unwrap_or(0);
+        let offsets: BTreeMap<i64, u32> = accs
+            .iter()
+            .filter_map(|a| {
+                a.2.map(|b| ((b - low).rem_euclid(stride.abs().max(1)), a.1))
+            })
+            .collect();
+        if same_stride && big && offsets.len() >= 2 && stride.unsigned_abs() <= 4096 {
+            let used: u64 = offsets.values().map(|&s| u64::from(s)).sum();
+            let record = stride.unsigned_abs();
+            if used < record {
+                out.push(Suggestion {
+                    kind: "aos_to_soa".into(),
+                    loops: vec![region.loops[inner].id.clone()],
+                    text: format!(
+                        "Turn {name} (records of {record} bytes, accessed at {lines}) into a structure of arrays: loop {} uses only the fields at offsets {} ({used} of {record} bytes, {:.0}%), so each cache line would carry only useful data.",
+                        label(inner),
+                        offsets
+                            .iter()
+                            .map(|(o, s)| format!("{o} ({s} bytes)"))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        100.0 * used as f64 / record as f64
+                    ),
+                    sizes: vec![u32::try_from(record).unwrap_or(u32::MAX)],
+                });
+                continue;
+            }
+        }
+        // Transposition: a large stride along the innermost loop, unit stride along another.
+        if same_stride && big && offsets.len() <= 1 {
+            let unit = accs[0]
+                .4
+                .iter()
+                .enumerate()
+                .find(|(_, s)| s.is_some_and(|s| s.unsigned_abs() == u64::from(size)));
+            if let Some((d, _)) = unit {
+                let other = chain
+                    .get(d)
+                    .map_or("another loop".to_string(), |&l| label(l));
+                out.push(Suggestion {
+                    kind: "transpose_array".into(),
+                    loops: vec![region.loops[inner].id.clone()],
+                    text: format!(
+                        "Transpose {name} (accessed at {lines}): along the innermost loop {} its accesses step by {} bytes, along {other} by {size}; with its dimensions swapped the innermost loop walks it contiguously.",
+                        label(inner),
+                        stride.unsigned_abs()
+                    ),
+                    sizes: Vec::new(),
+                });
+            }
+        }
+        // Padding: a power-of-two row size maps successive rows to the same cache sets.
+        let row = accs[0]
+            .4
+            .iter()
+            .flatten()
+            .map(|s| s.unsigned_abs())
+            .find(|&s| s >= 1024 && s.is_power_of_two());
+        if let Some(row) = row {
+            out.push(Suggestion {
+                kind: "pad_array".into(),
+                loops: vec![region.loops[inner].id.clone()],
+                text: format!(
+                    "Pad the rows of {name} (accessed at {lines}) by one cache line (64 bytes): rows of {row} bytes, a power of two, map to the same cache sets."
+                ),
+                sizes: vec![u32::try_from(row + 64).unwrap_or(u32::MAX)],
+            });
+        }
+    }
+    out
+}
+
+/// Array contraction (SMO, successive modulo per dimension, outermost dimension): an array
+/// written and read in the region whose values live at most `m` iterations of the outermost
+/// loop needs only `m + 1` of its rows along it.
+pub(crate) fn contraction(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
+    let mut out = Vec::new();
+    let Some(&outer) = chain.first() else {
+        return out;
+    };
+    let mut by_array: BTreeMap<&str, Vec<&crate::input::StorageDep>> = BTreeMap::new();
+    for d in &region.storage {
+        if let (Storage::Array { name }, "flow") = (&d.storage, d.kind.as_str()) {
+            by_array.entry(name.as_str()).or_default().push(d);
+        }
+    }
+    for (name, deps) in by_array {
+        // The largest distance along the outer loop, from every piece of every relation.
+        let mut max_dist = Some(0i64);
+        let mut row_bytes = None;
+        for d in &deps {
+            let (Some(sink), Some(src)) = (stmt(region, &d.sink), stmt(region, &d.source)) else {
+                max_dist = None;
+                break;
+            };
+            let (Some(ds), Some(dp)) = (
+                sink.loops.iter().position(|&l| l == outer),
+                src.loops.iter().position(|&l| l == outer),
+            ) else {
+                max_dist = None;
+                break;
+            };
+            for rows in parse_schedule_map(&d.relation) {
+                match rows.rows.get(dp).cloned().flatten() {
+                    Some(r) if r.single_dim() == Some(ds) && r.coeffs[ds] == 1 => {
+                        max_dist = max_dist.map(|m| m.max(-r.constant));
+                    }
+                    _ => max_dist = None,
+                }
+            }
+            // The writer's stride along the outer loop: the size of one of its rows.
+            if let Some(w) = src
+                .accesses
+                .iter()
+                .find(|a| a.write && a.array.as_deref() == Some(name))
+            {
+                if let Some(Some(s)) = w.strides.get(dp) {
+                    row_bytes = Some(s.unsigned_abs());
+                }
+            }
+        }
+        let (Some(m), Some(row), Some(Some(trips))) =
+            (max_dist, row_bytes, region.trips.get(outer))
+        else {
+            continue;
+        };
+        let keep = (m + 1) as u64;
+        if m < 0 || row == 0 || keep >= *trips {
+            continue;
+        }
+        let lines: BTreeSet<String> = deps
+            .iter()
+            .flat_map(|d| [line_of(region, &d.source), line_of(region, &d.sink)])
+            .collect();
+        out.push(Suggestion {
+            kind: "contract_array".into(),
+            loops: vec![region.loops[outer].id.clone()],
+            text: format!(
+                "Contract {name} (accessed at {}): a value written in iteration t of loop {} is last read in iteration t + {m}, so {keep} rows suffice: index its outer dimension as [t % {keep}] instead of [t] ({} bytes instead of {}), provided the program does not read the older rows after the loop.",
+                lines.into_iter().collect::<Vec<_>>().join(", "),
+                region.loops[outer].label,
+                keep * row,
+                trips * row
+            ),
+            sizes: vec![
+                u32::try_from(trips * row).unwrap_or(u32::MAX),
+                u32::try_from(keep * row).unwrap_or(u32::MAX),
+            ],
+        });
+    }
+    out
+}
