@@ -155,9 +155,9 @@ impl Ctx<'_> {
     ) -> Result<Option<usize>, Error> {
         let rel = union_map(&self.isl, rel)?;
         let theta = union_map(&self.isl, theta)?;
-        for &i in which {
-            let Some(d) = self.deps_map(&[i])? else {
-                continue;
+        let related = |deps: &[usize]| -> Result<bool, Error> {
+            let Some(d) = self.deps_map(deps)? else {
+                return Ok(false);
             };
             let copy = |m: &UnionMap| m.copy().map_err(islx::isl("copying"));
             let in_sched = d
@@ -167,7 +167,14 @@ impl Ctx<'_> {
             let hit = in_sched
                 .intersect(copy(&rel)?)
                 .map_err(islx::isl("intersecting"))?;
-            if !empty(&hit)? {
+            Ok(!empty(&hit)?)
+        };
+        // All at once first (the common answer is "none"), then the first culprit.
+        if !related(which)? {
+            return Ok(None);
+        }
+        for &i in which {
+            if related(&[i])? {
                 return Ok(Some(i));
             }
         }
@@ -177,11 +184,18 @@ impl Ctx<'_> {
     /// Checks a schedule against every flow dependence: the first violated one, if any.
     fn check(&self, theta: &str) -> Result<Option<usize>, Error> {
         let theta_m = union_map(&self.isl, theta)?;
-        for i in 0..self.deps.len() {
-            let Some(d) = self.deps_map(&[i])? else {
-                continue;
-            };
-            if !empty(&violations(&d, &theta_m)?)? {
+        let violated = |deps: &[usize]| -> Result<bool, Error> {
+            match self.deps_map(deps)? {
+                Some(d) => Ok(!empty(&violations(&d, &theta_m)?)?),
+                None => Ok(false),
+            }
+        };
+        let all: Vec<usize> = (0..self.deps.len()).collect();
+        if !violated(&all)? {
+            return Ok(None);
+        }
+        for i in all {
+            if violated(&[i])? {
                 return Ok(Some(i));
             }
         }
@@ -206,8 +220,36 @@ impl Ctx<'_> {
     }
 }
 
+/// Stage times, printed when `POLYPROF_TIMING` is set (for tuning).
+struct Timing {
+    on: bool,
+    last: std::time::Instant,
+}
+
+impl Timing {
+    fn new() -> Timing {
+        Timing {
+            on: std::env::var_os("POLYPROF_TIMING").is_some(),
+            last: std::time::Instant::now(),
+        }
+    }
+
+    fn mark(&mut self, what: &str) {
+        if self.on {
+            eprintln!(
+                "polyprof: feedback {what}: {:.3} s",
+                self.last.elapsed().as_secs_f64()
+            );
+            self.last = std::time::Instant::now();
+        }
+    }
+}
+
 /// Analyses one region.
 pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error> {
+    let mut timing = Timing::new();
+    let coarse = crate::coarsen::coarsen(region);
+    let region = &coarse;
     let mut fb = Feedback::default();
     let total: u64 = region.statements.iter().map(|s| s.ops).sum();
     if region.statements.is_empty() || total == 0 {
@@ -240,12 +282,15 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
         None => union_map(&cx.isl, &cx.params.declare("{ }"))?,
     };
     let (sched_text, tree) = islx::schedule(&cx.isl, &domain, &validity, &cx.params.context())?;
+    timing.mark("schedule");
+
     fb.schedule = sched_text;
 
     let identity = |s: &Statement| (0..s.loops.len()).collect::<Vec<usize>>();
     let original = schedule_text(region, &identity, &cx.params);
     let prefix = cx.prefix();
 
+    timing.mark("start-loops");
     // Per-loop properties of the program as written.
     let depth_of = |l: usize| -> usize {
         region
@@ -303,6 +348,7 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
         .expect("statements are not empty");
     let chain = main.loops.clone();
 
+    timing.mark("loops");
     // Locality: which loop of the nest, made innermost, gives the most stride-0/1 accesses
     // of the statements in the innermost loop.
     let hot: Vec<&Statement> = match chain.last() {
@@ -389,6 +435,7 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
         }
     }
 
+    timing.mark("interchange");
     // Parallelism in the chosen order.
     let theta_order = permuted(region, &chain, &order, &cx.params);
     let chain_deps: Vec<usize> = match chain.first() {
@@ -451,6 +498,7 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
         }
     }
 
+    timing.mark("parallel");
     // Skewing and tiling, from isl's bands along the hottest statement's path.
     let all_names: Vec<String> = region.statements.iter().map(|s| s.name.clone()).collect();
     let bands = bands_of(&tree, &main.name, &all_names);
@@ -552,6 +600,7 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
         });
     }
 
+    timing.mark("tile");
     // Layout and contraction of the arrays of the hottest nest.
     fb.suggestions
         .extend(crate::storage::layout(region, &chain));
@@ -579,6 +628,7 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
         });
     }
 
+    timing.mark("layout");
     // Metrics.
     let ops_where = |f: &dyn Fn(&Statement) -> bool| -> u64 {
         region

@@ -6,6 +6,7 @@
 
 pub mod affine;
 mod analyze;
+mod coarsen;
 pub mod input;
 mod islx;
 pub mod params;
