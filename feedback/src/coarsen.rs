@@ -47,6 +47,9 @@ fn is_identity(relation: &str, source: &str, sink: &str) -> bool {
         })
 }
 
+/// (loops, domain, positions above the last level, run of the last level).
+type GroupKey = (Vec<usize>, String, Vec<u32>, usize);
+
 /// The region with its instructions grouped into block statements.
 pub(crate) fn coarsen(region: &Region) -> Region {
     // Positions taken by inner loops at each level: blocks do not span them.
@@ -61,7 +64,7 @@ pub(crate) fn coarsen(region: &Region) -> Region {
     }
     // Group key: loops, domain, positions above the last level, and the run of last-level
     // positions (the number of inner loops before it).
-    let mut groups: BTreeMap<(Vec<usize>, String, Vec<u32>, usize), Vec<usize>> = BTreeMap::new();
+    let mut groups: BTreeMap<GroupKey, Vec<usize>> = BTreeMap::new();
     for (i, s) in region.statements.iter().enumerate() {
         let last = s.positions.get(s.loops.len()).copied().unwrap_or(0);
         let run = loop_positions

@@ -147,12 +147,10 @@ pub(crate) fn schedule(
     validity: &UnionMap,
     context: &str,
 ) -> Result<(String, Tree), Error> {
-    // Bound the ILP (§6: schedulers blow up on regions of many statements): small schedule
-    // coefficients (Pluto's usual bound) and the incremental per-SCC scheduler.
+    // The incremental scheduler (per strongly connected component) keeps the ILP small.
     let opt = |r: Result<isl_rs::Stat, LibISLError>| {
         r.map(drop).map_err(isl("setting scheduler options"))
     };
-    opt(isl_rs::Options::set_schedule_max_coefficient(ctx, 4))?;
     opt(isl_rs::Options::set_schedule_whole_component(ctx, 0))?;
     let dom = union_set(ctx, domain)?;
     let ctx_set = Set::read_from_str(ctx, context).map_err(isl("reading the context"))?;

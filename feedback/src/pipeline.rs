@@ -582,7 +582,7 @@ fn build_region(
     let mut reports = Vec::new();
     let mut names: HashMap<(NodeId, u64), String> = HashMap::default();
     let mut functions: HashMap<String, String> = HashMap::default();
-    let mut raw: Vec<Vec<(u64, u64)>> = Vec::new();
+    let mut raw: Vec<Vec<Vec<u64>>> = Vec::new();
     let mut library_calls: BTreeSet<String> = BTreeSet::new();
     for n in 0..tree.nodes.len() {
         if let NodeKind::Func { entry, .. } = tree.nodes[n].kind {
@@ -636,17 +636,25 @@ fn build_region(
         // Under each loop, the last entry into the next node of the path (or the statement's
         // last execution), then the statement's own: the order of the last iteration, which
         // code reached through a call inside the loop keeps after the call's entry.
-        let mut raw_positions = vec![(0u64, 0u64)];
-        for (k, &li) in stmt_loops.iter().enumerate() {
-            let at = path.iter().position(|&n| n == loop_nodes[li]);
-            let next = at.and_then(|i| path.get(i + 1));
-            let node_last = next.map_or(meta.latest, |&n| tree.nodes[n].last);
-            let own = if k + 1 == stmt_loops.len() {
-                meta.latest
-            } else {
-                0
-            };
-            raw_positions.push((node_last, own));
+        let mut raw_positions: Vec<Vec<u64>> = vec![Vec::new()];
+        for &li in &stmt_loops {
+            // The last entries of the nodes from this loop down to the next loop (or to the
+            // statement, whose last execution ends the sequence): compared lexicographically,
+            // they order code inside a call before or after a loop of that call.
+            let at = path.iter().position(|&n| n == loop_nodes[li]).unwrap_or(0);
+            let mut times = Vec::new();
+            let mut reached_loop = false;
+            for &n in &path[at + 1..] {
+                times.push(tree.nodes[n].last);
+                if loop_index.contains_key(&n) {
+                    reached_loop = true;
+                    break;
+                }
+            }
+            if !reached_loop {
+                times.push(meta.latest);
+            }
+            raw_positions.push(times);
         }
         if f.dims != stmt_loops.len() {
             // Coordinates from loops outside the region: not a statement of it.
@@ -811,7 +819,11 @@ fn build_region(
         storage,
         trips,
     };
-    let feedback = analyze_region(&input, &opts.feedback)?;
+    // A region isl cannot schedule is still reported, with the reason.
+    let feedback = analyze_region(&input, &opts.feedback).unwrap_or_else(|e| Feedback {
+        why_not: Some(format!("the polyhedral analysis failed: {e}")),
+        ..Feedback::default()
+    });
     Ok(RegionReport {
         id: format!("R{}", index + 1),
         root,
@@ -832,15 +844,15 @@ fn build_region(
 
 /// Sets each statement's positions to the rank of its first-execution times among the
 /// statements sharing the same loops above each level.
-fn normalize_positions(stmts: &mut [Statement], raw: &[Vec<(u64, u64)>]) {
+fn normalize_positions(stmts: &mut [Statement], raw: &[Vec<Vec<u64>>]) {
     for k in 0..raw.iter().map(Vec::len).max().unwrap_or(0) {
-        let mut groups: BTreeMap<Vec<usize>, BTreeSet<(u64, u64)>> = BTreeMap::new();
+        let mut groups: BTreeMap<Vec<usize>, BTreeSet<Vec<u64>>> = BTreeMap::new();
         for (s, r) in stmts.iter().zip(raw) {
-            if let Some(&p) = r.get(k) {
+            if let Some(p) = r.get(k) {
                 groups
                     .entry(s.loops[..k.min(s.loops.len())].to_vec())
                     .or_default()
-                    .insert(p);
+                    .insert(p.clone());
             }
         }
         for (s, r) in stmts.iter_mut().zip(raw) {
