@@ -152,6 +152,8 @@ pub(crate) fn schedule(
         r.map(drop).map_err(isl("setting scheduler options"))
     };
     opt(isl_rs::Options::set_schedule_whole_component(ctx, 0))?;
+    // Errors come back as values (and become a region's `why_not`), not as isl's own prints.
+    opt(isl_rs::Options::set_on_error(ctx, 1))?;
     let dom = union_set(ctx, domain)?;
     let ctx_set = Set::read_from_str(ctx, context).map_err(isl("reading the context"))?;
     let copy = |m: &UnionMap| m.copy().map_err(isl("copying dependences"));

@@ -43,7 +43,8 @@ impl<'a> Naming<'a> {
         match self.exe.function_at(link) {
             Some(f) if f.address == link => f.name.clone(),
             Some(_) => self.exe.describe(link),
-            None => format!("{entry:#x}"),
+            // Stripped code: the link-time address, as loop frames and objdump show it.
+            None => format!("fn_{link:x}"),
         }
     }
 
