@@ -119,6 +119,11 @@ fn reg_span(reg: Register, write: bool, vex: bool) -> Option<(u16, u8)> {
         if idx >= 16 {
             return None;
         }
+        if full == Register::RSP {
+            // Stack-pointer traffic is a scalar evolution of every push, pop, call and
+            // return: its dependences would only be dropped later.
+            return None;
+        }
         let base = (idx * 8) as u16;
         return Some(match reg {
             Register::AH | Register::BH | Register::CH | Register::DH => (base + 1, 1),
@@ -355,7 +360,7 @@ type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<rustc_hash::FxH
 pub struct DepTracker {
     opts: DepOptions,
     records: Records,
-    pages: FastMap<u64, Box<ShadowPage>>,
+    pages: Pages,
     regs_writer: Box<[Handle; REG_BYTES]>,
     regs_reader: Box<[Handle; REG_BYTES]>,
     code: FastMap<u64, RegUse>,
@@ -377,7 +382,7 @@ impl DepTracker {
         DepTracker {
             opts,
             records: Records::new(),
-            pages: FastMap::default(),
+            pages: Pages::default(),
             regs_writer: Box::new([0; REG_BYTES]),
             regs_reader: Box::new([0; REG_BYTES]),
             code: FastMap::default(),
@@ -397,7 +402,7 @@ impl DepTracker {
 
     /// Pages of shadow memory allocated.
     pub fn shadow_pages(&self) -> usize {
-        self.pages.len()
+        self.pages.pages.len()
     }
 
     /// Non-instruction events: code bytes, library calls and returns, system calls.
@@ -539,7 +544,7 @@ impl DepTracker {
             let pn = a >> PAGE_BITS;
             let off = (a as usize) & (PAGE - 1);
             let take = ((PAGE - off) as u64).min(end - a) as usize;
-            if let Some(page) = self.pages.get_mut(&pn) {
+            if let Some(page) = self.pages.existing_mut(pn) {
                 overwrite(&mut self.records, &mut page.writer[off..off + take], 0);
                 overwrite(&mut self.records, &mut page.reader[off..off + take], 0);
             }
@@ -554,7 +559,7 @@ impl DepTracker {
             .map(|i| {
                 let a = src.wrapping_add(i);
                 self.pages
-                    .get(&(a >> PAGE_BITS))
+                    .get(a >> PAGE_BITS)
                     .map_or(0, |p| p.writer[(a as usize) & (PAGE - 1)])
             })
             .collect();
@@ -564,7 +569,7 @@ impl DepTracker {
         self.clear_memory(dst, n);
         for (i, w) in writers.into_iter().enumerate() {
             let a = dst.wrapping_add(i as u64);
-            let page = page_mut(&mut self.pages, a >> PAGE_BITS);
+            let page = self.pages.page(a >> PAGE_BITS);
             page.writer[(a as usize) & (PAGE - 1)] = w;
         }
     }
@@ -627,7 +632,7 @@ impl DepTracker {
         }
         for a in insn.mem.iter().filter(|a| a.kind == AccessKind::Read) {
             for (pn, off, len) in page_spans(a.addr, a.size) {
-                let page = page_mut(pages, pn);
+                let page = pages.page(pn);
                 report_slots(
                     records,
                     seen,
@@ -650,7 +655,7 @@ impl DepTracker {
         // Writes: anti and output dependences; this instance becomes the last writer.
         for a in insn.mem.iter().filter(|a| a.kind == AccessKind::Write) {
             for (pn, off, len) in page_spans(a.addr, a.size) {
-                let page = page_mut(pages, pn);
+                let page = pages.page(pn);
                 if storage {
                     report_slots(
                         records,
@@ -733,13 +738,45 @@ impl DepTracker {
     }
 }
 
-fn page_mut(pages: &mut FastMap<u64, Box<ShadowPage>>, pn: u64) -> &mut ShadowPage {
-    pages.entry(pn).or_insert_with(|| {
-        Box::new(ShadowPage {
-            writer: [0; PAGE],
-            reader: [0; PAGE],
-        })
-    })
+/// The second level of the shadow table: pages by number, with the last page used cached
+/// (consecutive accesses mostly hit the same page).
+#[derive(Default)]
+struct Pages {
+    pages: Vec<Box<ShadowPage>>,
+    index: FastMap<u64, u32>,
+    last: Option<(u64, u32)>,
+}
+
+impl Pages {
+    /// The page `pn`, allocated on first use.
+    fn page(&mut self, pn: u64) -> &mut ShadowPage {
+        let i = match self.last {
+            Some((n, i)) if n == pn => i,
+            _ => {
+                let next = self.pages.len() as u32;
+                let i = *self.index.entry(pn).or_insert(next);
+                if i == next {
+                    self.pages.push(Box::new(ShadowPage {
+                        writer: [0; PAGE],
+                        reader: [0; PAGE],
+                    }));
+                }
+                self.last = Some((pn, i));
+                i
+            }
+        };
+        &mut self.pages[i as usize]
+    }
+
+    fn get(&self, pn: u64) -> Option<&ShadowPage> {
+        let i = *self.index.get(&pn)?;
+        self.pages.get(i as usize).map(|b| &**b)
+    }
+
+    fn existing_mut(&mut self, pn: u64) -> Option<&mut ShadowPage> {
+        let i = *self.index.get(&pn)?;
+        self.pages.get_mut(i as usize).map(|b| &mut **b)
+    }
 }
 
 /// The (page number, offset, length) pieces of an access (two when it crosses a page).
