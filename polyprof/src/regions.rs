@@ -204,9 +204,9 @@ pub fn summary(regions: &[Region]) -> Vec<String> {
         .iter()
         .take(3)
         .map(|r| {
-            let at = r.location.as_ref().map_or("?".to_string(), |l| {
+            let at = r.location.as_ref().map_or(String::new(), |l| {
                 format!(
-                    "{}:{}",
+                    " {}:{}",
                     l.file.rsplit('/').next().unwrap_or(&l.file),
                     l.line
                 )
@@ -219,7 +219,7 @@ pub fn summary(regions: &[Region]) -> Vec<String> {
                 .or_else(|| r.why_not.as_ref().map(|w| format!("no suggestion: {w}")))
                 .unwrap_or_default();
             format!(
-                "region {} {} in {} ({:.1}% of instructions): {}",
+                "region {}{} in {} ({:.1}% of instructions): {}",
                 r.id, at, r.function, r.ops_percent, headline
             )
         })
