@@ -3,7 +3,8 @@
 //! - the `step` engine generating events into a null sink, and into the on-disk recording;
 //! - the overhead of event generation over raw stepping.
 //!
-//! - the tracer's analysis (control structure, dependences) against trace length.
+//! - the tracer's analysis (control structure, dependences) against trace length, on
+//!   emulate-engine recordings.
 //!
 //! Usage: `cargo run --release -p bench [-- TIME_STEPS] [analysis]` (default 25 time steps,
 //! about 90 K instructions; `analysis` runs only the last part).
@@ -178,8 +179,10 @@ fn structure_vs_length(exe: &Path) -> Result<()> {
     );
     let elf = symbols::ElfFile::open(exe)?;
     let mut dep_rows = Vec::new();
-    for steps in ["4", "40"] {
-        let mut engine = StepEngine::launch(options(exe, steps)?)?;
+    // Recorded with the emulate engine (identical events, much faster), so that the runs are
+    // long enough for stable per-instruction figures.
+    for steps in ["40", "400"] {
+        let mut engine = ptrace_runner::EmulateEngine::launch(options(exe, steps)?)?;
         let mut rec = Recorder::new_temp(None)?;
         let summary = engine.run(&mut rec)?;
         let recording = rec.finish()?;

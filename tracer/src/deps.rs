@@ -353,6 +353,56 @@ fn report_slots(
     }
 }
 
+/// [`report_slots`] then [`overwrite`] in one pass over `slots` (the write side: anti
+/// dependences from the readers, output dependences from the writers, then this instance).
+#[allow(clippy::too_many_arguments)]
+fn report_and_overwrite(
+    records: &mut Records,
+    seen: &mut SmallVec<[(Handle, DepKind, Through); 8]>,
+    slots: &mut [Handle],
+    kind: DepKind,
+    through: Through,
+    consumer: Stmt,
+    coords: &[u64],
+    location: u64,
+    skip: Handle,
+    report: bool,
+    new: Handle,
+    out: &mut impl FnMut(&Dep<'_>),
+) -> u32 {
+    let Some(&first) = slots.first() else {
+        return 0;
+    };
+    if slots.iter().all(|&x| x == first) {
+        if report {
+            report_slots(
+                records,
+                seen,
+                &slots[..1],
+                kind,
+                through,
+                consumer,
+                coords,
+                location,
+                skip,
+                out,
+            );
+        }
+        if first == new {
+            return 0;
+        }
+        slots.fill(new);
+        records.release(first, slots.len() as u32);
+        return slots.len() as u32;
+    }
+    if report {
+        report_slots(
+            records, seen, slots, kind, through, consumer, coords, location, skip, out,
+        );
+    }
+    overwrite(records, slots, new)
+}
+
 type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<rustc_hash::FxHasher>>;
 
 /// The dependence tracker: feed it every event in order (instructions through [`Self::step`],
@@ -656,67 +706,69 @@ impl DepTracker {
         for a in insn.mem.iter().filter(|a| a.kind == AccessKind::Write) {
             for (pn, off, len) in page_spans(a.addr, a.size) {
                 let page = pages.page(pn);
-                if storage {
-                    report_slots(
-                        records,
-                        seen,
-                        &page.reader[off..off + len],
-                        DepKind::Anti,
-                        Through::Memory,
-                        me,
-                        coords,
-                        a.addr,
-                        mine,
-                        out,
-                    );
-                    report_slots(
-                        records,
-                        seen,
-                        &page.writer[off..off + len],
-                        DepKind::Output,
-                        Through::Memory,
-                        me,
-                        coords,
-                        a.addr,
-                        mine,
-                        out,
-                    );
-                }
-                overwrite(records, &mut page.reader[off..off + len], 0);
-                let n = overwrite(records, &mut page.writer[off..off + len], mine);
+                let r = off..off + len;
+                report_and_overwrite(
+                    records,
+                    seen,
+                    &mut page.reader[r.clone()],
+                    DepKind::Anti,
+                    Through::Memory,
+                    me,
+                    coords,
+                    a.addr,
+                    mine,
+                    storage,
+                    0,
+                    out,
+                );
+                let n = report_and_overwrite(
+                    records,
+                    seen,
+                    &mut page.writer[r],
+                    DepKind::Output,
+                    Through::Memory,
+                    me,
+                    coords,
+                    a.addr,
+                    mine,
+                    storage,
+                    mine,
+                    out,
+                );
                 records.retain(mine, n);
             }
         }
         for &(off, size) in &uses.writes {
             let r = off as usize..off as usize + size as usize;
-            if storage && opts.registers {
-                report_slots(
-                    records,
-                    seen,
-                    &regs_reader[r.clone()],
-                    DepKind::Anti,
-                    Through::Register,
-                    me,
-                    coords,
-                    off as u64,
-                    mine,
-                    out,
-                );
-                report_slots(
-                    records,
-                    seen,
-                    &regs_writer[r.clone()],
-                    DepKind::Output,
-                    Through::Register,
-                    me,
-                    coords,
-                    off as u64,
-                    mine,
-                    out,
-                );
-            }
-            overwrite(records, &mut regs_reader[r.clone()], 0);
-            let n = overwrite(records, &mut regs_writer[r], mine);
+            let report = storage && opts.registers;
+            report_and_overwrite(
+                records,
+                seen,
+                &mut regs_reader[r.clone()],
+                DepKind::Anti,
+                Through::Register,
+                me,
+                coords,
+                off as u64,
+                mine,
+                report,
+                0,
+                out,
+            );
+            let n = report_and_overwrite(
+                records,
+                seen,
+                &mut regs_writer[r],
+                DepKind::Output,
+                Through::Register,
+                me,
+                coords,
+                off as u64,
+                mine,
+                report,
+                mine,
+                out,
+            );
             records.retain(mine, n);
         }
         records.release(mine, 1);
