@@ -93,6 +93,14 @@ fn matching_bracket(s: &str, open: usize) -> Option<usize> {
     None
 }
 
+/// The inside of an isl set or map: what lies between its outer braces.
+pub(crate) fn strip_braces(s: &str) -> String {
+    match (s.find('{'), s.rfind('}')) {
+        (Some(a), Some(b)) if a < b => s[a + 1..b].trim().to_string(),
+        _ => s.trim().to_string(),
+    }
+}
+
 /// Splits at `sep` outside brackets and parentheses.
 pub fn split_top(s: &str, sep: char) -> Vec<&str> {
     let mut parts = Vec::new();

@@ -1,6 +1,7 @@
 //! The feedback of one region: loop properties, suggestions checked against the observed
 //! dependences, metrics and annotated ASTs.
 
+use crate::affine::strip_braces;
 use crate::input::{Region, Statement};
 use crate::islx::{self, empty, union_map, violations, Tree};
 use crate::params::Parameterizer;
@@ -8,13 +9,6 @@ use crate::{Error, Feedback, LoopInfo, Metrics, Options, Suggestion};
 use isl_rs::{Context, UnionMap};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-
-fn strip_braces(s: &str) -> String {
-    match (s.find('{'), s.rfind('}')) {
-        (Some(a), Some(b)) if a < b => s[a + 1..b].trim().to_string(),
-        _ => s.trim().to_string(),
-    }
-}
 
 fn pct(part: u64, all: u64) -> f64 {
     if all == 0 {

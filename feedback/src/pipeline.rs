@@ -384,13 +384,7 @@ fn name_memory_at(
 ) -> String {
     let loc = |pc: u64| {
         exe.location(pc.wrapping_sub(bias))
-            .map(|l| {
-                format!(
-                    "{}:{}",
-                    l.file.rsplit('/').next().unwrap_or(&l.file),
-                    l.line
-                )
-            })
+            .map(|l| l.short())
             .unwrap_or_else(|| exe.describe(pc.wrapping_sub(bias)))
     };
     if let Some(d) = exe.data_at(addr.wrapping_sub(bias)) {
@@ -673,13 +667,7 @@ fn build_region(
         formatter.format(&insn, &mut asm);
         let loc = exe
             .location(link)
-            .map(|l| {
-                format!(
-                    "{}:{}",
-                    l.file.rsplit('/').next().unwrap_or(&l.file),
-                    l.line
-                )
-            })
+            .map(|l| l.short())
             .unwrap_or_else(|| exe.describe(link));
         // Strides of each address along each dimension, from the biggest piece.
         let big = f.pieces.iter().max_by_key(|p| p.points);

@@ -8,20 +8,13 @@
 //! that is dead while it is live (zero extra memory); one whose anti or output dependences are
 //! carried by a loop run in parallel, while its values never cross iterations, is privatized.
 
-use crate::affine::parse_schedule_map;
+use crate::affine::{parse_schedule_map, strip_braces};
 use crate::input::{Region, Statement, Storage};
 use crate::islx::{empty, union_map, violations};
 use crate::params::Parameterizer;
 use crate::{Error, Suggestion};
 use isl_rs::Context;
 use std::collections::{BTreeMap, BTreeSet};
-
-fn strip_braces(s: &str) -> String {
-    match (s.find('{'), s.rfind('}')) {
-        (Some(a), Some(b)) if a < b => s[a + 1..b].trim().to_string(),
-        _ => s.trim().to_string(),
-    }
-}
 
 fn stmt<'a>(region: &'a Region, name: &str) -> Option<&'a Statement> {
     region.statements.iter().find(|s| s.name == name)

@@ -52,6 +52,14 @@ pub struct Loc {
     pub line: u32,
 }
 
+impl Loc {
+    /// `file.c:12`: the file's name without its directories, as reports show it.
+    pub fn short(&self) -> String {
+        let name = self.file.rsplit('/').next().unwrap_or(&self.file);
+        format!("{name}:{}", self.line)
+    }
+}
+
 impl fmt::Display for Loc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.file, self.line)

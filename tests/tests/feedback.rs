@@ -2,19 +2,10 @@
 //! time, profiled by the polyprof binary, checked in report.json.
 
 use serde_json::Value;
-use tests::{compile, line_of, polyprof, polyprof_bin};
+use tests::{line_of, polyprof_bin};
 
-/// Profiles kernel `name` compiled with `flags`, run with `args`; returns report.json.
 fn profile(name: &str, flags: &[&str], args: &[&str]) -> Value {
-    let mut f = flags.to_vec();
-    // Link libm whatever the argument order (the helper puts flags before the source).
-    f.extend(["-Wl,--no-as-needed", "-lm"]);
-    let k = compile(name, &f);
-    let mut argv: Vec<&std::ffi::OsStr> = vec![k.path.as_os_str()];
-    argv.extend(args.iter().map(std::ffi::OsStr::new));
-    let run = polyprof(polyprof_bin!(), &argv, b"");
-    assert_eq!(run.output.code(), 0, "{}", run.output.stderr);
-    run.report()
+    tests::profile_report(polyprof_bin!(), name, flags, args)
 }
 
 fn region(r: &Value) -> &Value {

@@ -1,17 +1,10 @@
 //! Storage and layout advice (issue 7), end to end on C kernels.
 
 use serde_json::Value;
-use tests::{compile, polyprof, polyprof_bin};
+use tests::polyprof_bin;
 
 fn profile(name: &str, flags: &[&str], args: &[&str]) -> Value {
-    let mut f = flags.to_vec();
-    f.extend(["-Wl,--no-as-needed", "-lm"]);
-    let k = compile(name, &f);
-    let mut argv: Vec<&std::ffi::OsStr> = vec![k.path.as_os_str()];
-    argv.extend(args.iter().map(std::ffi::OsStr::new));
-    let run = polyprof(polyprof_bin!(), &argv, b"");
-    assert_eq!(run.output.code(), 0, "{}", run.output.stderr);
-    run.report()
+    tests::profile_report(polyprof_bin!(), name, flags, args)
 }
 
 fn suggestions(r: &Value) -> Vec<&Value> {
