@@ -13,24 +13,8 @@ use anyhow::{bail, Context, Result};
 use ptrace_runner::ptrace::{self, Stop};
 use ptrace_runner::record::Recorder;
 use ptrace_runner::{Engine, NullSink, RunOptions, StartAt, StepEngine};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::{Duration, Instant};
-
-fn compile(dir: &Path) -> Result<PathBuf> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/bench_loop.c");
-    let out = dir.join("bench_loop");
-    let status = Command::new("cc")
-        .args(["-O1", "-g", "-fno-tree-vectorize", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .context("running cc")?;
-    if !status.success() {
-        bail!("cc failed on {}", src.display());
-    }
-    Ok(out)
-}
 
 fn main_start(exe: &Path) -> Result<StartAt> {
     let elf = symbols::ElfFile::open(exe)?;
@@ -102,7 +86,7 @@ fn main() -> Result<()> {
         .cloned()
         .unwrap_or_else(|| "25".into());
     let dir = tempfile::tempdir()?;
-    let exe = compile(dir.path())?;
+    let exe = bench::compile_bench_loop(dir.path())?;
     if args.iter().any(|a| a == "analysis") {
         return structure_vs_length(&exe);
     }

@@ -12,27 +12,12 @@
 //! The valgrind tools run the whole program (dynamic loader and libc start-up included), polyprof
 //! traces from `main`: each rate divides the instructions that tool processed by its own time.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use ptrace_runner::record::Recorder;
 use ptrace_runner::{EmulateEngine, Engine, NullSink, RunOptions, StartAt, StepEngine};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
-
-fn compile(dir: &Path) -> Result<PathBuf> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/bench_loop.c");
-    let out = dir.join("bench_loop");
-    let status = Command::new("cc")
-        .args(["-O1", "-g", "-fno-tree-vectorize", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .context("running cc")?;
-    if !status.success() {
-        bail!("cc failed on {}", src.display());
-    }
-    Ok(out)
-}
 
 fn options(exe: &Path, steps: &str) -> Result<RunOptions> {
     let elf = symbols::ElfFile::open(exe)?;
@@ -83,7 +68,7 @@ fn main() -> Result<()> {
     let steps = args.first().cloned().unwrap_or_else(|| "2500".into());
     let prefix: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(100_000);
     let dir = tempfile::tempdir()?;
-    let exe = compile(dir.path())?;
+    let exe = bench::compile_bench_loop(dir.path())?;
     println!("polyprof engine benchmark: bench/kernels/bench_loop.c (-O1), {steps} time steps");
 
     // emulate, end to end through the recording.
