@@ -14,6 +14,7 @@
 //! anti dependences from earlier readers of the same bytes are not reported.
 
 use crate::schedule::{NodeId, Step};
+use crate::shadow::{self, Splits};
 use iced_x86::{
     Decoder, DecoderOptions, EncodingKind, Instruction, InstructionInfoFactory, Mnemonic, OpAccess,
     OpKind, Register,
@@ -78,24 +79,87 @@ pub struct Dep<'a> {
     pub location: u64,
 }
 
-type Coords = SmallVec<[u64; 4]>;
-
 /// Handle of a record; 0 means "nobody" (never written, or filled from outside the trace).
-type Handle = u32;
+pub(crate) type Handle = u32;
 
 struct Record {
     stmt: Stmt,
     coords: Coords,
+}
+
+/// Coordinates of a record: inline up to [`Coords::INLINE`] loops deep (copied on every
+/// instruction, so without the branches of a general small vector).
+#[derive(Default)]
+struct Coords {
+    len: u32,
+    inline: [u64; Coords::INLINE],
+    deeper: Vec<u64>,
+}
+
+impl Coords {
+    const INLINE: usize = 6;
+
+    #[inline]
+    fn set(&mut self, c: &[u64]) {
+        self.len = c.len() as u32;
+        if c.len() <= Self::INLINE {
+            for (d, s) in self.inline.iter_mut().zip(c) {
+                *d = *s;
+            }
+        } else {
+            self.deeper.clear();
+            self.deeper.extend_from_slice(c);
+        }
+    }
+
+    #[inline]
+    fn get(&self) -> &[u64] {
+        let n = self.len as usize;
+        if n <= Self::INLINE {
+            &self.inline[..n]
+        } else {
+            &self.deeper
+        }
+    }
+}
+
+/// What the shadow operations touch of a record, kept apart from the statement and coordinates
+/// so that reference counting stays in few cache lines.
+#[derive(Clone, Copy, Default)]
+struct Meta {
+    /// Shadow bytes referring to the record.
     refs: u32,
+    /// One bit per (kind, through) already reported on this producer by the instance `epoch`:
+    /// each producer appears once per kind in an instance's dependences.
+    reported: u32,
+    epoch: u64,
 }
 
 const PAGE_BITS: u32 = 12;
 const PAGE: usize = 1 << PAGE_BITS;
 
-struct ShadowPage {
-    writer: [Handle; PAGE],
-    reader: [Handle; PAGE],
+/// Writers and last readers of a shadowed byte range, as `N` granules of `G` bytes (see
+/// [`shadow`]).
+struct Shadow<const G: usize, const N: usize> {
+    writer: [u32; N],
+    reader: [u32; N],
 }
+
+impl<const G: usize, const N: usize> Shadow<G, N> {
+    fn new() -> Self {
+        Shadow {
+            writer: [0; N],
+            reader: [0; N],
+        }
+    }
+}
+
+/// Memory granule: an `int`.
+const MEM_GRAIN: usize = 4;
+type ShadowPage = Shadow<MEM_GRAIN, { PAGE / MEM_GRAIN }>;
+/// A general-purpose register is one granule; a ymm register two (its xmm half and the rest).
+type GprShadow = Shadow<8, 16>;
+type VecShadow = Shadow<16, 64>;
 
 /// Bytes of the register shadow: 16 general-purpose registers of 8 bytes, then 32 vector
 /// registers of 32 bytes (ymm; xmm is the low half).
@@ -127,8 +191,11 @@ fn reg_span(reg: Register, write: bool, vex: bool) -> Option<(u16, u8)> {
         let base = (idx * 8) as u16;
         return Some(match reg {
             Register::AH | Register::BH | Register::CH | Register::DH => (base + 1, 1),
-            // A 32-bit write zero-extends into the whole register.
-            _ if reg.is_gpr32() && write => (base, 8),
+            // A 32-bit write zero-extends into the whole register. A 32-bit read counts as a
+            // read of all of it, which is exact: bytes 2..8 are only ever written together (by
+            // 32- and 64-bit writes), so bytes 4..8 have the writer of bytes 2..4. Whole
+            // registers keep the register shadow unsplit.
+            _ if reg.is_gpr32() => (base, 8),
             _ => (base, reg.size() as u8),
         });
     }
@@ -229,7 +296,10 @@ enum Model {
 /// Reference-counted records of statement instances; handle 0 is "nobody".
 struct Records {
     recs: Vec<Record>,
+    meta: Vec<Meta>,
     free: Vec<Handle>,
+    /// Number of the instance being processed (for [`Meta::reported`]).
+    epoch: u64,
 }
 
 impl Records {
@@ -237,43 +307,66 @@ impl Records {
         Records {
             recs: vec![Record {
                 stmt: Stmt { context: 0, pc: 0 },
-                coords: Coords::new(),
+                coords: Coords::default(),
+            }],
+            meta: vec![Meta {
                 refs: u32::MAX,
+                ..Meta::default()
             }],
             free: Vec::new(),
+            epoch: 0,
         }
     }
 
     fn alloc(&mut self, stmt: Stmt, coords: &[u64]) -> Handle {
-        let rec = Record {
-            stmt,
-            coords: Coords::from_slice(coords),
-            refs: 0,
-        };
         if let Some(h) = self.free.pop() {
-            self.recs[h as usize] = rec;
+            let r = &mut self.recs[h as usize];
+            r.stmt = stmt;
+            r.coords.set(coords);
+            self.meta[h as usize] = Meta::default();
             h
         } else {
-            self.recs.push(rec);
+            let mut r = Record {
+                stmt,
+                coords: Coords::default(),
+            };
+            r.coords.set(coords);
+            self.recs.push(r);
+            self.meta.push(Meta::default());
             (self.recs.len() - 1) as Handle
         }
     }
 
+    #[inline]
     fn retain(&mut self, h: Handle, n: u32) {
         if h != 0 {
-            self.recs[h as usize].refs += n;
+            self.meta[h as usize].refs += n;
         }
     }
 
+    #[inline]
     fn release(&mut self, h: Handle, n: u32) {
         if h != 0 && n != 0 {
-            let r = &mut self.recs[h as usize];
-            r.refs -= n;
-            if r.refs == 0 {
-                r.coords = Coords::new();
+            let m = &mut self.meta[h as usize];
+            m.refs -= n;
+            if m.refs == 0 {
                 self.free.push(h);
             }
         }
+    }
+
+    /// Whether the current instance has not reported a dependence of kind `bit` on `h` yet
+    /// (and from now on, it has).
+    #[inline]
+    fn first_report(&mut self, h: Handle, bit: u32) -> bool {
+        let m = &mut self.meta[h as usize];
+        if m.epoch != self.epoch {
+            m.epoch = self.epoch;
+            m.reported = 0;
+        }
+        let first = m.reported & bit == 0;
+        m.reported |= bit;
+        first
     }
 
     fn live(&self) -> usize {
@@ -281,126 +374,108 @@ impl Records {
     }
 }
 
-/// Sets `n` slots to `h`, releasing what they held; returns how many slots changed.
-/// Consecutive slots usually hold the same handle, so releases are batched by run.
-fn overwrite(records: &mut Records, slots: &mut [Handle], h: Handle) -> u32 {
-    // Fast path: accesses usually cover bytes last touched together.
-    if let Some(&first) = slots.first() {
-        if slots.iter().all(|&x| x == first) {
-            if first == h {
-                return 0;
-            }
-            slots.fill(h);
-            records.release(first, slots.len() as u32);
-            return slots.len() as u32;
-        }
-    }
-    let mut changed = 0;
-    let mut run = (0, 0u32);
-    for s in slots {
-        let old = std::mem::replace(s, h);
-        if old != h {
-            changed += 1;
-            if old == run.0 {
-                run.1 += 1;
-            } else {
-                records.release(run.0, run.1);
-                run = (old, 1);
-            }
-        }
-    }
-    records.release(run.0, run.1);
-    changed
-}
-
-/// Reports dependences on the distinct handles of `slots` (once per instruction each).
-#[allow(clippy::too_many_arguments)]
-fn report_slots(
-    records: &Records,
-    seen: &mut SmallVec<[(Handle, DepKind, Through); 8]>,
-    slots: &[Handle],
-    kind: DepKind,
-    through: Through,
-    consumer: Stmt,
-    coords: &[u64],
-    location: u64,
-    skip: Handle,
-    out: &mut impl FnMut(&Dep<'_>),
-) {
-    // Fast path: one producer for the whole range (checked without branching per byte).
-    let uniform = slots.first().filter(|&&f| slots.iter().all(|&x| x == f));
-    let one = uniform.map(std::slice::from_ref);
-    let mut last = u32::MAX;
-    for &h in one.unwrap_or(slots) {
-        if h == last {
-            continue;
-        }
-        last = h;
-        if h == 0 || h == skip || seen.contains(&(h, kind, through)) {
-            continue;
-        }
-        seen.push((h, kind, through));
-        let p = &records.recs[h as usize];
-        out(&Dep {
-            kind,
-            through,
-            producer: p.stmt,
-            consumer,
-            producer_coords: &p.coords,
-            consumer_coords: coords,
-            location,
-        });
+impl shadow::Release for Records {
+    #[inline]
+    fn release(&mut self, h: Handle, n: u32) {
+        Records::release(self, h, n)
     }
 }
 
-/// [`report_slots`] then [`overwrite`] in one pass over `slots` (the write side: anti
-/// dependences from the readers, output dependences from the writers, then this instance).
-#[allow(clippy::too_many_arguments)]
-fn report_and_overwrite(
-    records: &mut Records,
-    seen: &mut SmallVec<[(Handle, DepKind, Through); 8]>,
-    slots: &mut [Handle],
-    kind: DepKind,
-    through: Through,
-    consumer: Stmt,
-    coords: &[u64],
-    location: u64,
-    skip: Handle,
-    report: bool,
-    new: Handle,
-    out: &mut impl FnMut(&Dep<'_>),
-) -> u32 {
-    let Some(&first) = slots.first() else {
-        return 0;
-    };
-    if slots.iter().all(|&x| x == first) {
-        if report {
-            report_slots(
-                records,
-                seen,
-                &slots[..1],
+/// One instruction instance at work on the shadows: what it reports, and the record it
+/// leaves behind as writer or reader.
+struct Instance<'t, F> {
+    records: &'t mut Records,
+    me: Stmt,
+    coords: &'t [u64],
+    mine: Handle,
+    out: &'t mut F,
+}
+
+impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
+    /// Reports dependences on the distinct handles of bytes `off..off + len` of `slots`
+    /// (once per instance each), except on this instance itself.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn report<const G: usize>(
+        &mut self,
+        slots: &[u32],
+        splits: &Splits<G>,
+        (off, len): (usize, usize),
+        kind: DepKind,
+        through: Through,
+        location: u64,
+    ) {
+        let Instance {
+            records,
+            me,
+            coords,
+            mine,
+            out,
+        } = self;
+        shadow::for_each(slots, splits, off, len, |h| {
+            let bit = 1 << (kind as u32 * 2 + through as u32);
+            if h == 0 || h == *mine || !records.first_report(h, bit) {
+                return;
+            }
+            let p = &records.recs[h as usize];
+            out(&Dep {
                 kind,
                 through,
-                consumer,
-                coords,
+                producer: p.stmt,
+                consumer: *me,
+                producer_coords: p.coords.get(),
+                consumer_coords: coords,
                 location,
-                skip,
-                out,
-            );
-        }
-        if first == new {
-            return 0;
-        }
-        slots.fill(new);
-        records.release(first, slots.len() as u32);
-        return slots.len() as u32;
+            });
+        });
     }
-    if report {
-        report_slots(
-            records, seen, slots, kind, through, consumer, coords, location, skip, out,
-        );
+
+    /// A read of bytes `off..off + len`: flow dependences on their writers; with `readers`,
+    /// this instance becomes their last reader.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn read<const G: usize, const N: usize>(
+        &mut self,
+        sh: &mut Shadow<G, N>,
+        splits: &mut Splits<G>,
+        off: usize,
+        len: usize,
+        through: Through,
+        location: u64,
+        readers: bool,
+    ) {
+        let span = (off, len);
+        self.report(&sh.writer, splits, span, DepKind::Flow, through, location);
+        if readers {
+            let n = shadow::overwrite(&mut sh.reader, splits, self.records, off, len, self.mine);
+            self.records.retain(self.mine, n);
+        }
     }
-    overwrite(records, slots, new)
+
+    /// A write of bytes `off..off + len`: with `report`, anti dependences on their last
+    /// readers and output dependences on their writers; this instance becomes their writer,
+    /// with no reader since.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn write<const G: usize, const N: usize>(
+        &mut self,
+        sh: &mut Shadow<G, N>,
+        splits: &mut Splits<G>,
+        off: usize,
+        len: usize,
+        through: Through,
+        location: u64,
+        report: bool,
+    ) {
+        let span = (off, len);
+        if report {
+            self.report(&sh.reader, splits, span, DepKind::Anti, through, location);
+            self.report(&sh.writer, splits, span, DepKind::Output, through, location);
+        }
+        shadow::overwrite(&mut sh.reader, splits, self.records, off, len, 0);
+        let n = shadow::overwrite(&mut sh.writer, splits, self.records, off, len, self.mine);
+        self.records.retain(self.mine, n);
+    }
 }
 
 type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<rustc_hash::FxHasher>>;
@@ -411,8 +486,12 @@ pub struct DepTracker {
     opts: DepOptions,
     records: Records,
     pages: Pages,
-    regs_writer: Box<[Handle; REG_BYTES]>,
-    regs_reader: Box<[Handle; REG_BYTES]>,
+    gprs: GprShadow,
+    vecs: VecShadow,
+    /// Split granules of memory, general-purpose and vector registers.
+    mem_splits: Splits<MEM_GRAIN>,
+    gpr_splits: Splits<8>,
+    vec_splits: Splits<16>,
     code: FastMap<u64, RegUse>,
     info: InstructionInfoFactory,
     /// Values of the general-purpose registers as traced instructions left them (`None` when
@@ -421,8 +500,6 @@ pub struct DepTracker {
     pending_model: Option<Model>,
     /// Sizes of heap blocks returned by the modelled allocators.
     blocks: HashMap<u64, u64>,
-    /// Scratch: (producer record, kind, through) already reported for this instruction.
-    seen: SmallVec<[(Handle, DepKind, Through); 8]>,
     /// Number of library calls whose memory effects are not modelled.
     pub unmodelled_calls: u64,
 }
@@ -433,14 +510,16 @@ impl DepTracker {
             opts,
             records: Records::new(),
             pages: Pages::default(),
-            regs_writer: Box::new([0; REG_BYTES]),
-            regs_reader: Box::new([0; REG_BYTES]),
+            gprs: Shadow::new(),
+            vecs: Shadow::new(),
+            mem_splits: Splits::default(),
+            gpr_splits: Splits::default(),
+            vec_splits: Splits::default(),
             code: FastMap::default(),
             info: InstructionInfoFactory::new(),
             values: [None; 16],
             pending_model: None,
             blocks: HashMap::new(),
-            seen: SmallVec::new(),
             unmodelled_calls: 0,
         }
     }
@@ -595,8 +674,9 @@ impl DepTracker {
             let off = (a as usize) & (PAGE - 1);
             let take = ((PAGE - off) as u64).min(end - a) as usize;
             if let Some(page) = self.pages.existing_mut(pn) {
-                overwrite(&mut self.records, &mut page.writer[off..off + take], 0);
-                overwrite(&mut self.records, &mut page.reader[off..off + take], 0);
+                let (records, splits) = (&mut self.records, &mut self.mem_splits);
+                shadow::overwrite(&mut page.writer, splits, records, off, take, 0);
+                shadow::overwrite(&mut page.reader, splits, records, off, take, 0);
             }
             a += take as u64;
         }
@@ -608,26 +688,45 @@ impl DepTracker {
         let writers: Vec<Handle> = (0..n)
             .map(|i| {
                 let a = src.wrapping_add(i);
-                self.pages
-                    .get(a >> PAGE_BITS)
-                    .map_or(0, |p| p.writer[(a as usize) & (PAGE - 1)])
+                self.pages.get(a >> PAGE_BITS).map_or(0, |p| {
+                    shadow::get(&p.writer, &self.mem_splits, (a as usize) & (PAGE - 1))
+                })
             })
             .collect();
-        for &w in &writers {
-            self.records.retain(w, 1);
-        }
         self.clear_memory(dst, n);
-        for (i, w) in writers.into_iter().enumerate() {
+        // Runs of bytes with one writer, cut at page boundaries.
+        let mut i = 0;
+        while i < writers.len() {
             let a = dst.wrapping_add(i as u64);
-            let page = self.pages.page(a >> PAGE_BITS);
-            page.writer[(a as usize) & (PAGE - 1)] = w;
+            let off = (a as usize) & (PAGE - 1);
+            let w = writers[i];
+            let mut len = 1;
+            while i + len < writers.len() && writers[i + len] == w && off + len < PAGE {
+                len += 1;
+            }
+            if w != 0 {
+                let page = self.pages.page(a >> PAGE_BITS);
+                let (records, splits) = (&mut self.records, &mut self.mem_splits);
+                let changed = shadow::overwrite(&mut page.writer, splits, records, off, len, w);
+                records.retain(w, changed);
+            }
+            i += len;
         }
     }
 
     fn clear_reg_bytes(&mut self, off: usize, n: usize) {
-        let end = (off + n).min(REG_BYTES);
-        overwrite(&mut self.records, &mut self.regs_writer[off..end], 0);
-        overwrite(&mut self.records, &mut self.regs_reader[off..end], 0);
+        let n = n.min(REG_BYTES - off);
+        let records = &mut self.records;
+        if off < GPR_BYTES {
+            let (sh, splits) = (&mut self.gprs, &mut self.gpr_splits);
+            shadow::overwrite(&mut sh.writer, splits, records, off, n, 0);
+            shadow::overwrite(&mut sh.reader, splits, records, off, n, 0);
+        } else {
+            let (sh, splits) = (&mut self.vecs, &mut self.vec_splits);
+            let off = off - GPR_BYTES;
+            shadow::overwrite(&mut sh.writer, splits, records, off, n, 0);
+            shadow::overwrite(&mut sh.reader, splits, records, off, n, 0);
+        }
     }
 
     /// One executed instruction with its iteration vector: reports its dependences to `out`.
@@ -642,14 +741,16 @@ impl DepTracker {
             opts,
             records,
             pages,
-            regs_writer,
-            regs_reader,
+            gprs,
+            vecs,
+            mem_splits,
+            gpr_splits,
+            vec_splits,
             code,
-            seen,
             values,
             ..
         } = self;
-        seen.clear();
+        records.epoch += 1;
         let no_use = RegUse::default();
         let uses = code.get(&insn.pc).unwrap_or(&no_use);
         let storage = opts.storage;
@@ -657,48 +758,30 @@ impl DepTracker {
         // step, so that replacing its reads by its writes never frees it midway.
         let mine = records.alloc(me, coords);
         records.retain(mine, 1);
+        let mut inst = Instance {
+            records,
+            me,
+            coords,
+            mine,
+            out,
+        };
 
         // Reads: flow dependences; this instance becomes the bytes' last reader.
         if opts.registers {
             for &(off, size) in &uses.reads {
-                let r = off as usize..off as usize + size as usize;
-                report_slots(
-                    records,
-                    seen,
-                    &regs_writer[r.clone()],
-                    DepKind::Flow,
-                    Through::Register,
-                    me,
-                    coords,
-                    off as u64,
-                    0,
-                    out,
-                );
-                if storage {
-                    let n = overwrite(records, &mut regs_reader[r], mine);
-                    records.retain(mine, n);
+                let (off, size, loc) = (off as usize, size as usize, u64::from(off));
+                if off < GPR_BYTES {
+                    inst.read(gprs, gpr_splits, off, size, Through::Register, loc, storage);
+                } else {
+                    let off = off - GPR_BYTES;
+                    inst.read(vecs, vec_splits, off, size, Through::Register, loc, storage);
                 }
             }
         }
         for a in insn.mem.iter().filter(|a| a.kind == AccessKind::Read) {
             for (pn, off, len) in page_spans(a.addr, a.size) {
                 let page = pages.page(pn);
-                report_slots(
-                    records,
-                    seen,
-                    &page.writer[off..off + len],
-                    DepKind::Flow,
-                    Through::Memory,
-                    me,
-                    coords,
-                    a.addr,
-                    0,
-                    out,
-                );
-                if storage {
-                    let n = overwrite(records, &mut page.reader[off..off + len], mine);
-                    records.retain(mine, n);
-                }
+                inst.read(page, mem_splits, off, len, Through::Memory, a.addr, storage);
             }
         }
 
@@ -706,71 +789,20 @@ impl DepTracker {
         for a in insn.mem.iter().filter(|a| a.kind == AccessKind::Write) {
             for (pn, off, len) in page_spans(a.addr, a.size) {
                 let page = pages.page(pn);
-                let r = off..off + len;
-                report_and_overwrite(
-                    records,
-                    seen,
-                    &mut page.reader[r.clone()],
-                    DepKind::Anti,
-                    Through::Memory,
-                    me,
-                    coords,
-                    a.addr,
-                    mine,
-                    storage,
-                    0,
-                    out,
-                );
-                let n = report_and_overwrite(
-                    records,
-                    seen,
-                    &mut page.writer[r],
-                    DepKind::Output,
-                    Through::Memory,
-                    me,
-                    coords,
-                    a.addr,
-                    mine,
-                    storage,
-                    mine,
-                    out,
-                );
-                records.retain(mine, n);
+                inst.write(page, mem_splits, off, len, Through::Memory, a.addr, storage);
             }
         }
+        let report = storage && opts.registers;
         for &(off, size) in &uses.writes {
-            let r = off as usize..off as usize + size as usize;
-            let report = storage && opts.registers;
-            report_and_overwrite(
-                records,
-                seen,
-                &mut regs_reader[r.clone()],
-                DepKind::Anti,
-                Through::Register,
-                me,
-                coords,
-                off as u64,
-                mine,
-                report,
-                0,
-                out,
-            );
-            let n = report_and_overwrite(
-                records,
-                seen,
-                &mut regs_writer[r],
-                DepKind::Output,
-                Through::Register,
-                me,
-                coords,
-                off as u64,
-                mine,
-                report,
-                mine,
-                out,
-            );
-            records.retain(mine, n);
+            let (off, size, loc) = (off as usize, size as usize, u64::from(off));
+            if off < GPR_BYTES {
+                inst.write(gprs, gpr_splits, off, size, Through::Register, loc, report);
+            } else {
+                let off = off - GPR_BYTES;
+                inst.write(vecs, vec_splits, off, size, Through::Register, loc, report);
+            }
         }
+        let records = inst.records;
         records.release(mine, 1);
 
         // Register values, for the arguments of natively-run library calls.
@@ -808,10 +840,7 @@ impl Pages {
                 let next = self.pages.len() as u32;
                 let i = *self.index.entry(pn).or_insert(next);
                 if i == next {
-                    self.pages.push(Box::new(ShadowPage {
-                        writer: [0; PAGE],
-                        reader: [0; PAGE],
-                    }));
+                    self.pages.push(Box::new(ShadowPage::new()));
                 }
                 self.last = Some((pn, i));
                 i

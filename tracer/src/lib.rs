@@ -11,6 +11,7 @@ pub mod deps;
 pub mod havlak;
 pub mod naming;
 pub mod schedule;
+mod shadow;
 pub mod structure;
 pub mod walk;
 
