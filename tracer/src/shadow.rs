@@ -160,7 +160,7 @@ pub(crate) fn overwrite<const G: usize>(
 ) -> u32 {
     debug_assert!(h & SPLIT == 0, "record handles stay below 2^31");
     // Fast path: one or two whole granules, not split.
-    if off % G == 0 && (len == G || len == 2 * G) {
+    if off.is_multiple_of(G) && (len == G || len == 2 * G) {
         let g = off / G;
         let n = len / G;
         let s0 = slots[g];
