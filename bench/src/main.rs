@@ -261,7 +261,7 @@ fn structure_vs_length(exe: &Path, runs: &[&str]) -> Result<()> {
 
 /// Nanoseconds per instruction of the dependence tracker alone: the second replay's events and
 /// iteration vectors are captured first, then fed to a fresh [`tracer::DepTracker`] (best of
-/// three), so that neither decoding the recording nor scheduling is counted.
+/// five: this machine's speed varies by half from second to second), so that neither decoding the recording nor scheduling is counted.
 fn deps_alone(
     recording: &ptrace_runner::record::Recording,
     structure: &tracer::Structure,
@@ -307,7 +307,7 @@ fn deps_alone(
         .filter(|i| matches!(i, Item::Step { .. }))
         .count();
     let mut best = Duration::MAX;
-    for _ in 0..3 {
+    for _ in 0..5 {
         let mut deps = 0u64;
         let mut tracker = tracer::DepTracker::new(tracer::DepOptions::default());
         let t0 = Instant::now();

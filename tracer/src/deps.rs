@@ -20,7 +20,6 @@ use iced_x86::{
     OpKind, Register,
 };
 use ptrace_runner::{AccessKind, Event, Syscall};
-use smallvec::SmallVec;
 use std::collections::HashMap;
 
 /// A statement: an instruction in a context of the schedule tree.
@@ -169,13 +168,13 @@ const REG_BYTES: usize = GPR_BYTES + 32 * 32;
 /// What the dependence stage needs of an instruction, decoded once per address.
 #[derive(Clone, Debug, Default)]
 struct RegUse {
-    /// (offset, size) of register bytes read.
-    reads: SmallVec<[(u16, u8); 4]>,
+    /// (offset, size) of register bytes read. (Plain vectors: read on every instruction,
+    /// built once per address.)
+    reads: Vec<(u16, u8)>,
     /// (offset, size) of register bytes written.
-    writes: SmallVec<[(u16, u8); 4]>,
+    writes: Vec<(u16, u8)>,
 }
 
-/// The shadow of one byte range: memory page or register file.
 fn reg_span(reg: Register, write: bool, vex: bool) -> Option<(u16, u8)> {
     if reg.is_gpr() {
         let full = reg.full_register();
@@ -392,8 +391,27 @@ struct Instance<'t, F> {
 }
 
 impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
-    /// Reports dependences on the distinct handles of bytes `off..off + len` of `slots`
-    /// (once per instance each), except on this instance itself.
+    /// Reports a dependence of `kind` on the record `h`, unless it is nobody, this instance,
+    /// or already reported by this instance.
+    #[inline(always)]
+    fn report_one(&mut self, h: Handle, kind: DepKind, through: Through, location: u64) {
+        let bit = 1 << (kind as u32 * 2 + through as u32);
+        if h == 0 || h == self.mine || !self.records.first_report(h, bit) {
+            return;
+        }
+        let p = &self.records.recs[h as usize];
+        (self.out)(&Dep {
+            kind,
+            through,
+            producer: p.stmt,
+            consumer: self.me,
+            producer_coords: p.coords.get(),
+            consumer_coords: self.coords,
+            location,
+        });
+    }
+
+    /// Reports dependences on the handles of bytes `off..off + len` of `slots`.
     #[allow(clippy::too_many_arguments)]
     #[inline]
     fn report<const G: usize>(
@@ -405,29 +423,26 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
         through: Through,
         location: u64,
     ) {
-        let Instance {
-            records,
-            me,
-            coords,
-            mine,
-            out,
-        } = self;
         shadow::for_each(slots, splits, off, len, |h| {
-            let bit = 1 << (kind as u32 * 2 + through as u32);
-            if h == 0 || h == *mine || !records.first_report(h, bit) {
-                return;
-            }
-            let p = &records.recs[h as usize];
-            out(&Dep {
-                kind,
-                through,
-                producer: p.stmt,
-                consumer: *me,
-                producer_coords: p.coords.get(),
-                consumer_coords: coords,
-                location,
-            });
+            self.report_one(h, kind, through, location)
         });
+    }
+
+    /// The granules `g..g + n` when bytes `off..off + len` are one or two whole granules,
+    /// split in neither the writer nor the reader shadow: the common case, done without the
+    /// general per-byte walk.
+    #[inline(always)]
+    fn whole<const G: usize, const N: usize>(
+        sh: &Shadow<G, N>,
+        off: usize,
+        len: usize,
+    ) -> Option<std::ops::Range<usize>> {
+        if !off.is_multiple_of(G) || !(len == G || len == 2 * G) {
+            return None;
+        }
+        let (g, last) = (off / G, (off + len) / G - 1);
+        let any = sh.writer[g] | sh.reader[g] | sh.writer[last] | sh.reader[last];
+        (any & shadow::SPLIT == 0).then_some(g..last + 1)
     }
 
     /// A read of bytes `off..off + len`: flow dependences on their writers; with `readers`,
@@ -444,6 +459,19 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
         location: u64,
         readers: bool,
     ) {
+        if let Some(gs) = Self::whole(sh, off, len) {
+            for g in gs {
+                let w = sh.writer[g];
+                self.report_one(w, DepKind::Flow, through, location);
+                let r = sh.reader[g];
+                if readers && r != self.mine {
+                    sh.reader[g] = self.mine;
+                    self.records.release(r, G as u32);
+                    self.records.retain(self.mine, G as u32);
+                }
+            }
+            return;
+        }
         let span = (off, len);
         self.report(&sh.writer, splits, span, DepKind::Flow, through, location);
         if readers {
@@ -467,6 +495,22 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
         location: u64,
         report: bool,
     ) {
+        if let Some(gs) = Self::whole(sh, off, len) {
+            for g in gs {
+                let (r, w) = (sh.reader[g], sh.writer[g]);
+                if report {
+                    self.report_one(r, DepKind::Anti, through, location);
+                    self.report_one(w, DepKind::Output, through, location);
+                }
+                sh.reader[g] = 0;
+                sh.writer[g] = self.mine;
+                // `mine` keeps a reference of its own during the step: never freed here.
+                self.records.retain(self.mine, G as u32);
+                self.records.release(r, G as u32);
+                self.records.release(w, G as u32);
+            }
+            return;
+        }
         let span = (off, len);
         if report {
             self.report(&sh.reader, splits, span, DepKind::Anti, through, location);

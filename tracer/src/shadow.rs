@@ -13,7 +13,7 @@
 use crate::deps::Handle;
 
 /// Set in a slot that indexes the split table instead of holding a handle.
-const SPLIT: u32 = 1 << 31;
+pub(crate) const SPLIT: u32 = 1 << 31;
 
 /// Per-byte handles of split granules.
 pub(crate) struct Splits<const G: usize> {
