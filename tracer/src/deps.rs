@@ -8,10 +8,13 @@
 //! and its coordinates. Records are reference-counted by the bytes that point to them, so memory
 //! follows the data the program keeps live, not the length of the trace.
 //!
-//! Shadow memory is a two-level table (page number → page), allocated per 4 KiB page touched:
-//! 8 bytes of shadow per byte of traced memory (a 4-byte writer handle and a 4-byte reader
-//! handle). Only the last reader since the last write is kept, which bounds the work per access;
-//! anti dependences from earlier readers of the same bytes are not reported.
+//! Shadow memory is a two-level table (page number → page), allocated per 4 KiB page touched,
+//! holding a writer and a reader handle per 4-byte granule: 2 bytes of shadow per byte of traced
+//! memory. A granule whose bytes differ is split into per-byte handles (see [`shadow`]), so
+//! dependences stay byte-precise while the common access touches one or two slots. Registers
+//! are shadowed the same way, one granule per general-purpose register and two per ymm
+//! register. Only the last reader since the last write is kept, which bounds the work per
+//! access; anti dependences from earlier readers of the same bytes are not reported.
 
 use crate::schedule::{NodeId, Step};
 use crate::shadow::{self, Splits};
