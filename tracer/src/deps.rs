@@ -10,7 +10,7 @@
 //!
 //! Shadow memory is a two-level table (page number → page), allocated per 4 KiB page touched,
 //! holding a writer and a reader handle per 4-byte granule: 2 bytes of shadow per byte of traced
-//! memory. A granule whose bytes differ is split into per-byte handles (see [`shadow`]), so
+//! memory. A granule whose bytes differ is split into per-byte handles (module `shadow`), so
 //! dependences stay byte-precise while the common access touches one or two slots. Registers
 //! are shadowed the same way, one granule per general-purpose register and two per ymm
 //! register. Only the last reader since the last write is kept, which bounds the work per
