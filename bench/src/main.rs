@@ -182,19 +182,17 @@ fn structure_vs_length(exe: &Path, runs: &[&str]) -> Result<()> {
         let summary = engine.run(&mut rec)?;
         let recording = rec.finish()?;
         let entries = tracer::function_entries(&elf, summary.load_bias);
-        // Best of three runs each: the difference is the dependence stage's own cost.
+        // Best of five runs each, interleaved so that a slow spell of the machine hits both:
+        // the difference is the dependence stage's own cost.
         let mut dt = Duration::MAX;
         let mut analysis = None;
-        for _ in 0..3 {
-            let t0 = Instant::now();
-            analysis = Some(tracer::analyze(&recording, &entries, |_| {})?);
-            dt = dt.min(t0.elapsed());
-        }
-        let analysis = analysis.context("no analysis ran")?;
         let mut with_deps = Duration::MAX;
         let mut deps = 0u64;
         let mut tracker = None;
-        for _ in 0..3 {
+        for _ in 0..5 {
+            let t0 = Instant::now();
+            analysis = Some(tracer::analyze(&recording, &entries, |_| {})?);
+            dt = dt.min(t0.elapsed());
             deps = 0;
             let t1 = Instant::now();
             let (_, t) = tracer::analyze_with_deps(
@@ -207,6 +205,7 @@ fn structure_vs_length(exe: &Path, runs: &[&str]) -> Result<()> {
             with_deps = with_deps.min(t1.elapsed());
             tracker = Some(t);
         }
+        let analysis = analysis.context("no analysis ran")?;
         let tracker = tracker.context("no dependence run")?;
         let dep_ns = (with_deps.as_nanos() as f64 - dt.as_nanos() as f64)
             / summary.instructions.max(1) as f64;

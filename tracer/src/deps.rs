@@ -1046,7 +1046,12 @@ mod tests {
                 coords: &coords,
             };
             tracker.step(&step, &mut |d| {
-                got.insert((d.kind, d.through, d.producer_coords[0], d.consumer_coords[0]));
+                got.insert((
+                    d.kind,
+                    d.through,
+                    d.producer_coords[0],
+                    d.consumer_coords[0],
+                ));
             });
             assert_eq!(got, expected, "instance {me}");
             kinds.extend(got.iter().map(|d| (d.0, d.1)));
