@@ -123,10 +123,41 @@ struct DepStream {
 
 type DepKey = (Stmt, Stmt, DepKind, Through);
 
+/// Streams by key, looked up several times per traced instruction. The folders live apart from
+/// the index so that the index stays small enough for the cache (a folder is hundreds of
+/// bytes; inline in the table, every probe would touch a new cache line).
+struct Streams<K, V> {
+    index: HashMap<K, u32>,
+    items: Vec<(K, V)>,
+}
+
+impl<K: std::hash::Hash + Eq + Copy, V> Streams<K, V> {
+    fn new() -> Self {
+        Streams {
+            index: HashMap::default(),
+            items: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn get_or_insert_with(&mut self, k: K, new: impl FnOnce() -> V) -> &mut V {
+        let items = &mut self.items;
+        let i = *self.index.entry(k).or_insert_with(|| {
+            items.push((k, new()));
+            (items.len() - 1) as u32
+        });
+        &mut self.items[i as usize].1
+    }
+
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+}
+
 struct Collect<'o> {
     opts: &'o FoldOptions,
-    insns: HashMap<(NodeId, u64), InsnStream>,
-    deps: HashMap<DepKey, DepStream>,
+    insns: Streams<(NodeId, u64), InsnStream>,
+    deps: Streams<DepKey, DepStream>,
     clock: u64,
     point: Vec<i64>,
     label: Vec<i64>,
@@ -143,7 +174,7 @@ impl Collect<'_> {
         let clock = self.clock;
         self.clock += 1;
         let opts = self.opts;
-        let st = self.insns.entry((s.context, insn.pc)).or_insert_with(|| {
+        let st = self.insns.get_or_insert_with((s.context, insn.pc), || {
             let naddr = insn.mem.len();
             let nval = insn.regs.len();
             InsnStream {
@@ -183,16 +214,14 @@ impl Collect<'_> {
 
     fn dep(&mut self, d: &tracer::Dep<'_>) {
         let opts = self.opts;
-        let st = self
-            .deps
-            .entry((d.consumer, d.producer, d.kind, d.through))
-            .or_insert_with(|| DepStream {
-                folder: StreamFolder::new(d.consumer_coords.len(), d.producer_coords.len(), opts),
-                last: Vec::new(),
-                multi: false,
-                location: d.location,
-                fixed: true,
-            });
+        let key = (d.consumer, d.producer, d.kind, d.through);
+        let st = self.deps.get_or_insert_with(key, || DepStream {
+            folder: StreamFolder::new(d.consumer_coords.len(), d.producer_coords.len(), opts),
+            last: Vec::new(),
+            multi: false,
+            location: d.location,
+            fixed: true,
+        });
         st.fixed &= st.location == d.location;
         if !st.last.is_empty() && !lex_gt(d.consumer_coords, &st.last) {
             st.multi = true;
@@ -427,8 +456,8 @@ pub fn profile(
     let structure = builder.finish();
     let mut c = Collect {
         opts: &opts.fold,
-        insns: HashMap::default(),
-        deps: HashMap::default(),
+        insns: Streams::new(),
+        deps: Streams::new(),
         clock: 0,
         point: Vec::new(),
         label: Vec::new(),
@@ -446,6 +475,7 @@ pub fn profile(
     let folded = Folded2 {
         insns: c
             .insns
+            .items
             .into_iter()
             .map(|(k, s)| {
                 let meta = InsnStream2 {
@@ -463,6 +493,7 @@ pub fn profile(
             .collect(),
         deps: c
             .deps
+            .items
             .into_iter()
             .map(|(k, s)| {
                 let (multi, location, fixed) = (s.multi, s.location, s.fixed);
