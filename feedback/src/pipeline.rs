@@ -108,6 +108,9 @@ struct InsnStream {
     sizes: Vec<u32>,
     writes: Vec<bool>,
     last: Vec<u64>,
+    /// The dependence streams this statement consumes: (producer, kind, through, index in
+    /// `Collect::deps`). A handful each, searched before the hash index.
+    consumes: Vec<(Stmt, DepKind, Through, u32)>,
 }
 
 struct DepStream {
@@ -140,13 +143,12 @@ impl<K: std::hash::Hash + Eq + Copy, V> Streams<K, V> {
     }
 
     #[inline]
-    fn get_or_insert_with(&mut self, k: K, new: impl FnOnce() -> V) -> &mut V {
+    fn index_of(&mut self, k: K, new: impl FnOnce() -> V) -> u32 {
         let items = &mut self.items;
-        let i = *self.index.entry(k).or_insert_with(|| {
+        *self.index.entry(k).or_insert_with(|| {
             items.push((k, new()));
             (items.len() - 1) as u32
-        });
-        &mut self.items[i as usize].1
+        })
     }
 
     fn len(&self) -> usize {
@@ -158,6 +160,9 @@ struct Collect<'o> {
     opts: &'o FoldOptions,
     insns: Streams<(NodeId, u64), InsnStream>,
     deps: Streams<DepKey, DepStream>,
+    /// The statement of the instruction being processed and its index in `insns` (its
+    /// dependences follow it).
+    current: Option<(Stmt, u32)>,
     clock: u64,
     point: Vec<i64>,
     label: Vec<i64>,
@@ -174,7 +179,7 @@ impl Collect<'_> {
         let clock = self.clock;
         self.clock += 1;
         let opts = self.opts;
-        let st = self.insns.get_or_insert_with((s.context, insn.pc), || {
+        let i = self.insns.index_of((s.context, insn.pc), || {
             let naddr = insn.mem.len();
             let nval = insn.regs.len();
             InsnStream {
@@ -190,8 +195,15 @@ impl Collect<'_> {
                     .map(|m| m.kind == AccessKind::Write)
                     .collect(),
                 last: Vec::new(),
+                consumes: Vec::new(),
             }
         });
+        let me = Stmt {
+            context: s.context,
+            pc: insn.pc,
+        };
+        self.current = Some((me, i));
+        let st = &mut self.insns.items[i as usize].1;
         st.latest = clock;
         if !st.last.is_empty() && !lex_gt(s.coords, &st.last) {
             return;
@@ -214,14 +226,32 @@ impl Collect<'_> {
 
     fn dep(&mut self, d: &tracer::Dep<'_>) {
         let opts = self.opts;
-        let key = (d.consumer, d.producer, d.kind, d.through);
-        let st = self.deps.get_or_insert_with(key, || DepStream {
+        let new = || DepStream {
             folder: StreamFolder::new(d.consumer_coords.len(), d.producer_coords.len(), opts),
             last: Vec::new(),
             multi: false,
             location: d.location,
             fixed: true,
-        });
+        };
+        let key = (d.consumer, d.producer, d.kind, d.through);
+        let i = match self.current {
+            Some((me, cur)) if me == d.consumer => {
+                let consumes = &mut self.insns.items[cur as usize].1.consumes;
+                let known = consumes
+                    .iter()
+                    .find(|c| (c.0, c.1, c.2) == (d.producer, d.kind, d.through));
+                match known {
+                    Some(c) => c.3,
+                    None => {
+                        let i = self.deps.index_of(key, new);
+                        consumes.push((d.producer, d.kind, d.through, i));
+                        i
+                    }
+                }
+            }
+            _ => self.deps.index_of(key, new),
+        };
+        let st = &mut self.deps.items[i as usize].1;
         st.fixed &= st.location == d.location;
         if !st.last.is_empty() && !lex_gt(d.consumer_coords, &st.last) {
             st.multi = true;
@@ -458,6 +488,7 @@ pub fn profile(
         opts: &opts.fold,
         insns: Streams::new(),
         deps: Streams::new(),
+        current: None,
         clock: 0,
         point: Vec::new(),
         label: Vec::new(),
