@@ -94,7 +94,7 @@ fn negative_up_to(n: usize, lvl: usize, params: &str) -> String {
 
 struct Ctx<'a> {
     region: &'a Region,
-    isl: Context,
+    isl: &'a Context,
     params: Parameterizer,
     /// Per dependence: its rewritten relation, source → sink.
     deps: Vec<String>,
@@ -104,6 +104,32 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     fn prefix(&self) -> String {
         self.params.prefix()
+    }
+
+    /// Restricts every over-approximated dependence of a statement on itself to the pairs
+    /// whose producer instance runs before its consumer. A real dependence always does; a hull
+    /// or box around irregular pairs may also hold backward or identical pairs, and one of
+    /// those is enough for isl to find no schedule at all ("unable to carry dependences").
+    /// Exact relations, and relations between two statements (whose restriction multiplies
+    /// the pieces isl has to schedule), stay as they are.
+    fn keep_forward(&mut self) -> Result<(), Error> {
+        let identity = |s: &Statement| (0..s.loops.len()).collect::<Vec<usize>>();
+        let original = union_map(
+            self.isl,
+            &schedule_text(self.region, &identity, &self.params),
+        )?;
+        for (i, d) in self.region.dependences.iter().enumerate() {
+            if d.exact || d.source != d.sink || self.deps[i].is_empty() {
+                continue;
+            }
+            let text = self.params.declare(&format!("{{ {} }}", self.deps[i]));
+            let reversed = |m: UnionMap| m.reverse().map_err(islx::isl("reversing"));
+            let m = reversed(union_map(self.isl, &text)?)?;
+            let kept = reversed(islx::forward(m, &original)?)?;
+            let text = kept.to_str().map_err(islx::isl("printing a map"))?;
+            self.deps[i] = strip_braces(text);
+        }
+        Ok(())
     }
 
     /// Source → sink maps of the dependences `which`, as one union map.
@@ -117,7 +143,7 @@ impl Ctx<'_> {
             return Ok(None);
         }
         let text = self.params.declare(&format!("{{ {} }}", pieces.join("; ")));
-        let m = union_map(&self.isl, &text)?;
+        let m = union_map(self.isl, &text)?;
         Ok(Some(
             m.reverse().map_err(islx::isl("reversing dependences"))?,
         ))
@@ -147,8 +173,8 @@ impl Ctx<'_> {
         theta: &str,
         rel: &str,
     ) -> Result<Option<usize>, Error> {
-        let rel = union_map(&self.isl, rel)?;
-        let theta = union_map(&self.isl, theta)?;
+        let rel = union_map(self.isl, rel)?;
+        let theta = union_map(self.isl, theta)?;
         let related = |deps: &[usize]| -> Result<bool, Error> {
             let Some(d) = self.deps_map(deps)? else {
                 return Ok(false);
@@ -177,7 +203,7 @@ impl Ctx<'_> {
 
     /// Checks a schedule against every flow dependence: the first violated one, if any.
     fn check(&self, theta: &str) -> Result<Option<usize>, Error> {
-        let theta_m = union_map(&self.isl, theta)?;
+        let theta_m = union_map(self.isl, theta)?;
         let violated = |deps: &[usize]| -> Result<bool, Error> {
             match self.deps_map(deps)? {
                 Some(d) => Ok(!empty(&violations(&d, &theta_m)?)?),
@@ -241,6 +267,11 @@ impl Timing {
 
 /// Analyses one region.
 pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error> {
+    let isl = islx::context(opts.isl_max_operations);
+    islx::within_budget(&isl, analyze_in(region, opts, &isl))
+}
+
+fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback, Error> {
     let mut timing = Timing::new();
     let coarse = crate::coarsen::coarsen(region);
     let region = &coarse;
@@ -262,20 +293,21 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
         .iter()
         .map(|d| strip_braces(&params.rewrite(&d.relation)))
         .collect();
-    let cx = Ctx {
+    let mut cx = Ctx {
         region,
-        isl: Context::alloc(),
+        isl,
         params,
         deps,
         n: sched_len(region),
     };
+    cx.keep_forward()?;
     let domain = cx.params.declare(&format!("{{ {} }}", domains.join("; ")));
     let all: Vec<usize> = (0..region.dependences.len()).collect();
     let validity = match cx.deps_map(&all)? {
         Some(m) => m,
-        None => union_map(&cx.isl, &cx.params.declare("{ }"))?,
+        None => union_map(cx.isl, &cx.params.declare("{ }"))?,
     };
-    let (sched_text, tree) = islx::schedule(&cx.isl, &domain, &validity, &cx.params.context())?;
+    let (sched_text, tree) = islx::schedule(cx.isl, &domain, &validity, &cx.params.context())?;
     timing.mark("schedule");
 
     fb.schedule = sched_text;
@@ -411,7 +443,7 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
                     });
                     // The storage the interchange needs (DeLICM): expansion or mapping.
                     let (mut sugs, needs) =
-                        crate::storage::for_interchange(region, b, &theta, &cx.params)?;
+                        crate::storage::for_interchange(region, b, &theta, &cx.params, opts)?;
                     if let (Some(needs), Some(ic)) = (needs, fb.suggestions.last_mut()) {
                         ic.text = format!("{} Legal after {needs}.", ic.text);
                     }
@@ -453,6 +485,7 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
             &theta_order,
             &carried_at(cx.n, lvl, &prefix),
             &cx.params,
+            opts,
         )?;
         fb.suggestions.push(Suggestion {
             kind: "parallelize".into(),

@@ -10,15 +10,61 @@ use isl_rs::{
 use std::collections::BTreeMap;
 
 pub(crate) fn isl(what: &str) -> impl FnOnce(LibISLError) -> Error + '_ {
-    move |e| Error::Isl(format!("{what}: {e:?}"))
+    move |e| {
+        let text = e.to_string();
+        // The error kind is only visible through the message (`[Quota] ...`).
+        if text.starts_with("[Quota]") {
+            Error::TooComplex
+        } else {
+            Error::Isl(format!("{what}: {text}"))
+        }
+    }
+}
+
+/// Whether `ctx` has used up its operation budget: then every operation fails, and isl may
+/// have reported the failure under another name (a parser says "syntax error").
+fn over_budget(ctx: &Context) -> bool {
+    Set::read_from_str(ctx, "{ [i] : 0 <= i <= 1 }")
+        .and_then(|s| s.is_empty())
+        .is_err()
+}
+
+/// `result`, with any error replaced by [`Error::TooComplex`] when `ctx` ran out of budget.
+pub(crate) fn within_budget<T>(ctx: &Context, result: Result<T, Error>) -> Result<T, Error> {
+    match result {
+        Err(_) if over_budget(ctx) => Err(Error::TooComplex),
+        r => r,
+    }
+}
+
+/// An isl context that gives up after `max_operations`, and returns its errors as values (they
+/// become a region's `why_not`) instead of printing them.
+pub(crate) fn context(max_operations: u64) -> Context {
+    let ctx = Context::alloc();
+    ctx.set_max_operations(max_operations);
+    // Setting an option on a fresh context cannot fail.
+    let _ = isl_rs::Options::set_on_error(&ctx, 1);
+    ctx
+}
+
+/// The start of an isl string for an error message: whole relations of real programs run to
+/// tens of kilobytes, which would bury the message.
+fn excerpt(text: &str) -> String {
+    const MAX: usize = 160;
+    match text.char_indices().nth(MAX) {
+        Some((end, _)) => format!("`{} ...` ({} characters)", &text[..end], text.len()),
+        None => format!("`{text}`"),
+    }
 }
 
 pub(crate) fn union_set(ctx: &Context, text: &str) -> Result<UnionSet, Error> {
-    UnionSet::read_from_str(ctx, text).map_err(isl(&format!("reading the set {text}")))
+    UnionSet::read_from_str(ctx, text)
+        .map_err(|e| isl(&format!("reading the set {}", excerpt(text)))(e))
 }
 
 pub(crate) fn union_map(ctx: &Context, text: &str) -> Result<UnionMap, Error> {
-    UnionMap::read_from_str(ctx, text).map_err(isl(&format!("reading the map {text}")))
+    UnionMap::read_from_str(ctx, text)
+        .map_err(|e| isl(&format!("reading the map {}", excerpt(text)))(e))
 }
 
 /// A band member of the computed schedule.
@@ -172,6 +218,18 @@ pub(crate) fn schedule(
     let root = s.get_root().map_err(isl("reading the schedule"))?;
     let tree = read_tree(&root)?;
     Ok((text, tree))
+}
+
+/// The pairs of `deps` (source → sink) that `schedule` orders source-first: all of them for
+/// exact dependences (a producer always ran before its consumer); an over-approximation may
+/// also hold backward or self pairs, which no schedule can satisfy and which this removes.
+pub(crate) fn forward(deps: UnionMap, schedule: &UnionMap) -> Result<UnionMap, Error> {
+    let copy = |m: &UnionMap| m.copy().map_err(isl("copying a map"));
+    let ordered = copy(schedule)?
+        .lex_lt_union_map(copy(schedule)?)
+        .map_err(isl("ordering by the schedule"))?;
+    deps.intersect(ordered)
+        .map_err(isl("keeping forward dependences"))
 }
 
 /// Dependences (source → sink) that `schedule` does not order source-first.

@@ -22,6 +22,12 @@ pub enum Error {
     /// isl rejected an input or failed (the message names the operation).
     #[error("isl failed while {0}")]
     Isl(String),
+    /// isl used up its operation budget ([`Options::isl_max_operations`]).
+    #[error(
+        "the region is too large for the polyhedral scheduler: isl stopped after its budget of \
+         operations (raise it with --isl-max-operations)"
+    )]
+    TooComplex,
 }
 
 /// Options, with documented defaults.
@@ -38,6 +44,11 @@ pub struct Options {
     /// Share of the region's operations above which an outermost loop is a component.
     /// Default: 5%.
     pub component_share: f64,
+    /// Budget of isl operations per region and per storage question, after which the region
+    /// is reported without suggestions rather than scheduled for minutes. Default: 2,000,000
+    /// (matrix multiply takes about 150,000, in milliseconds; the relations of a region of
+    /// `/bin/ls` use the budget up in about 15 seconds).
+    pub isl_max_operations: u64,
 }
 
 impl Default for Options {
@@ -47,6 +58,7 @@ impl Default for Options {
             param_spread: 20,
             tile_size: 32,
             component_share: 5.0,
+            isl_max_operations: 2_000_000,
         }
     }
 }

@@ -48,8 +48,11 @@ impl Parameterizer {
                 }
                 let next_ident = i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_');
                 let lit: String = chars[start..i].iter().collect();
+                // A modulus or divisor must stay a constant for isl (`mod 1024`, `/1024`).
+                let before = out.trim_end();
+                let divisor = before.ends_with("mod") || before.ends_with('/');
                 match lit.parse::<i64>() {
-                    Ok(x) if !next_ident && x >= self.threshold => {
+                    Ok(x) if !next_ident && !divisor && x >= self.threshold => {
                         let (k, d) = self.param_for(x);
                         match d {
                             0 => out.push_str(&format!("P{k}")),
@@ -127,5 +130,16 @@ mod tests {
         let s = "{ S0[i] : 0 <= i <= 15 and 128i >= 0 }";
         assert_eq!(p.rewrite(s), s);
         assert_eq!(p.prefix(), "");
+    }
+
+    /// isl takes only constant moduli and divisors: a parameter there is a syntax error.
+    #[test]
+    fn moduli_and_divisors_stay() {
+        let mut p = Parameterizer::new(64, 20);
+        let s = "{ S0[i] : 100 <= i <= 900 and (i - 100) mod 100 = 0 and floor((i)/128) >= 1 }";
+        assert_eq!(
+            p.rewrite(s),
+            "{ S0[i] : P0 <= i <= P1 and (i - P0) mod 100 = 0 and floor((i)/128) >= 1 }"
+        );
     }
 }

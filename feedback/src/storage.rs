@@ -10,9 +10,9 @@
 
 use crate::affine::{parse_schedule_map, strip_braces};
 use crate::input::{Region, Statement, Storage};
-use crate::islx::{empty, union_map, violations};
+use crate::islx::{self, empty, union_map, violations};
 use crate::params::Parameterizer;
-use crate::{Error, Suggestion};
+use crate::{Error, Options, Suggestion};
 use isl_rs::Context;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -88,99 +88,104 @@ pub(crate) fn for_interchange(
     moved: usize,
     theta: &str,
     params: &Parameterizer,
+    opts: &Options,
 ) -> Result<(Vec<Suggestion>, Option<String>), Error> {
-    let isl = Context::alloc();
-    let mut p = params.clone();
-    let broken = broken(&isl, &mut p, region, &["anti", "output"], theta)?;
-    let mut by_storage: BTreeMap<&Storage, Vec<usize>> = BTreeMap::new();
-    for i in broken {
-        let s = &region.storage[i].storage;
-        // A temporary whose values never leave their iteration is renamed freely; only values
-        // living across iterations (an accumulator) need storage of their own.
-        if s.is_scalar() && crosses_iterations(region, s) {
-            by_storage.entry(s).or_default().push(i);
+    let isl = islx::context(opts.isl_max_operations);
+    // Any failure after the budget ran out is the budget's.
+    let result = (|| {
+        let mut p = params.clone();
+        let broken = broken(&isl, &mut p, region, &["anti", "output"], theta)?;
+        let mut by_storage: BTreeMap<&Storage, Vec<usize>> = BTreeMap::new();
+        for i in broken {
+            let s = &region.storage[i].storage;
+            // A temporary whose values never leave their iteration is renamed freely; only values
+            // living across iterations (an accumulator) need storage of their own.
+            if s.is_scalar() && crosses_iterations(region, s) {
+                by_storage.entry(s).or_default().push(i);
+            }
         }
-    }
-    let loop_label = |l: usize| format!("{} ({})", region.loops[l].label, region.loops[l].id);
-    let mut sugs = Vec::new();
-    let mut needs = Vec::new();
-    for (storage, deps) in by_storage {
-        // Name it by where its carried value is produced (the accumulation), else by the
-        // writes the new order would reorder.
-        let carried_writers: BTreeSet<&str> = region
-            .storage
-            .iter()
-            .filter(|d| d.kind == "flow" && &d.storage == storage && d.source == d.sink)
-            .map(|d| d.source.as_str())
-            .collect();
-        let writers: BTreeSet<&str> = if carried_writers.is_empty() {
-            deps.iter()
-                .map(|&i| region.storage[i].source.as_str())
-                .collect()
-        } else {
-            carried_writers
-        };
-        let at = writers
-            .iter()
-            .map(|w| line_of(region, w))
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect::<Vec<_>>()
-            .join(", ");
-        // DeLICM: a store that saves this scalar into an array element varying along the moved
-        // loop gives the scalar a home whose element is dead until that store.
-        let home = region
-            .storage
-            .iter()
-            .filter(|d| d.kind == "flow" && &d.storage == storage)
-            .filter_map(|d| stmt(region, &d.sink))
-            .find_map(|t| {
-                let d = t.loops.iter().position(|&l| l == moved)?;
-                let a = t.accesses.iter().find(|a| {
-                    a.write && a.strides.get(d).copied().flatten().is_some_and(|s| s != 0)
-                })?;
-                Some((t, a.array.clone().unwrap_or_else(|| "the array".into())))
-            });
-        match home {
-            Some((t, array)) => {
-                let line = t.label.split(' ').next().unwrap_or("?");
-                sugs.push(Suggestion {
-                    kind: "map_scalar_to_array".into(),
-                    loops: vec![region.loops[moved].id.clone()],
-                    text: format!(
-                        "Keep {} (written at {at}) in the element of {array} that {line} stores it to: that element is dead until then, so the interchange needs no extra memory.",
+        let loop_label = |l: usize| format!("{} ({})", region.loops[l].label, region.loops[l].id);
+        let mut sugs = Vec::new();
+        let mut needs = Vec::new();
+        for (storage, deps) in by_storage {
+            // Name it by where its carried value is produced (the accumulation), else by the
+            // writes the new order would reorder.
+            let carried_writers: BTreeSet<&str> = region
+                .storage
+                .iter()
+                .filter(|d| d.kind == "flow" && &d.storage == storage && d.source == d.sink)
+                .map(|d| d.source.as_str())
+                .collect();
+            let writers: BTreeSet<&str> = if carried_writers.is_empty() {
+                deps.iter()
+                    .map(|&i| region.storage[i].source.as_str())
+                    .collect()
+            } else {
+                carried_writers
+            };
+            let at = writers
+                .iter()
+                .map(|w| line_of(region, w))
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect::<Vec<_>>()
+                .join(", ");
+            // DeLICM: a store that saves this scalar into an array element varying along the moved
+            // loop gives the scalar a home whose element is dead until that store.
+            let home = region
+                .storage
+                .iter()
+                .filter(|d| d.kind == "flow" && &d.storage == storage)
+                .filter_map(|d| stmt(region, &d.sink))
+                .find_map(|t| {
+                    let d = t.loops.iter().position(|&l| l == moved)?;
+                    let a = t.accesses.iter().find(|a| {
+                        a.write && a.strides.get(d).copied().flatten().is_some_and(|s| s != 0)
+                    })?;
+                    Some((t, a.array.clone().unwrap_or_else(|| "the array".into())))
+                });
+            match home {
+                Some((t, array)) => {
+                    let line = t.label.split(' ').next().unwrap_or("?");
+                    sugs.push(Suggestion {
+                        kind: "map_scalar_to_array".into(),
+                        loops: vec![region.loops[moved].id.clone()],
+                        text: format!(
+                            "Keep {} (written at {at}) in the element of {array} that {line} stores it to: that element is dead until then, so the interchange needs no extra memory.",
+                            storage.describe()
+                        ),
+                        sizes: Vec::new(),
+                    });
+                    needs.push(format!(
+                        "mapping {} onto {array} (line {line})",
                         storage.describe()
-                    ),
-                    sizes: Vec::new(),
-                });
-                needs.push(format!(
-                    "mapping {} onto {array} (line {line})",
-                    storage.describe()
-                ));
-            }
-            None => {
-                let n = region.trips.get(moved).copied().flatten();
-                sugs.push(Suggestion {
-                    kind: "expand_scalar".into(),
-                    loops: vec![region.loops[moved].id.clone()],
-                    text: format!(
-                        "Expand {} (written at {at}) into an array along loop {}{}: each of its iterations needs its own copy once the loops are interchanged.",
+                    ));
+                }
+                None => {
+                    let n = region.trips.get(moved).copied().flatten();
+                    sugs.push(Suggestion {
+                        kind: "expand_scalar".into(),
+                        loops: vec![region.loops[moved].id.clone()],
+                        text: format!(
+                            "Expand {} (written at {at}) into an array along loop {}{}: each of its iterations needs its own copy once the loops are interchanged.",
+                            storage.describe(),
+                            loop_label(moved),
+                            n.map_or(String::new(), |n| format!(" ({n} elements)"))
+                        ),
+                        sizes: n.map(|n| vec![u32::try_from(n).unwrap_or(u32::MAX)]).unwrap_or_default(),
+                    });
+                    needs.push(format!(
+                        "expanding {} (written at {at}) along {}",
                         storage.describe(),
-                        loop_label(moved),
-                        n.map_or(String::new(), |n| format!(" ({n} elements)"))
-                    ),
-                    sizes: n.map(|n| vec![u32::try_from(n).unwrap_or(u32::MAX)]).unwrap_or_default(),
-                });
-                needs.push(format!(
-                    "expanding {} (written at {at}) along {}",
-                    storage.describe(),
-                    region.loops[moved].label
-                ));
+                        region.loops[moved].label
+                    ));
+                }
             }
         }
-    }
-    let phrase = (!needs.is_empty()).then(|| needs.join(" and "));
-    Ok((sugs, phrase))
+        let phrase = (!needs.is_empty()).then(|| needs.join(" and "));
+        Ok((sugs, phrase))
+    })();
+    islx::within_budget(&isl, result)
 }
 
 /// Scalars in memory whose anti or output dependences are carried by the parallel loop at
@@ -192,65 +197,70 @@ pub(crate) fn for_parallel(
     theta: &str,
     carried: &str,
     params: &Parameterizer,
+    opts: &Options,
 ) -> Result<(Vec<Suggestion>, Option<String>), Error> {
-    let isl = Context::alloc();
-    let mut p = params.clone();
-    let theta_m = union_map(&isl, theta)?;
-    let carried_m = union_map(&isl, carried)?;
-    let mut names: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for d in &region.storage {
-        // Registers are private to each thread already; scalars in memory are shared.
-        let Storage::Scalar { name, .. } = &d.storage else {
-            continue;
-        };
-        if d.kind == "flow" {
-            continue;
+    let isl = islx::context(opts.isl_max_operations);
+    // Any failure after the budget ran out is the budget's.
+    let result = (|| {
+        let mut p = params.clone();
+        let theta_m = union_map(&isl, theta)?;
+        let carried_m = union_map(&isl, carried)?;
+        let mut names: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for d in &region.storage {
+            // Registers are private to each thread already; scalars in memory are shared.
+            let Storage::Scalar { name, .. } = &d.storage else {
+                continue;
+            };
+            if d.kind == "flow" {
+                continue;
+            }
+            let body = strip_braces(&p.rewrite(&d.relation));
+            if body.is_empty() {
+                continue;
+            }
+            let m = union_map(&isl, &p.declare(&format!("{{ {body} }}")))?
+                .reverse()
+                .map_err(crate::islx::isl("reversing a dependence"))?;
+            let copy = |m: &isl_rs::UnionMap| m.copy().map_err(crate::islx::isl("copying"));
+            let in_sched = m
+                .apply_domain(copy(&theta_m)?)
+                .and_then(|x| x.apply_range(theta_m.copy()?))
+                .map_err(crate::islx::isl("mapping to the schedule"))?;
+            let hit = in_sched
+                .intersect(copy(&carried_m)?)
+                .map_err(crate::islx::isl("intersecting"))?;
+            if !empty(&hit)? {
+                names
+                    .entry(name.clone())
+                    .or_default()
+                    .insert(line_of(region, &d.source));
+            }
         }
-        let body = strip_braces(&p.rewrite(&d.relation));
-        if body.is_empty() {
-            continue;
-        }
-        let m = union_map(&isl, &p.declare(&format!("{{ {body} }}")))?
-            .reverse()
-            .map_err(crate::islx::isl("reversing a dependence"))?;
-        let copy = |m: &isl_rs::UnionMap| m.copy().map_err(crate::islx::isl("copying"));
-        let in_sched = m
-            .apply_domain(copy(&theta_m)?)
-            .and_then(|x| x.apply_range(theta_m.copy()?))
-            .map_err(crate::islx::isl("mapping to the schedule"))?;
-        let hit = in_sched
-            .intersect(copy(&carried_m)?)
-            .map_err(crate::islx::isl("intersecting"))?;
-        if !empty(&hit)? {
-            names
-                .entry(name.clone())
-                .or_default()
-                .insert(line_of(region, &d.source));
-        }
-    }
-    let label = format!(
-        "{} ({})",
-        region.loops[par_loop].label, region.loops[par_loop].id
-    );
-    let sugs: Vec<Suggestion> = names
-        .iter()
-        .map(|(name, lines)| Suggestion {
-            kind: "privatize".into(),
-            loops: vec![region.loops[par_loop].id.clone()],
-            text: format!(
-                "Privatize {name} (written at {}) in loop {label}: every iteration writes it before reading it, so each thread can have its own (e.g. declare it inside the loop, or `private(...)`).",
-                lines.iter().cloned().collect::<Vec<_>>().join(", ")
-            ),
-            sizes: Vec::new(),
-        })
-        .collect();
-    let phrase = (!names.is_empty()).then(|| {
-        format!(
-            "privatizing {}",
-            names.keys().cloned().collect::<Vec<_>>().join(", ")
-        )
-    });
-    Ok((sugs, phrase))
+        let label = format!(
+            "{} ({})",
+            region.loops[par_loop].label, region.loops[par_loop].id
+        );
+        let sugs: Vec<Suggestion> = names
+            .iter()
+            .map(|(name, lines)| Suggestion {
+                kind: "privatize".into(),
+                loops: vec![region.loops[par_loop].id.clone()],
+                text: format!(
+                    "Privatize {name} (written at {}) in loop {label}: every iteration writes it before reading it, so each thread can have its own (e.g. declare it inside the loop, or `private(...)`).",
+                    lines.iter().cloned().collect::<Vec<_>>().join(", ")
+                ),
+                sizes: Vec::new(),
+            })
+            .collect();
+        let phrase = (!names.is_empty()).then(|| {
+            format!(
+                "privatizing {}",
+                names.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        });
+        Ok((sugs, phrase))
+    })();
+    islx::within_budget(&isl, result)
 }
 
 /// An access of the innermost loop: (stride along it, size, base address, source line,

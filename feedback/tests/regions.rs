@@ -218,3 +218,36 @@ fn a_recurrence_is_not_parallel_and_says_why() {
         "{why}"
     );
 }
+
+/// An over-approximated self-dependence (a box around irregular pairs, as the folder gives for
+/// a gather) also holds identical and backward pairs; the scheduler must still find a
+/// schedule, and the loop carrying the real dependences is still found sequential.
+#[test]
+fn an_over_approximated_self_dependence_still_schedules() {
+    let mut r = matmul();
+    r.dependences = vec![Dependence {
+        exact: false,
+        ..dep(
+            "S0",
+            "S0",
+            "{ S0[i0, i1, i2] -> S0[i0, i1, o2] : 0 <= i0 <= 7 and 0 <= i1 <= 7 and 0 <= i2 <= 7 and 0 <= o2 <= 7 }",
+        )
+    }];
+    let f = analyze_region(&r, &Options::default()).expect("scheduled");
+    assert!(f.why_not.is_none() || !f.suggestions.is_empty(), "{f:?}");
+    let inner = f.loops.iter().find(|l| l.id == "L2").expect("L2");
+    assert!(!inner.parallel);
+    assert!(f.loops.iter().any(|l| l.id == "L0" && l.parallel));
+}
+
+/// A region that needs more isl operations than its budget says so instead of running on.
+#[test]
+fn a_region_over_the_isl_budget_says_so() {
+    let opts = Options {
+        isl_max_operations: 1_000,
+        ..Options::default()
+    };
+    let e = analyze_region(&matmul(), &opts).expect_err("over budget");
+    assert!(matches!(e, feedback::Error::TooComplex), "{e}");
+    assert!(e.to_string().contains("--isl-max-operations"));
+}

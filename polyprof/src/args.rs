@@ -39,6 +39,12 @@ pub struct Args {
     #[arg(long, value_name = "PERCENT", default_value_t = 5.0)]
     pub region_threshold: f64,
 
+    /// Budget of isl operations per region (scheduling and storage questions): a region
+    /// larger than the polyhedral scheduler can handle in a few seconds is reported without
+    /// suggestions, and says so.
+    #[arg(long, value_name = "N", default_value_t = 2_000_000)]
+    pub isl_max_operations: u64,
+
     /// Also write deps.txt: the dynamic dependences (flow, anti, output; through registers
     /// and memory) between every pair of statements, with counts and distances.
     #[arg(long)]
