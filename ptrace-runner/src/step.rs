@@ -465,7 +465,15 @@ impl<X: Executor> Runner<X> {
                     },
                 )?;
             }
-            if self.pending_signal == 0 && self.exec.execute(&d, &regs, &mut scratch) {
+            // After an interrupt, step through the kernel: it reports the killed program.
+            let interrupted = self
+                .opts
+                .interrupt
+                .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed));
+            if self.pending_signal == 0
+                && !interrupted
+                && self.exec.execute(&d, &regs, &mut scratch)
+            {
                 // Ran inside the engine.
                 d.fill_event(pc, &regs, &scratch, &mut self.insn);
                 self.instructions += 1;

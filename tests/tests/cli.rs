@@ -355,3 +355,42 @@ fn stripped_binary_runs_with_a_warning() {
     // main (found through the C runtime's call to it) is traced: its loop runs 1000 times.
     assert!(instructions(&r) > 1000, "{r:#}");
 }
+
+/// Ctrl-C while tracing stops the program and still reports what was traced (exit status
+/// 130, a warning saying so); a second one ends polyprof at once.
+#[test]
+fn interrupting_reports_what_was_traced() {
+    use std::process::{Command, Stdio};
+    let k = compile("forever", &["-O1", "-g"]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut child = Command::new(BIN)
+        .arg("-o")
+        .arg(&out)
+        .arg(&k.path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the program to run, then interrupt.
+    let mut line = String::new();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    assert_eq!(line, "started\n");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: a plain kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupt again to quit"), "{stderr}");
+    let r = tests::load_report(&out).unwrap_or_else(|e| panic!("{e}\n{stderr}"));
+    assert!(instructions(&r) > 1000, "{r:#}");
+    assert!(
+        warnings(&r)
+            .iter()
+            .any(|w| w.contains("interrupted (SIGINT)")),
+        "{r:#}"
+    );
+}
