@@ -140,6 +140,11 @@ pub struct Runner<X: Executor> {
     /// Traced code that natively-run code is known to call into: `main` of a stripped binary,
     /// passed to `__libc_start_main`. Tracing resumes when it runs.
     callback_entry: Option<u64>,
+    /// What debug registers 0 and 1 hold. Writing them costs the kernel an inter-processor
+    /// call each time, so a return breakpoint stays armed after it fired (a loop calling a
+    /// library function from one call site arms it once) and is cleared only before traced
+    /// code runs natively, under single steps.
+    armed: [Option<u64>; 2],
     /// Signal to deliver at the next resume.
     pending_signal: i32,
     warnings: Vec<String>,
@@ -172,6 +177,7 @@ impl<X: Executor> Runner<X> {
             pending_plt: None,
             last_call: (0, 0),
             callback_entry: None,
+            armed: [None, None],
             pending_signal: 0,
             warnings: Vec::new(),
             untraced_threads: BTreeMap::new(),
@@ -373,7 +379,7 @@ impl<X: Executor> Runner<X> {
         let pc = ptrace::get_regs(pid).map(|r| r.rip).unwrap_or(0);
         Self::emit(sink, Event::Detach { pc })?;
         self.complete = false;
-        let _ = ptrace::set_hw_breakpoint(pid, None);
+        let _ = self.set_breakpoints([None, None]);
         self.clear_stray_trap_flag();
         ptrace::detach(pid, sig).map_err(Error::trace("PTRACE_DETACH"))?;
         // Still our child: wait for its end the ordinary way.
@@ -490,6 +496,8 @@ impl<X: Executor> Runner<X> {
                 continue;
             }
             self.exec.flush(&regs)?;
+            // A return breakpoint left armed would fire before this instruction runs.
+            self.disarm()?;
             let sig = std::mem::take(&mut self.pending_signal);
             let outcome = self.step_once(sig, sink)?;
             match outcome {
@@ -686,7 +694,6 @@ impl<X: Executor> Runner<X> {
                 // Deliver with a single step, to see whether a traced handler gets control.
                 match self.step_once(sig, sink)? {
                     StepOutcome::HandlerEntered(regs) if self.in_traced(regs.rip) => {
-                        self.disarm()?;
                         return Ok((Next::Step, Some(regs)));
                     }
                     StepOutcome::HandlerEntered(_) | StepOutcome::Executed(_) => {}
@@ -725,7 +732,6 @@ impl<X: Executor> Runner<X> {
                                 && self.in_traced(regs.rip)
                             {
                                 self.frames.pop();
-                                self.disarm()?;
                                 return Ok((Next::Step, Some(regs)));
                             }
                         }
@@ -782,20 +788,30 @@ impl<X: Executor> Runner<X> {
         }
     }
 
-    fn disarm(&self) -> Result<(), Error> {
-        ptrace::set_hw_breakpoint(self.pid, None)
-            .map_err(Error::trace("clearing a hardware breakpoint"))
+    /// Sets debug registers 0 and 1, unless they already hold `want`.
+    fn set_breakpoints(&mut self, want: [Option<u64>; 2]) -> Result<(), Error> {
+        if self.armed != want {
+            // Unknown after a failure: write again next time.
+            self.armed = [Some(u64::MAX); 2];
+            ptrace::set_hw_breakpoints(self.pid, want)
+                .map_err(Error::trace("setting a hardware breakpoint"))?;
+            self.armed = want;
+        }
+        Ok(())
+    }
+
+    fn disarm(&mut self) -> Result<(), Error> {
+        self.set_breakpoints([None, None])
     }
 
     /// Arms the breakpoints on the return address of the innermost pending library call and
     /// on the known callback entry.
-    fn arm_innermost_call(&self) -> Result<(), Error> {
+    fn arm_innermost_call(&mut self) -> Result<(), Error> {
         let ret = self.frames.iter().rev().find_map(|f| match *f {
             NativeFrame::Call { ret, .. } => Some(ret),
             NativeFrame::Out => None,
         });
-        ptrace::set_hw_breakpoints(self.pid, [ret, self.callback_entry])
-            .map_err(Error::trace("setting a hardware breakpoint"))
+        self.set_breakpoints([ret, self.callback_entry])
     }
 
     /// After a SIGTRAP while running natively: was it the return breakpoint, and is execution
@@ -809,7 +825,6 @@ impl<X: Executor> Runner<X> {
         let regs = ptrace::get_regs(pid).map_err(Error::trace("GETREGS"))?;
         if hit & 2 != 0 && self.callback_entry == Some(regs.rip) {
             self.callback_entry = None;
-            self.disarm()?;
             return Ok(ReturnCheck::Back(regs));
         }
         let here = NativeFrame::Call {
@@ -818,7 +833,6 @@ impl<X: Executor> Runner<X> {
         };
         if let Some(i) = self.frames.iter().rposition(|f| *f == here) {
             self.frames.truncate(i);
-            self.disarm()?;
             Self::emit(
                 sink,
                 Event::LibReturn {
