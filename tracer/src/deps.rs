@@ -22,7 +22,7 @@ use iced_x86::{
     Decoder, DecoderOptions, EncodingKind, Instruction, InstructionInfoFactory, Mnemonic, OpAccess,
     OpKind, Register,
 };
-use ptrace_runner::{AccessKind, Event, Syscall};
+use ptrace_runner::{AccessKind, Event, MemAccess, Syscall};
 use std::collections::HashMap;
 
 /// A statement: an instruction in a context of the schedule tree.
@@ -383,6 +383,17 @@ impl shadow::Release for Records {
     }
 }
 
+/// Bytes accessed in one shadow (`len` at offset `off`), and how dependences through them are
+/// labelled.
+#[derive(Clone, Copy)]
+struct Bytes {
+    off: usize,
+    len: usize,
+    through: Through,
+    /// A memory address, or a register's offset in the register file.
+    location: u64,
+}
+
 /// One instruction instance at work on the shadows: what it reports, and the record it
 /// leaves behind as writer or reader.
 struct Instance<'t, F> {
@@ -414,20 +425,17 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
         });
     }
 
-    /// Reports dependences on the handles of bytes `off..off + len` of `slots`.
-    #[allow(clippy::too_many_arguments)]
+    /// Reports dependences of `kind` on the handles of bytes `b` of `slots`.
     #[inline]
     fn report<const G: usize>(
         &mut self,
         slots: &[u32],
         splits: &Splits<G>,
-        (off, len): (usize, usize),
+        b: Bytes,
         kind: DepKind,
-        through: Through,
-        location: u64,
     ) {
-        shadow::for_each(slots, splits, off, len, |h| {
-            self.report_one(h, kind, through, location)
+        shadow::for_each(slots, splits, b.off, b.len, |h| {
+            self.report_one(h, kind, b.through, b.location)
         });
     }
 
@@ -448,24 +456,20 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
         (any & shadow::SPLIT == 0).then_some(g..last + 1)
     }
 
-    /// A read of bytes `off..off + len`: flow dependences on their writers; with `readers`,
-    /// this instance becomes their last reader.
-    #[allow(clippy::too_many_arguments)]
+    /// A read of bytes `b`: flow dependences on their writers; with `readers`, this instance
+    /// becomes their last reader.
     #[inline]
     fn read<const G: usize, const N: usize>(
         &mut self,
         sh: &mut Shadow<G, N>,
         splits: &mut Splits<G>,
-        off: usize,
-        len: usize,
-        through: Through,
-        location: u64,
+        b: Bytes,
         readers: bool,
     ) {
-        if let Some(gs) = Self::whole(sh, off, len) {
+        if let Some(gs) = Self::whole(sh, b.off, b.len) {
             for g in gs {
                 let w = sh.writer[g];
-                self.report_one(w, DepKind::Flow, through, location);
+                self.report_one(w, DepKind::Flow, b.through, b.location);
                 let r = sh.reader[g];
                 if readers && r != self.mine {
                     sh.reader[g] = self.mine;
@@ -475,35 +479,36 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
             }
             return;
         }
-        let span = (off, len);
-        self.report(&sh.writer, splits, span, DepKind::Flow, through, location);
+        self.report(&sh.writer, splits, b, DepKind::Flow);
         if readers {
-            let n = shadow::overwrite(&mut sh.reader, splits, self.records, off, len, self.mine);
+            let n = shadow::overwrite(
+                &mut sh.reader,
+                splits,
+                self.records,
+                b.off,
+                b.len,
+                self.mine,
+            );
             self.records.retain(self.mine, n);
         }
     }
 
-    /// A write of bytes `off..off + len`: with `report`, anti dependences on their last
-    /// readers and output dependences on their writers; this instance becomes their writer,
-    /// with no reader since.
-    #[allow(clippy::too_many_arguments)]
+    /// A write of bytes `b`: with `report`, anti dependences on their last readers and output
+    /// dependences on their writers; this instance becomes their writer, with no reader since.
     #[inline]
     fn write<const G: usize, const N: usize>(
         &mut self,
         sh: &mut Shadow<G, N>,
         splits: &mut Splits<G>,
-        off: usize,
-        len: usize,
-        through: Through,
-        location: u64,
+        b: Bytes,
         report: bool,
     ) {
-        if let Some(gs) = Self::whole(sh, off, len) {
+        if let Some(gs) = Self::whole(sh, b.off, b.len) {
             for g in gs {
                 let (r, w) = (sh.reader[g], sh.writer[g]);
                 if report {
-                    self.report_one(r, DepKind::Anti, through, location);
-                    self.report_one(w, DepKind::Output, through, location);
+                    self.report_one(r, DepKind::Anti, b.through, b.location);
+                    self.report_one(w, DepKind::Output, b.through, b.location);
                 }
                 sh.reader[g] = 0;
                 sh.writer[g] = self.mine;
@@ -514,13 +519,19 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
             }
             return;
         }
-        let span = (off, len);
         if report {
-            self.report(&sh.reader, splits, span, DepKind::Anti, through, location);
-            self.report(&sh.writer, splits, span, DepKind::Output, through, location);
+            self.report(&sh.reader, splits, b, DepKind::Anti);
+            self.report(&sh.writer, splits, b, DepKind::Output);
         }
-        shadow::overwrite(&mut sh.reader, splits, self.records, off, len, 0);
-        let n = shadow::overwrite(&mut sh.writer, splits, self.records, off, len, self.mine);
+        shadow::overwrite(&mut sh.reader, splits, self.records, b.off, b.len, 0);
+        let n = shadow::overwrite(
+            &mut sh.writer,
+            splits,
+            self.records,
+            b.off,
+            b.len,
+            self.mine,
+        );
         self.records.retain(self.mine, n);
     }
 }
@@ -814,39 +825,61 @@ impl DepTracker {
         };
 
         // Reads: flow dependences; this instance becomes the bytes' last reader.
+        // Register bytes: general-purpose or vector, at their offset in that file.
+        let reg = |off: u16, size: u8| {
+            let (off, location) = (off as usize, u64::from(off));
+            let b = |off| Bytes {
+                off,
+                len: size as usize,
+                through: Through::Register,
+                location,
+            };
+            if off < GPR_BYTES {
+                (true, b(off))
+            } else {
+                (false, b(off - GPR_BYTES))
+            }
+        };
+        let mem = |a: &MemAccess| {
+            let location = a.addr;
+            page_spans(a.addr, a.size).map(move |(pn, off, len)| {
+                let through = Through::Memory;
+                (
+                    pn,
+                    Bytes {
+                        off,
+                        len,
+                        through,
+                        location,
+                    },
+                )
+            })
+        };
         if opts.registers {
             for &(off, size) in &uses.reads {
-                let (off, size, loc) = (off as usize, size as usize, u64::from(off));
-                if off < GPR_BYTES {
-                    inst.read(gprs, gpr_splits, off, size, Through::Register, loc, storage);
-                } else {
-                    let off = off - GPR_BYTES;
-                    inst.read(vecs, vec_splits, off, size, Through::Register, loc, storage);
+                match reg(off, size) {
+                    (true, b) => inst.read(gprs, gpr_splits, b, storage),
+                    (false, b) => inst.read(vecs, vec_splits, b, storage),
                 }
             }
         }
         for a in insn.mem.iter().filter(|a| a.kind == AccessKind::Read) {
-            for (pn, off, len) in page_spans(a.addr, a.size) {
-                let page = pages.page(pn);
-                inst.read(page, mem_splits, off, len, Through::Memory, a.addr, storage);
+            for (pn, b) in mem(a) {
+                inst.read(pages.page(pn), mem_splits, b, storage);
             }
         }
 
         // Writes: anti and output dependences; this instance becomes the last writer.
         for a in insn.mem.iter().filter(|a| a.kind == AccessKind::Write) {
-            for (pn, off, len) in page_spans(a.addr, a.size) {
-                let page = pages.page(pn);
-                inst.write(page, mem_splits, off, len, Through::Memory, a.addr, storage);
+            for (pn, b) in mem(a) {
+                inst.write(pages.page(pn), mem_splits, b, storage);
             }
         }
         let report = storage && opts.registers;
         for &(off, size) in &uses.writes {
-            let (off, size, loc) = (off as usize, size as usize, u64::from(off));
-            if off < GPR_BYTES {
-                inst.write(gprs, gpr_splits, off, size, Through::Register, loc, report);
-            } else {
-                let off = off - GPR_BYTES;
-                inst.write(vecs, vec_splits, off, size, Through::Register, loc, report);
+            match reg(off, size) {
+                (true, b) => inst.write(gprs, gpr_splits, b, report),
+                (false, b) => inst.write(vecs, vec_splits, b, report),
             }
         }
         let records = inst.records;
