@@ -220,26 +220,27 @@ pub(crate) fn schedule(
     Ok((text, tree))
 }
 
+/// Pairs of instances that `schedule` runs one before the other.
+fn ordered(schedule: &UnionMap) -> Result<UnionMap, Error> {
+    let copy = |m: &UnionMap| m.copy().map_err(isl("copying a map"));
+    copy(schedule)?
+        .lex_lt_union_map(copy(schedule)?)
+        .map_err(isl("ordering by the schedule"))
+}
+
 /// The pairs of `deps` (source → sink) that `schedule` orders source-first: all of them for
 /// exact dependences (a producer always ran before its consumer); an over-approximation may
 /// also hold backward or self pairs, which no schedule can satisfy and which this removes.
 pub(crate) fn forward(deps: UnionMap, schedule: &UnionMap) -> Result<UnionMap, Error> {
-    let copy = |m: &UnionMap| m.copy().map_err(isl("copying a map"));
-    let ordered = copy(schedule)?
-        .lex_lt_union_map(copy(schedule)?)
-        .map_err(isl("ordering by the schedule"))?;
-    deps.intersect(ordered)
+    deps.intersect(ordered(schedule)?)
         .map_err(isl("keeping forward dependences"))
 }
 
 /// Dependences (source → sink) that `schedule` does not order source-first.
 pub(crate) fn violations(deps: &UnionMap, schedule: &UnionMap) -> Result<UnionMap, Error> {
-    let copy = |m: &UnionMap| m.copy().map_err(isl("copying a map"));
-    let ordered = copy(schedule)?
-        .lex_lt_union_map(copy(schedule)?)
-        .map_err(isl("ordering by the schedule"))?;
-    copy(deps)?
-        .subtract(ordered)
+    deps.copy()
+        .map_err(isl("copying a map"))?
+        .subtract(ordered(schedule)?)
         .map_err(isl("checking dependences"))
 }
 
