@@ -267,8 +267,7 @@ impl Timing {
 
 /// Analyses one region.
 pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error> {
-    let isl = islx::context(opts.isl_max_operations);
-    islx::within_budget(&isl, analyze_in(region, opts, &isl))
+    islx::limited(opts, |isl| analyze_in(region, opts, isl))
 }
 
 fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback, Error> {

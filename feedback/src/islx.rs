@@ -29,22 +29,69 @@ fn over_budget(ctx: &Context) -> bool {
         .is_err()
 }
 
-/// `result`, with any error replaced by [`Error::TooComplex`] when `ctx` ran out of budget.
-pub(crate) fn within_budget<T>(ctx: &Context, result: Result<T, Error>) -> Result<T, Error> {
+/// Runs `work` on a fresh isl context within the budget of `opts`: at most
+/// `isl_max_operations` operations and `isl_max_seconds` seconds (operations vary in cost by
+/// orders of magnitude, so the clock bounds the worst case). Past either, the error is
+/// [`Error::TooComplex`]. isl's errors come back as values (they become a region's `why_not`)
+/// instead of being printed.
+pub(crate) fn limited<T>(
+    opts: &crate::Options,
+    work: impl FnOnce(&Context) -> Result<T, Error>,
+) -> Result<T, Error> {
+    let ctx = Context::alloc();
+    ctx.set_max_operations(opts.isl_max_operations);
+    // Setting an option on a fresh context cannot fail.
+    let _ = isl_rs::Options::set_on_error(&ctx, 1);
+    let result = {
+        let _watchdog = Watchdog::start(&ctx, opts.isl_max_seconds);
+        work(&ctx)
+    };
     match result {
-        Err(_) if over_budget(ctx) => Err(Error::TooComplex),
+        Err(_) if over_budget(&ctx) => Err(Error::TooComplex),
         r => r,
     }
 }
 
-/// An isl context that gives up after `max_operations`, and returns its errors as values (they
-/// become a region's `why_not`) instead of printing them.
-pub(crate) fn context(max_operations: u64) -> Context {
-    let ctx = Context::alloc();
-    ctx.set_max_operations(max_operations);
-    // Setting an option on a fresh context cannot fail.
-    let _ = isl_rs::Options::set_on_error(&ctx, 1);
-    ctx
+/// Aborts the computation running on an isl context after a time limit, unless dropped first
+/// (dropping waits for its thread, so it never touches a freed context).
+struct Watchdog {
+    done: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watchdog {
+    fn start(ctx: &Context, seconds: f64) -> Watchdog {
+        let ptr = ctx.ptr;
+        let limit = std::time::Duration::from_secs_f64(seconds.max(0.0));
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(limit) {
+                // Lower the operation budget under isl's feet: its next operation then fails
+                // with the ordinary quota error. (isl_ctx_abort would be the documented way,
+                // but its error carries no message, and isl-rs reads the message of every
+                // error it returns: a null pointer.) The budget is one aligned word, which
+                // isl only reads.
+                let ctx = Context {
+                    ptr,
+                    should_free_on_drop: false,
+                };
+                ctx.set_max_operations(1);
+            }
+        });
+        Watchdog {
+            done: Some(done),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        drop(self.done.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// The start of an isl string for an error message: whole relations of real programs run to

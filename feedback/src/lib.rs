@@ -24,8 +24,8 @@ pub enum Error {
     Isl(String),
     /// isl used up its operation budget ([`Options::isl_max_operations`]).
     #[error(
-        "the region is too large for the polyhedral scheduler: isl stopped after its budget of \
-         operations (raise it with --isl-max-operations)"
+        "the region is too large for the polyhedral scheduler: isl stopped at its budget \
+         (raise it with --isl-max-operations and --isl-max-seconds)"
     )]
     TooComplex,
 }
@@ -46,9 +46,12 @@ pub struct Options {
     pub component_share: f64,
     /// Budget of isl operations per region and per storage question, after which the region
     /// is reported without suggestions rather than scheduled for minutes. Default: 2,000,000
-    /// (matrix multiply takes about 150,000, in milliseconds; the relations of a region of
-    /// `/bin/ls` use the budget up in about 15 seconds).
+    /// (matrix multiply takes about 150,000, in milliseconds; on the large relations of a
+    /// region of `/bin/ls`, operations are so much slower that [`Self::isl_max_seconds`]
+    /// stops it first).
     pub isl_max_operations: u64,
+    /// Time budget of the same isl computations, in seconds. Default: 10.
+    pub isl_max_seconds: f64,
 }
 
 impl Default for Options {
@@ -59,6 +62,7 @@ impl Default for Options {
             tile_size: 32,
             component_share: 5.0,
             isl_max_operations: 2_000_000,
+            isl_max_seconds: 10.0,
         }
     }
 }

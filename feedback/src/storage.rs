@@ -90,11 +90,9 @@ pub(crate) fn for_interchange(
     params: &Parameterizer,
     opts: &Options,
 ) -> Result<(Vec<Suggestion>, Option<String>), Error> {
-    let isl = islx::context(opts.isl_max_operations);
-    // Any failure after the budget ran out is the budget's.
-    let result = (|| {
+    islx::limited(opts, |isl| {
         let mut p = params.clone();
-        let broken = broken(&isl, &mut p, region, &["anti", "output"], theta)?;
+        let broken = broken(isl, &mut p, region, &["anti", "output"], theta)?;
         let mut by_storage: BTreeMap<&Storage, Vec<usize>> = BTreeMap::new();
         for i in broken {
             let s = &region.storage[i].storage;
@@ -184,8 +182,7 @@ pub(crate) fn for_interchange(
         }
         let phrase = (!needs.is_empty()).then(|| needs.join(" and "));
         Ok((sugs, phrase))
-    })();
-    islx::within_budget(&isl, result)
+    })
 }
 
 /// Scalars in memory whose anti or output dependences are carried by the parallel loop at
@@ -199,12 +196,10 @@ pub(crate) fn for_parallel(
     params: &Parameterizer,
     opts: &Options,
 ) -> Result<(Vec<Suggestion>, Option<String>), Error> {
-    let isl = islx::context(opts.isl_max_operations);
-    // Any failure after the budget ran out is the budget's.
-    let result = (|| {
+    islx::limited(opts, |isl| {
         let mut p = params.clone();
-        let theta_m = union_map(&isl, theta)?;
-        let carried_m = union_map(&isl, carried)?;
+        let theta_m = union_map(isl, theta)?;
+        let carried_m = union_map(isl, carried)?;
         let mut names: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for d in &region.storage {
             // Registers are private to each thread already; scalars in memory are shared.
@@ -218,7 +213,7 @@ pub(crate) fn for_parallel(
             if body.is_empty() {
                 continue;
             }
-            let m = union_map(&isl, &p.declare(&format!("{{ {body} }}")))?
+            let m = union_map(isl, &p.declare(&format!("{{ {body} }}")))?
                 .reverse()
                 .map_err(crate::islx::isl("reversing a dependence"))?;
             let copy = |m: &isl_rs::UnionMap| m.copy().map_err(crate::islx::isl("copying"));
@@ -259,8 +254,7 @@ pub(crate) fn for_parallel(
             )
         });
         Ok((sugs, phrase))
-    })();
-    islx::within_budget(&isl, result)
+    })
 }
 
 /// An access of the innermost loop: (stride along it, size, base address, source line,

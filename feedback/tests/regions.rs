@@ -251,3 +251,16 @@ fn a_region_over_the_isl_budget_says_so() {
     assert!(matches!(e, feedback::Error::TooComplex), "{e}");
     assert!(e.to_string().contains("--isl-max-operations"));
 }
+
+/// The time budget stops isl too (operations vary in cost too much for a count alone).
+#[test]
+fn a_region_over_the_time_budget_says_so() {
+    let opts = Options {
+        isl_max_seconds: 0.0,
+        ..Options::default()
+    };
+    let t0 = std::time::Instant::now();
+    let e = analyze_region(&matmul(), &opts).expect_err("over budget");
+    assert!(matches!(e, feedback::Error::TooComplex), "{e}");
+    assert!(t0.elapsed() < std::time::Duration::from_secs(5));
+}

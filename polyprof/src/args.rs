@@ -45,6 +45,10 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 2_000_000)]
     pub isl_max_operations: u64,
 
+    /// Time budget of the same isl computations, per region, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub isl_max_seconds: f64,
+
     /// Also write deps.txt: the dynamic dependences (flow, anti, output; through registers
     /// and memory) between every pair of statements, with counts and distances.
     #[arg(long)]
