@@ -148,8 +148,8 @@ fn for_each_slow<const G: usize>(
 }
 
 /// Sets bytes `off..off + len` to `h`, releasing the handles they held; returns how many
-/// bytes changed (the references `h` gains).
-#[inline(always)]
+/// bytes changed (the references `h` gains). (The dependence tracker handles whole unsplit
+/// granules itself; this is the general walk.)
 pub(crate) fn overwrite<const G: usize>(
     slots: &mut [u32],
     splits: &mut Splits<G>,
@@ -159,42 +159,6 @@ pub(crate) fn overwrite<const G: usize>(
     h: Handle,
 ) -> u32 {
     debug_assert!(h & SPLIT == 0, "record handles stay below 2^31");
-    // Fast path: one or two whole granules, not split.
-    if off.is_multiple_of(G) && (len == G || len == 2 * G) {
-        let g = off / G;
-        let n = len / G;
-        let s0 = slots[g];
-        let s1 = if n == 2 { slots[g + 1] } else { s0 };
-        if (s0 | s1) & SPLIT == 0 {
-            let mut changed = 0;
-            if s0 != h {
-                slots[g] = h;
-                changed += G as u32;
-            }
-            if n == 2 && s1 != h {
-                slots[g + 1] = h;
-                changed += G as u32;
-            }
-            if s0 == s1 {
-                rel.release(s0, changed);
-            } else {
-                rel.release(s0, if s0 != h { G as u32 } else { 0 });
-                rel.release(s1, if s1 != h { G as u32 } else { 0 });
-            }
-            return changed;
-        }
-    }
-    overwrite_slow(slots, splits, rel, off, len, h)
-}
-
-fn overwrite_slow<const G: usize>(
-    slots: &mut [u32],
-    splits: &mut Splits<G>,
-    rel: &mut impl Release,
-    off: usize,
-    len: usize,
-    h: Handle,
-) -> u32 {
     let end = off + len;
     let mut changed = 0;
     let mut batch = Batch { rel, h: 0, n: 0 };
