@@ -160,9 +160,8 @@ struct Collect<'o> {
     opts: &'o FoldOptions,
     insns: Streams<(NodeId, u64), InsnStream>,
     deps: Streams<DepKey, DepStream>,
-    /// The statement of the instruction being processed and its index in `insns` (its
-    /// dependences follow it).
-    current: Option<(Stmt, u32)>,
+    /// The index in `insns` of the instruction being processed (its dependences follow it).
+    current: Option<u32>,
     clock: u64,
     point: Vec<i64>,
     label: Vec<i64>,
@@ -198,11 +197,7 @@ impl Collect<'_> {
                 consumes: Vec::new(),
             }
         });
-        let me = Stmt {
-            context: s.context,
-            pc: insn.pc,
-        };
-        self.current = Some((me, i));
+        self.current = Some(i);
         let st = &mut self.insns.items[i as usize].1;
         st.latest = clock;
         if !st.last.is_empty() && !lex_gt(s.coords, &st.last) {
@@ -234,9 +229,11 @@ impl Collect<'_> {
             fixed: true,
         };
         let key = (d.consumer, d.producer, d.kind, d.through);
-        let i = match self.current {
-            Some((me, cur)) if me == d.consumer => {
-                let consumes = &mut self.insns.items[cur as usize].1.consumes;
+        let consumer = (d.consumer.context, d.consumer.pc);
+        let current = self.current.map(|i| &mut self.insns.items[i as usize]);
+        let i = match current {
+            Some((at, st)) if *at == consumer => {
+                let consumes = &mut st.consumes;
                 let known = consumes
                     .iter()
                     .find(|c| (c.0, c.1, c.2) == (d.producer, d.kind, d.through));

@@ -101,10 +101,10 @@ pub struct RunOptions {
     /// pointer guard) by fixed ones, so that two runs are comparable (differential tests).
     /// Default: false.
     pub fixed_random: bool,
-    /// Checked before every traced instruction: once set, tracing stops as soon as the
-    /// program is gone (the caller kills it, e.g. on Ctrl-C), even inside a loop the emulator
-    /// runs without a system call. Default: none.
-    pub interrupt: Option<&'static std::sync::atomic::AtomicBool>,
+    /// Checked before every traced instruction: once nonzero (the caller stores the signal
+    /// that interrupted it, and kills the program), tracing stops as soon as the program is
+    /// gone, even inside a loop the emulator runs without a system call. Default: none.
+    pub interrupt: Option<&'static std::sync::atomic::AtomicI32>,
 }
 
 impl RunOptions {

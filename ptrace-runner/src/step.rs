@@ -475,7 +475,7 @@ impl<X: Executor> Runner<X> {
             let interrupted = self
                 .opts
                 .interrupt
-                .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed));
+                .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed) != 0);
             if self.pending_signal == 0
                 && !interrupted
                 && self.exec.execute(&d, &regs, &mut scratch)
