@@ -272,3 +272,26 @@ fn cli_writes_the_flame_graph_and_folded_stacks() {
     );
     assert!(tail.iter().any(|l| l.contains("report.txt")), "{tail:?}");
 }
+
+/// A loop whose body is an inlined call starts in the callee's code; it is still named by its
+/// own loop statement, not by a line of the callee (which would give two loops one name).
+#[test]
+fn loop_around_an_inlined_call_is_named_by_its_own_line() {
+    let (time, cols, rows) = (
+        line_of("inlined", "TIME"),
+        line_of("inlined", "COLS"),
+        line_of("inlined", "ROWS"),
+    );
+    for opt in ["-O1", "-O2"] {
+        let k = compile("inlined", &[opt, "-g"]);
+        let t = trace_main(&k.path, &[]);
+        let a = analyze(&k, &t);
+        let want =
+            format!("main;loop inlined.c:{time};loop inlined.c:{cols};loop inlined.c:{rows}");
+        assert!(
+            stacks(&a.folded).contains(&want),
+            "{opt}: no stack {want} in {:#?}",
+            a.folded
+        );
+    }
+}

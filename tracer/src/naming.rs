@@ -70,12 +70,18 @@ impl<'a> Naming<'a> {
         };
         let same_function =
             |(f, l): &(Option<String>, Loc)| *f == head_fn && l.file == head_loc.file;
-        let latch = (1..cfg.addrs.len())
+        let latches: Vec<(Option<String>, Loc)> = (1..cfg.addrs.len())
             .filter(|&n| cfg.succ[n].contains(&header_node) && cfg.forest.contains(lp, n))
             .filter_map(|n| self.innermost(cfg.addrs[n]))
-            .filter(same_function)
-            .map(|(_, l)| l)
-            .min_by_key(|l| l.line);
+            .collect();
+        let lowest = |ls: &mut dyn Iterator<Item = &(Option<String>, Loc)>| {
+            ls.map(|(_, l)| l.clone()).min_by_key(|l| l.line)
+        };
+        // A loop around an inlined call can start in the callee's code (its header is the
+        // callee's first instruction) while its back edge is the caller's loop statement:
+        // then the back edge names it, not a line inside the callee.
+        let latch = lowest(&mut latches.iter().filter(|x| same_function(x)))
+            .or_else(|| lowest(&mut latches.iter()));
         latch.or_else(|| {
             cfg.own_nodes(lp)
                 .filter_map(|n| self.innermost(cfg.addrs[n]))
