@@ -157,11 +157,13 @@ pub fn frame_styles(
         }
     }
     for (r, rep) in regions.iter().zip(reports) {
-        let kinds: Vec<&str> = r
-            .suggestions
-            .iter()
-            .filter_map(|s| s["kind"].as_str())
-            .collect();
+        // Each kind once (two arrays to transpose are one "transpose_array").
+        let mut kinds: Vec<&str> = Vec::new();
+        for k in r.suggestions.iter().filter_map(|s| s["kind"].as_str()) {
+            if !kinds.contains(&k) {
+                kinds.push(k);
+            }
+        }
         let color = if r.affine_percent < 50.0 {
             GREY
         } else if !kinds.is_empty() {
