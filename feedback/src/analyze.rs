@@ -1,244 +1,14 @@
 //! The feedback of one region: loop properties, suggestions checked against the observed
 //! dependences, metrics and annotated ASTs.
 
-use crate::affine::strip_braces;
 use crate::input::{Region, Statement};
-use crate::islx::{self, empty, union_map, violations, Tree};
+use crate::islx::{self, union_map, Tree};
+use crate::legality::{negative_up_to, pct, sched_len, Ctx, Requirement, Verdict};
 use crate::params::Parameterizer;
 use crate::{Error, Feedback, LoopInfo, Metrics, Options, Suggestion};
-use isl_rs::{Context, UnionMap};
+use isl_rs::Context;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-
-fn pct(part: u64, all: u64) -> f64 {
-    if all == 0 {
-        0.0
-    } else {
-        100.0 * part as f64 / all as f64
-    }
-}
-
-/// Schedule vectors are padded to this many positions: `[p0, i0, p1, i1, ..., pk]`.
-fn sched_len(region: &Region) -> usize {
-    2 * region
-        .statements
-        .iter()
-        .map(|s| s.loops.len())
-        .max()
-        .unwrap_or(0)
-        + 1
-}
-
-/// The original schedule (Kelly's mapping), with the dimensions of each statement optionally
-/// permuted: `perm[s]` gives, for each schedule loop level, which of the statement's
-/// dimensions runs there.
-fn schedule_text(
-    region: &Region,
-    perm: &dyn Fn(&Statement) -> Vec<usize>,
-    p: &Parameterizer,
-) -> String {
-    let n = sched_len(region);
-    let pieces: Vec<String> = region
-        .statements
-        .iter()
-        .map(|s| {
-            let vars: Vec<String> = (0..s.loops.len()).map(|d| format!("i{d}")).collect();
-            let order = perm(s);
-            let mut out: Vec<String> = Vec::with_capacity(n);
-            for (lvl, &d) in order.iter().enumerate() {
-                out.push(s.positions.get(lvl).copied().unwrap_or(0).to_string());
-                out.push(format!("i{d}"));
-            }
-            out.push(
-                s.positions
-                    .get(order.len())
-                    .copied()
-                    .unwrap_or(0)
-                    .to_string(),
-            );
-            while out.len() < n {
-                out.push("0".to_string());
-            }
-            format!("{}[{}] -> [{}]", s.name, vars.join(", "), out.join(", "))
-        })
-        .collect();
-    p.declare(&format!("{{ {} }}", pieces.join("; ")))
-}
-
-/// `{ [x] -> [y] : ... }` relations over schedule vectors of length `n`.
-fn sched_relation(n: usize, cond: &str, params: &str) -> String {
-    let xs: Vec<String> = (0..n).map(|i| format!("x{i}")).collect();
-    let ys: Vec<String> = (0..n).map(|i| format!("y{i}")).collect();
-    format!(
-        "{params}{{ [{}] -> [{}] : {cond} }}",
-        xs.join(", "),
-        ys.join(", ")
-    )
-}
-
-/// Dependences carried at loop level `lvl` of the schedule: equal before, different at it.
-fn carried_at(n: usize, lvl: usize, params: &str) -> String {
-    let pos = 2 * lvl + 1;
-    let mut cond: Vec<String> = (0..pos).map(|q| format!("x{q} = y{q}")).collect();
-    cond.push(format!("(x{pos} < y{pos} or x{pos} > y{pos})"));
-    sched_relation(n, &cond.join(" and "), params)
-}
-
-/// Dependences with a negative distance at some loop level up to `lvl`.
-fn negative_up_to(n: usize, lvl: usize, params: &str) -> String {
-    let cond: Vec<String> = (0..=lvl)
-        .map(|q| format!("y{} < x{}", 2 * q + 1, 2 * q + 1))
-        .collect();
-    sched_relation(n, &cond.join(" or "), params)
-}
-
-struct Ctx<'a> {
-    region: &'a Region,
-    isl: &'a Context,
-    params: Parameterizer,
-    /// Per dependence: its rewritten relation, source → sink.
-    deps: Vec<String>,
-    n: usize,
-}
-
-impl Ctx<'_> {
-    fn prefix(&self) -> String {
-        self.params.prefix()
-    }
-
-    /// Restricts every over-approximated dependence of a statement on itself to the pairs
-    /// whose producer instance runs before its consumer. A real dependence always does; a hull
-    /// or box around irregular pairs may also hold backward or identical pairs, and one of
-    /// those is enough for isl to find no schedule at all ("unable to carry dependences").
-    /// Exact relations, and relations between two statements (whose restriction multiplies
-    /// the pieces isl has to schedule), stay as they are.
-    fn keep_forward(&mut self) -> Result<(), Error> {
-        let identity = |s: &Statement| (0..s.loops.len()).collect::<Vec<usize>>();
-        let original = union_map(
-            self.isl,
-            &schedule_text(self.region, &identity, &self.params),
-        )?;
-        for (i, d) in self.region.dependences.iter().enumerate() {
-            if d.exact || d.source != d.sink || self.deps[i].is_empty() {
-                continue;
-            }
-            let text = self.params.declare(&format!("{{ {} }}", self.deps[i]));
-            let reversed = |m: UnionMap| m.reverse().map_err(islx::isl("reversing"));
-            let m = reversed(union_map(self.isl, &text)?)?;
-            let kept = reversed(islx::forward(m, &original)?)?;
-            let text = kept.to_str().map_err(islx::isl("printing a map"))?;
-            self.deps[i] = strip_braces(text);
-        }
-        Ok(())
-    }
-
-    /// Source → sink maps of the dependences `which`, as one union map.
-    fn deps_map(&self, which: &[usize]) -> Result<Option<UnionMap>, Error> {
-        let pieces: Vec<&str> = which
-            .iter()
-            .map(|&i| self.deps[i].as_str())
-            .filter(|s| !s.is_empty())
-            .collect();
-        if pieces.is_empty() {
-            return Ok(None);
-        }
-        let text = self.params.declare(&format!("{{ {} }}", pieces.join("; ")));
-        let m = union_map(self.isl, &text)?;
-        Ok(Some(
-            m.reverse().map_err(islx::isl("reversing dependences"))?,
-        ))
-    }
-
-    /// Dependences (indices) between statements that both run inside `loop_idx`.
-    fn deps_within(&self, loop_idx: usize) -> Vec<usize> {
-        let inside: BTreeSet<&str> = self
-            .region
-            .statements
-            .iter()
-            .filter(|s| s.loops.contains(&loop_idx))
-            .map(|s| s.name.as_str())
-            .collect();
-        (0..self.region.dependences.len())
-            .filter(|&i| {
-                let d = &self.region.dependences[i];
-                inside.contains(d.source.as_str()) && inside.contains(d.sink.as_str())
-            })
-            .collect()
-    }
-
-    /// The first dependence of `which` (if any) that the schedule `theta` relates by `rel`.
-    fn first_related(
-        &self,
-        which: &[usize],
-        theta: &str,
-        rel: &str,
-    ) -> Result<Option<usize>, Error> {
-        let rel = union_map(self.isl, rel)?;
-        let theta = union_map(self.isl, theta)?;
-        let related = |deps: &[usize]| -> Result<bool, Error> {
-            let Some(d) = self.deps_map(deps)? else {
-                return Ok(false);
-            };
-            let copy = |m: &UnionMap| m.copy().map_err(islx::isl("copying"));
-            let in_sched = d
-                .apply_domain(copy(&theta)?)
-                .and_then(|m| m.apply_range(theta.copy()?))
-                .map_err(islx::isl("mapping dependences to the schedule"))?;
-            let hit = in_sched
-                .intersect(copy(&rel)?)
-                .map_err(islx::isl("intersecting"))?;
-            Ok(!empty(&hit)?)
-        };
-        // All at once first (the common answer is "none"), then the first culprit.
-        if !related(which)? {
-            return Ok(None);
-        }
-        for &i in which {
-            if related(&[i])? {
-                return Ok(Some(i));
-            }
-        }
-        Ok(None)
-    }
-
-    /// Checks a schedule against every flow dependence: the first violated one, if any.
-    fn check(&self, theta: &str) -> Result<Option<usize>, Error> {
-        let theta_m = union_map(self.isl, theta)?;
-        let violated = |deps: &[usize]| -> Result<bool, Error> {
-            match self.deps_map(deps)? {
-                Some(d) => Ok(!empty(&violations(&d, &theta_m)?)?),
-                None => Ok(false),
-            }
-        };
-        let all: Vec<usize> = (0..self.deps.len()).collect();
-        if !violated(&all)? {
-            return Ok(None);
-        }
-        for i in all {
-            if violated(&[i])? {
-                return Ok(Some(i));
-            }
-        }
-        Ok(None)
-    }
-
-    fn describe_dep(&self, i: usize) -> String {
-        let d = &self.region.dependences[i];
-        let label = |name: &str| {
-            self.region
-                .statements
-                .iter()
-                .find(|s| s.name == name)
-                .map_or(name.to_string(), |s| format!("{} ({})", s.name, s.label))
-        };
-        format!(
-            "a flow dependence from {} to {}: {}",
-            label(&d.source),
-            label(&d.sink),
-            d.relation
-        )
-    }
-}
 
 /// Stage times, printed when `POLYPROF_TIMING` is set (for tuning).
 struct Timing {
@@ -280,40 +50,40 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         fb.why_not = Some("the region has no statements left after scalar evolutions".into());
         return Ok(fb);
     }
-    let mut params = Parameterizer::new(opts.param_threshold, opts.param_spread);
-    let domains: Vec<String> = region
-        .statements
-        .iter()
-        .map(|s| strip_braces(&params.rewrite(&s.domain)))
-        .filter(|s| !s.is_empty())
-        .collect();
-    let deps: Vec<String> = region
-        .dependences
-        .iter()
-        .map(|d| strip_braces(&params.rewrite(&d.relation)))
-        .collect();
-    let mut cx = Ctx {
-        region,
-        isl,
-        params,
-        deps,
-        n: sched_len(region),
-    };
+    let params = Parameterizer::new(opts.param_threshold, opts.param_spread);
+    let mut cx = Ctx::new(region, isl, params);
     cx.keep_forward()?;
-    let domain = cx.params.declare(&format!("{{ {} }}", domains.join("; ")));
-    let all: Vec<usize> = (0..region.dependences.len()).collect();
-    let validity = match cx.deps_map(&all)? {
-        Some(m) => m,
-        None => union_map(cx.isl, &cx.params.declare("{ }"))?,
+    cx.parse()?;
+    let domain = cx.domain();
+    // The scheduler respects flow dependences and whatever cannot be renamed; anti and output
+    // dependences through scalars are the storage advice's business.
+    let binding = cx.binding();
+    let validity = match cx.deps_map(&binding)? {
+        Some(m) => m
+            .to_str()
+            .map_err(islx::isl("printing dependences"))?
+            .to_string(),
+        None => cx.params.declare("{ }"),
     };
-    let (sched_text, tree) = islx::schedule(cx.isl, &domain, &validity, &cx.params.context())?;
+    // The scheduler runs within a budget of its own: when it fails or runs out, the per-loop
+    // answers (parallel, vectorize, interchange), which need only the dependences, still hold.
+    let context = cx.params.context();
+    let scheduled = islx::limited(opts, |ctx| {
+        let validity = union_map(ctx, &validity)?;
+        islx::schedule(ctx, &domain, &validity, &context)
+    });
+    let (tree, schedule_failure) = match scheduled {
+        Ok((text, tree)) => {
+            fb.schedule = text;
+            (tree, None)
+        }
+        Err(e) => (Tree::Leaf, Some(e)),
+    };
     timing.mark("schedule");
 
-    fb.schedule = sched_text;
-
-    let identity = |s: &Statement| (0..s.loops.len()).collect::<Vec<usize>>();
-    let original = schedule_text(region, &identity, &cx.params);
+    let original = cx.original();
     let prefix = cx.prefix();
+    let no_renaming = BTreeSet::new();
 
     timing.mark("start-loops");
     // Per-loop properties of the program as written.
@@ -334,8 +104,12 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             continue;
         }
         let depth = depth_of(l);
-        let within = cx.deps_within(l);
-        let carried = cx.first_related(&within, &original, &carried_at(cx.n, depth, &prefix))?;
+        let within: Vec<usize> = cx
+            .deps_within(l)
+            .into_iter()
+            .filter(|&i| region.dependences[i].binding())
+            .collect();
+        let verdict = cx.parallel(l, depth, &original, &no_renaming)?;
         let negative =
             cx.first_related(&within, &original, &negative_up_to(cx.n, depth, &prefix))?;
         let (mut good, mut all_acc) = (0u64, 0u64);
@@ -352,7 +126,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             id: lp.id.clone(),
             label: lp.label.clone(),
             depth,
-            parallel: carried.is_none(),
+            parallel: matches!(verdict, Verdict::Legal(_)),
             permutable: negative.is_none(),
             stride01_percent: pct(good, all_acc),
             ops: inside.iter().map(|s| s.ops).sum(),
@@ -417,36 +191,46 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     }
     let preuse = best_inner.map_or(reuse, share_along).max(reuse);
     let label = |l: usize| format!("{} ({})", region.loops[l].label, region.loops[l].id);
+    // Storage the interchange gives copies of its own: its anti and output dependences no
+    // longer constrain the loops.
+    let mut renamed: BTreeSet<String> = BTreeSet::new();
+    let mut interchange_needs: Vec<Requirement> = Vec::new();
     if let (Some(b), Some(c)) = (best_inner, current_inner) {
         if b != c && share_along(b) > share_along(c) {
             let mut new_order: Vec<usize> = chain.iter().copied().filter(|&l| l != b).collect();
             new_order.push(b);
             let theta = permuted(region, &chain, &new_order, &cx.params);
-            match cx.check(&theta)? {
+            match cx.first_violated(&binding, &theta)? {
                 None => {
+                    // The storage the interchange needs (DeLICM): expansion or mapping.
+                    let fix = crate::storage::for_interchange(&cx, b, &theta)?;
                     let names: Vec<String> = new_order
                         .iter()
                         .map(|&l| region.loops[l].label.clone())
                         .collect();
+                    let mut text = format!(
+                        "Interchange the loops to the order {} (outermost first): loop {} innermost makes {:.0}% of the accesses stride 0 or 1, against {:.0}% now.",
+                        names.join(", "),
+                        label(b),
+                        share_along(b),
+                        share_along(c)
+                    );
+                    if !fix.needs.is_empty() {
+                        text = format!("{text} Legal after {}.", phrases(&fix.needs));
+                    }
                     fb.suggestions.push(Suggestion {
                         kind: "interchange".into(),
-                        loops: new_order.iter().map(|&l| region.loops[l].id.clone()).collect(),
-                        text: format!(
-                            "Interchange the loops to the order {} (outermost first): loop {} innermost makes {:.0}% of the accesses stride 0 or 1, against {:.0}% now.",
-                            names.join(", "),
-                            label(b),
-                            share_along(b),
-                            share_along(c)
-                        ),
+                        loops: new_order
+                            .iter()
+                            .map(|&l| region.loops[l].id.clone())
+                            .collect(),
+                        text,
                         sizes: Vec::new(),
+                        requires: fix.needs.clone(),
                     });
-                    // The storage the interchange needs (DeLICM): expansion or mapping.
-                    let (mut sugs, needs) =
-                        crate::storage::for_interchange(region, b, &theta, &cx.params, opts)?;
-                    if let (Some(needs), Some(ic)) = (needs, fb.suggestions.last_mut()) {
-                        ic.text = format!("{} Legal after {needs}.", ic.text);
-                    }
-                    fb.suggestions.append(&mut sugs);
+                    fb.suggestions.extend(fix.suggestions);
+                    renamed = fix.renamed;
+                    interchange_needs = fix.needs;
                     order = new_order;
                 }
                 Some(i) => {
@@ -461,65 +245,80 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     }
 
     timing.mark("interchange");
-    // Parallelism in the chosen order.
+    // Parallelism in the chosen order: the outermost loop whose iterations are independent
+    // once the storage changes it names are made.
     let theta_order = permuted(region, &chain, &order, &cx.params);
-    let chain_deps: Vec<usize> = match chain.first() {
-        Some(&outer) => cx.deps_within(outer),
-        None => Vec::new(),
-    };
-    let mut parallel_levels: Vec<bool> = Vec::new();
-    let mut first_carried: Option<(usize, usize)> = None;
+    let mut verdicts: Vec<Verdict> = Vec::new();
     for (lvl, &l) in order.iter().enumerate() {
-        let c = cx.first_related(&chain_deps, &theta_order, &carried_at(cx.n, lvl, &prefix))?;
-        if let (Some(i), None) = (c, first_carried) {
-            first_carried = Some((l, i));
-        }
-        parallel_levels.push(c.is_none());
+        verdicts.push(cx.parallel(l, lvl, &theta_order, &renamed)?);
     }
+    let parallel_levels: Vec<bool> = verdicts
+        .iter()
+        .map(|v| matches!(v, Verdict::Legal(_)))
+        .collect();
+    let first_blocked: Option<(usize, String)> =
+        order.iter().zip(&verdicts).find_map(|(&l, v)| match v {
+            Verdict::Blocked(why) => Some((l, why.clone())),
+            Verdict::Legal(_) => None,
+        });
+    let after_interchange = |needs: &[Requirement]| -> Vec<Requirement> {
+        let mut all = interchange_needs.clone();
+        all.extend(needs.iter().cloned());
+        all.sort();
+        all.dedup();
+        all
+    };
     if let Some(lvl) = parallel_levels.iter().position(|&p| p) {
         let l = order[lvl];
-        let (privatize, needs) = crate::storage::for_parallel(
-            region,
-            l,
-            &theta_order,
-            &carried_at(cx.n, lvl, &prefix),
-            &cx.params,
-            opts,
-        )?;
+        let Verdict::Legal(needs) = &verdicts[lvl] else {
+            unreachable!("a parallel level has a legal verdict")
+        };
+        let inside = if lvl > 0 {
+            format!(
+                " inside {}",
+                order[..lvl]
+                    .iter()
+                    .map(|&o| label(o))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        } else {
+            String::new()
+        };
+        let text = if needs.is_empty() {
+            format!(
+                "Run loop {} in parallel (e.g. `#pragma omp parallel for`){inside}: no dependence of any kind is carried by it.",
+                label(l)
+            )
+        } else {
+            format!(
+                "Run loop {} in parallel (e.g. `#pragma omp parallel for`){inside} after {}: then no dependence is carried by it.",
+                label(l),
+                phrases(needs)
+            )
+        };
         fb.suggestions.push(Suggestion {
             kind: "parallelize".into(),
             loops: vec![region.loops[l].id.clone()],
-            text: format!(
-                "Run loop {} in parallel (e.g. `#pragma omp parallel for`): no flow dependence is carried by it{}.",
-                label(l),
-                if lvl > 0 {
-                    format!(
-                        " inside {}",
-                        order[..lvl].iter().map(|&o| label(o)).collect::<Vec<_>>().join(", ")
-                    )
-                } else {
-                    String::new()
-                }
-            ),
+            text,
             sizes: Vec::new(),
+            requires: after_interchange(needs),
         });
-        if let (Some(needs), Some(par)) = (needs, fb.suggestions.last_mut()) {
-            par.text = format!("{} Legal after {needs}.", par.text);
-        }
-        fb.suggestions.extend(privatize);
     }
-    if let (Some(&inner), Some(&true)) = (order.last(), parallel_levels.last()) {
+    if let (Some(&inner), Some(Verdict::Legal(needs))) = (order.last(), verdicts.last()) {
         let share = share_along(inner);
         if share >= 50.0 {
             fb.suggestions.push(Suggestion {
                 kind: "vectorize".into(),
                 loops: vec![region.loops[inner].id.clone()],
                 text: format!(
-                    "Vectorize loop {}: its iterations are independent and {:.0}% of its accesses are stride 0 or 1.",
+                    "Vectorize loop {}: its iterations are independent{} and {:.0}% of its accesses are stride 0 or 1.",
                     label(inner),
+                    if needs.is_empty() { String::new() } else { format!(" after {}", phrases(needs)) },
                     share
                 ),
                 sizes: Vec::new(),
+                requires: after_interchange(needs),
             });
         }
     }
@@ -553,6 +352,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
                 rows.join(" and ")
             ),
             sizes: Vec::new(),
+            requires: Vec::new(),
         });
     }
     if tile_depth >= 2 {
@@ -568,6 +368,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
                 opts.tile_size
             ),
             sizes: vec![opts.tile_size; tile_depth],
+            requires: interchange_needs.clone(),
         });
     }
 
@@ -609,6 +410,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
                 components_after
             ),
             sizes: Vec::new(),
+            requires: Vec::new(),
         });
     } else if components_after > components_before && components_before >= 1 {
         fb.suggestions.push(Suggestion {
@@ -623,6 +425,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
                 components_after
             ),
             sizes: Vec::new(),
+            requires: Vec::new(),
         });
     }
 
@@ -635,13 +438,20 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
 
     // Why nothing could be done.
     if !fb.suggestions.iter().any(|s| s.kind == "parallelize") {
-        if let Some((l, i)) = first_carried {
-            let reason = format!("loop {} carries {}", label(l), cx.describe_dep(i));
+        if let Some((l, why)) = first_blocked {
+            let reason = format!("loop {} cannot run in parallel: {why}", label(l));
             fb.why_not = Some(match fb.why_not.take() {
                 Some(w) if fb.suggestions.is_empty() => format!("{w}; {reason}"),
                 _ => format!("no parallel loop: {reason}"),
             });
         }
+    }
+    if let Some(e) = schedule_failure {
+        let reason = format!("no tiling, skewing or fusion advice: {e}");
+        fb.why_not = Some(match fb.why_not.take() {
+            Some(w) => format!("{w}; {reason}"),
+            None => reason,
+        });
     }
     if fb.suggestions.is_empty() && fb.why_not.is_none() {
         fb.why_not = Some(if !region.library_calls.is_empty() {
@@ -731,6 +541,15 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         ast_in_order(region, &chain, &order, &after_flags)
     };
     Ok(fb)
+}
+
+/// Storage changes for a sentence: "privatizing `t` and reading `a` from a copy ...".
+fn phrases(needs: &[Requirement]) -> String {
+    needs
+        .iter()
+        .map(Requirement::phrase)
+        .collect::<Vec<_>>()
+        .join(" and ")
 }
 
 /// The schedule where the statements running the whole `chain` of loops follow `order`. The

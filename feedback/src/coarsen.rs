@@ -4,7 +4,7 @@
 //! grows with the number of statements, and a block moves as a whole anyway.
 
 use crate::affine::parse_schedule_map;
-use crate::input::{Region, Statement};
+use crate::input::{Boundary, Dependence, Region, Statement};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Renames the statement tuples of an isl string (`S3[` → `B1[`).
@@ -128,39 +128,33 @@ pub(crate) fn coarsen(region: &Region) -> Region {
         .filter_map(|d| {
             let (source, sink) = (renamed(&d.source), renamed(&d.sink));
             let relation = rename(&d.relation, &names);
-            if is_identity(&relation, &source, &sink) || !seen.insert(relation.clone()) {
+            // Inside one block instance, or the same pairs through the same storage again.
+            if is_identity(&relation, &source, &sink)
+                || !seen.insert((d.kind, d.storage.clone(), relation.clone()))
+            {
                 return None;
             }
-            Some(crate::input::Dependence {
+            Some(Dependence {
                 source,
                 sink,
                 relation,
-                exact: d.exact,
+                ..d.clone()
             })
         })
         .collect();
-    let storage = region
-        .storage
-        .iter()
-        .filter_map(|d| {
-            let (source, sink) = (renamed(&d.source), renamed(&d.sink));
-            let relation = rename(&d.relation, &names);
-            (!is_identity(&relation, &source, &sink)).then(|| crate::input::StorageDep {
-                source,
-                sink,
-                kind: d.kind.clone(),
-                storage: d.storage.clone(),
-                relation,
-            })
-        })
-        .collect();
+    let border = |b: &Boundary| Boundary {
+        stmt: renamed(&b.stmt),
+        relation: rename(&b.relation, &names),
+        ..b.clone()
+    };
     Region {
         loops: region.loops.clone(),
         statements,
         dependences,
         library_calls: region.library_calls.clone(),
-        storage,
         trips: region.trips.clone(),
+        live_in: region.live_in.iter().map(border).collect(),
+        live_out: region.live_out.iter().map(border).collect(),
     }
 }
 

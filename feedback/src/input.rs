@@ -1,5 +1,7 @@
 //! What the feedback stage is given for one region.
 
+pub use tracer::DepKind;
+
 /// A loop of the region (a loop node of the dynamic schedule tree).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Loop {
@@ -55,16 +57,43 @@ pub struct Statement {
     pub exact: bool,
 }
 
-/// A flow dependence between two statements of the region.
+/// A dependence between two statements of the region: flow (read after write), anti (write
+/// after read) or output (write after write), through a register, a scalar, an array, or the
+/// hidden state of natively-run library code.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Dependence {
     /// Producer statement name.
     pub source: String,
     /// Consumer statement name.
     pub sink: String,
+    pub kind: DepKind,
+    pub storage: Storage,
     /// isl map from the consumer's instances to the producer's: `{ S3[i] -> S1[i - 1] : ... }`.
     pub relation: String,
     pub exact: bool,
+}
+
+impl Dependence {
+    /// A flow dependence, or one that no renaming of storage removes: the scheduler must
+    /// respect it.
+    pub fn binding(&self) -> bool {
+        self.kind == DepKind::Flow || !self.storage.renamable()
+    }
+}
+
+/// A value crossing the region's border: read inside from a write before the region
+/// (live-in), or written inside and read after it (live-out).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Boundary {
+    /// The statement of the region that reads (live-in) or writes (live-out) it.
+    pub stmt: String,
+    pub storage: Storage,
+    /// isl map between the statement's instances and the instruction outside, whose tuple is
+    /// `Outside`: `{ S2[i] -> Outside[] }` for live-in reads, `{ Outside[] -> S2[i] }` for
+    /// live-out writes (consumer to producer, as dependences).
+    pub relation: String,
+    /// Source location of the instruction outside, for a person.
+    pub outside: String,
 }
 
 /// One region of the dynamic schedule tree, with its polyhedral DDG.
@@ -72,14 +101,16 @@ pub struct Dependence {
 pub struct Region {
     pub loops: Vec<Loop>,
     pub statements: Vec<Statement>,
+    /// Every dependence between statements of the region.
     pub dependences: Vec<Dependence>,
     /// Library calls made inside the region (they run natively: opaque to the analysis).
     pub library_calls: Vec<String>,
-    /// Every dependence (flow, anti, output) with the storage it goes through: what storage
-    /// advice needs.
-    pub storage: Vec<StorageDep>,
     /// Iterations of each loop (largest coordinate + 1), when known.
     pub trips: Vec<Option<u64>>,
+    /// Values the region reads that were written before it.
+    pub live_in: Vec<Boundary>,
+    /// Values the region writes that are read after it, up to the program's exit.
+    pub live_out: Vec<Boundary>,
 }
 
 /// Where a value is kept.
@@ -92,6 +123,9 @@ pub enum Storage {
     Scalar { addr: u64, name: String },
     /// Memory that moves with the iterations (an array), named.
     Array { name: String },
+    /// State hidden inside natively-run library code (the output stream of `printf`, the
+    /// generator of `rand`), described.
+    Effect { name: String },
 }
 
 impl Storage {
@@ -100,23 +134,19 @@ impl Storage {
             Storage::Register(r) => format!("register {r}"),
             Storage::Scalar { name, .. } => name.clone(),
             Storage::Array { name } => format!("array {name}"),
+            Storage::Effect { name } => name.clone(),
         }
     }
 
     /// A register or a scalar in memory (expandable, privatizable).
     pub fn is_scalar(&self) -> bool {
-        !matches!(self, Storage::Array { .. })
+        matches!(self, Storage::Register(_) | Storage::Scalar { .. })
     }
-}
 
-/// A dependence with its kind and storage.
-#[derive(Clone, Debug, PartialEq)]
-pub struct StorageDep {
-    pub source: String,
-    pub sink: String,
-    /// `flow`, `anti` or `output`.
-    pub kind: String,
-    pub storage: Storage,
-    /// isl map from the consumer's instances to the producer's.
-    pub relation: String,
+    /// Whether giving each instance its own copy (expansion, privatization) can remove the
+    /// anti and output dependences through it: scalars and registers can be renamed; an array
+    /// only under the conditions the legality model checks; library state never.
+    pub fn renamable(&self) -> bool {
+        self.is_scalar()
+    }
 }

@@ -9,12 +9,13 @@ mod analyze;
 mod coarsen;
 pub mod input;
 mod islx;
+pub mod legality;
 pub mod params;
 pub mod pipeline;
 mod storage;
 
 pub use analyze::analyze_region;
-pub use input::{Access, Dependence, Loop, Region, Statement, Storage, StorageDep};
+pub use input::{Access, Boundary, DepKind, Dependence, Loop, Region, Statement, Storage};
 
 /// Errors of the feedback stage.
 #[derive(Debug, thiserror::Error)]
@@ -74,7 +75,8 @@ pub struct LoopInfo {
     pub label: String,
     /// Nesting depth in the region (0: outermost).
     pub depth: usize,
-    /// No flow dependence is carried by this loop.
+    /// Its iterations can run in parallel: no dependence of any kind is carried by it, once
+    /// scalars are privatized (see [`legality`]).
     pub parallel: bool,
     /// This loop and the loops around it form a permutable band.
     pub permutable: bool,
@@ -96,6 +98,8 @@ pub struct Suggestion {
     pub text: String,
     /// Tile sizes (for `tile`).
     pub sizes: Vec<u32>,
+    /// Storage changes without which the transformation is not legal.
+    pub requires: Vec<legality::Requirement>,
 }
 
 /// The metrics of Tables 3 and 5.

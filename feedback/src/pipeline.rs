@@ -6,7 +6,7 @@
 //! iteration vector (loop counters, address arithmetic) leaves the statement set, and the
 //! dependences out of it are dropped, since they would serialize every loop.
 
-use crate::input::{Access, Dependence, Loop, Region, Statement};
+use crate::input::{Access, Boundary, Dependence, Loop, Region, Statement, Storage};
 use crate::{analyze_region, Feedback, Options};
 use folder::{FoldOptions, Folded, Label, StreamFolder};
 use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter, Mnemonic};
@@ -108,9 +108,9 @@ struct InsnStream {
     sizes: Vec<u32>,
     writes: Vec<bool>,
     last: Vec<u64>,
-    /// The dependence streams this statement consumes: (producer, kind, through, index in
-    /// `Collect::deps`). A handful each, searched before the hash index.
-    consumes: Vec<(Stmt, DepKind, Through, u32)>,
+    /// The dependence streams this statement consumes: (producer, kind, through, slot, index
+    /// in `Collect::deps`). A handful each, searched before the hash index.
+    consumes: Vec<(Stmt, DepKind, Through, u8, u32)>,
 }
 
 struct DepStream {
@@ -124,7 +124,13 @@ struct DepStream {
     fixed: bool,
 }
 
-type DepKey = (Stmt, Stmt, DepKind, Through);
+/// Consumer, producer, kind, through, and the slot: the rank of the producer instance among
+/// those of the same statement that one consumer instance depends on.
+type DepKey = (Stmt, Stmt, DepKind, Through, u8);
+
+/// Producer instances of one statement kept per consumer instance (a 32-byte load of four
+/// values written by four iterations needs four); past that the relation is marked inexact.
+const MAX_SLOTS: u8 = 8;
 
 /// Streams by key, looked up several times per traced instruction. The folders live apart from
 /// the index so that the index stays small enough for the cache (a folder is hundreds of
@@ -219,7 +225,37 @@ impl Collect<'_> {
         st.folder.push(&self.point, &self.label);
     }
 
+    /// One dynamic dependence. A consumer instance with several producer instances of the
+    /// same statement (a 16-byte load of two values written by two iterations) sends the
+    /// second to a second stream (slot 1), and so on: each slot folds on its own, and none of
+    /// the pairs is lost.
     fn dep(&mut self, d: &tracer::Dep<'_>) {
+        for slot in 0..MAX_SLOTS {
+            let i = self.stream_of(d, slot);
+            let st = &mut self.deps.items[i as usize].1;
+            st.fixed &= st.location == d.location;
+            if !st.last.is_empty() && !lex_gt(d.consumer_coords, &st.last) {
+                if st.last.as_slice() == d.consumer_coords && slot + 1 < MAX_SLOTS {
+                    continue;
+                }
+                st.multi = true;
+                return;
+            }
+            st.last.clear();
+            st.last.extend_from_slice(d.consumer_coords);
+            self.point.clear();
+            self.point
+                .extend(d.consumer_coords.iter().map(|&c| c as i64));
+            self.label.clear();
+            self.label
+                .extend(d.producer_coords.iter().map(|&c| c as i64));
+            st.folder.push(&self.point, &self.label);
+            return;
+        }
+    }
+
+    /// The index of the stream of `d`'s key in `slot`.
+    fn stream_of(&mut self, d: &tracer::Dep<'_>, slot: u8) -> u32 {
         let opts = self.opts;
         let new = || DepStream {
             folder: StreamFolder::new(d.consumer_coords.len(), d.producer_coords.len(), opts),
@@ -228,41 +264,26 @@ impl Collect<'_> {
             location: d.location,
             fixed: true,
         };
-        let key = (d.consumer, d.producer, d.kind, d.through);
+        let key = (d.consumer, d.producer, d.kind, d.through, slot);
         let consumer = (d.consumer.context, d.consumer.pc);
         let current = self.current.map(|i| &mut self.insns.items[i as usize]);
-        let i = match current {
+        match current {
             Some((at, st)) if *at == consumer => {
                 let consumes = &mut st.consumes;
                 let known = consumes
                     .iter()
-                    .find(|c| (c.0, c.1, c.2) == (d.producer, d.kind, d.through));
+                    .find(|c| (c.0, c.1, c.2, c.3) == (d.producer, d.kind, d.through, slot));
                 match known {
-                    Some(c) => c.3,
+                    Some(c) => c.4,
                     None => {
                         let i = self.deps.index_of(key, new);
-                        consumes.push((d.producer, d.kind, d.through, i));
+                        consumes.push((d.producer, d.kind, d.through, slot, i));
                         i
                     }
                 }
             }
             _ => self.deps.index_of(key, new),
-        };
-        let st = &mut self.deps.items[i as usize].1;
-        st.fixed &= st.location == d.location;
-        if !st.last.is_empty() && !lex_gt(d.consumer_coords, &st.last) {
-            st.multi = true;
-            return;
         }
-        st.last.clear();
-        st.last.extend_from_slice(d.consumer_coords);
-        self.point.clear();
-        self.point
-            .extend(d.consumer_coords.iter().map(|&c| c as i64));
-        self.label.clear();
-        self.label
-            .extend(d.producer_coords.iter().map(|&c| c as i64));
-        st.folder.push(&self.point, &self.label);
     }
 }
 
@@ -343,6 +364,8 @@ fn register_name(offset: u64) -> String {
 
 struct Folded2 {
     insns: HashMap<(NodeId, u64), (InsnStream2, Folded)>,
+    /// Instructions at either end of some dependence.
+    dep_ends: rustc_hash::FxHashSet<(NodeId, u64)>,
     /// (key, folded stream, several producers per instance, first location, fixed location)
     deps: Vec<(DepKey, Folded, bool, u64, bool)>,
 }
@@ -413,6 +436,18 @@ fn fp_op(m: Mnemonic) -> bool {
             .any(|a| name.starts_with(a) || name.starts_with(&format!("V{}", a.to_lowercase())))
 }
 
+/// The name of the function a direct call goes to (`printf`), when the binary names it.
+fn callee_name(insn: &iced_x86::Instruction, exe: &symbols::ElfFile, bias: u64) -> Option<String> {
+    if insn.op0_kind() != iced_x86::OpKind::NearBranch64 {
+        return None;
+    }
+    let target = insn.near_branch_target().wrapping_sub(bias);
+    Some(match exe.import_for_plt_stub(target) {
+        Some(name) => name.split('@').next().unwrap_or(name).to_string(),
+        None => exe.describe(target),
+    })
+}
+
 /// Names the memory at `addr` for a person: a global by symbol, a heap block by allocation
 /// site, a stack slot by function.
 fn name_memory(
@@ -461,7 +496,13 @@ fn name_memory_at(
         };
     }
     if addr >= 0x7ff0_0000_0000 {
-        return format!("a stack slot of {function} ({addr:#x})");
+        // An array's first access varies from one dependence to the next: name it by its
+        // frame alone, so that all its dependences name one storage.
+        return if with_offset {
+            format!("a stack slot of {function} ({addr:#x})")
+        } else {
+            format!("a stack array of {function}")
+        };
     }
     format!("memory at {addr:#x}")
 }
@@ -500,7 +541,14 @@ pub fn profile(
         |d| cell.borrow_mut().dep(d),
     )?;
     let streams = (c.insns.len(), c.deps.len());
+    let dep_ends = c
+        .deps
+        .items
+        .iter()
+        .flat_map(|((cons, prod, ..), _)| [(cons.context, cons.pc), (prod.context, prod.pc)])
+        .collect();
     let folded = Folded2 {
+        dep_ends,
         insns: c
             .insns
             .items
@@ -661,7 +709,12 @@ fn build_region(
         let bytes = code.bytes.get(&key.1).cloned().unwrap_or_default();
         let insn = Decoder::with_ip(64, &bytes, key.1, DecoderOptions::NONE).decode();
         let touches = meta.naddr > 0;
-        if is_scev(meta, f, nval, &insn) || !(touches || writes_data(&insn, &mut info)) {
+        // A call into natively-run library code is a statement when it has effects (output,
+        // hidden state, memory it reads or writes): the tracer reports them as its own.
+        let effectful_call = insn.mnemonic() == Mnemonic::Call && folded.dep_ends.contains(key);
+        if !effectful_call
+            && (is_scev(meta, f, nval, &insn) || !(touches || writes_data(&insn, &mut info)))
+        {
             continue;
         }
         let in_plt = [".plt", ".plt.sec", ".plt.got"].iter().any(|sec| {
@@ -669,10 +722,10 @@ fn build_region(
                 .is_some_and(|r| r.contains(&key.1.wrapping_sub(bias)))
         });
         if in_plt
-            || matches!(
+            || (matches!(
                 insn.mnemonic(),
                 Mnemonic::Call | Mnemonic::Ret | Mnemonic::Jmp | Mnemonic::Cmp | Mnemonic::Test
-            )
+            ) && !effectful_call)
         {
             // Control: the return address carries no program data, and comparisons only set
             // the flags of a branch.
@@ -724,6 +777,12 @@ fn build_region(
         let link = key.1.wrapping_sub(bias);
         let mut asm = String::new();
         formatter.format(&insn, &mut asm);
+        if effectful_call {
+            // `call printf`, not `call 1050h`.
+            if let Some(name) = callee_name(&insn, exe, bias) {
+                asm = format!("call {name}");
+            }
+        }
         let loc = exe
             .location(link)
             .map(|l| l.short())
@@ -785,41 +844,71 @@ fn build_region(
 
     let mut dependences = Vec::new();
     let mut dep_reports = Vec::new();
-    let mut storage = Vec::new();
-    for ((cons, prod, kind, through), f, multi, location, fixed) in &folded.deps {
-        let (Some(sink), Some(source)) = (
-            names.get(&(cons.context, cons.pc)),
-            names.get(&(prod.context, prod.pc)),
-        ) else {
-            continue;
+    let mut live_in = Vec::new();
+    let mut live_out = Vec::new();
+    let inside = |ctx: NodeId| tree.is_within(ctx, root);
+    let outside_line = |pc: u64| {
+        let link = pc.wrapping_sub(bias);
+        exe.location(link)
+            .map(|l| l.short())
+            .unwrap_or_else(|| exe.describe(link))
+    };
+    for ((cons, prod, kind, through, _), f, multi, location, fixed) in &folded.deps {
+        let sink = names.get(&(cons.context, cons.pc));
+        let source = names.get(&(prod.context, prod.pc));
+        let function = source
+            .or(sink)
+            .and_then(|n| functions.get(n))
+            .map_or("the region", String::as_str);
+        let storage = || match through {
+            Through::Register => Storage::Register(register_name(*location)),
+            Through::Memory => match tracer::deps::Effect::at(*location) {
+                Some(e) => Storage::Effect {
+                    name: e.describe().to_string(),
+                },
+                None if *fixed => Storage::Scalar {
+                    addr: *location,
+                    name: name_memory(*location, exe, bias, code, function),
+                },
+                None => Storage::Array {
+                    name: name_array(*location, exe, bias, code, function),
+                },
+            },
+        };
+        let (sink, source) = match (sink, source) {
+            (Some(sink), Some(source)) => (sink, source),
+            // A value crossing the region's border: read inside from before it, or written
+            // inside and read after it. Only flow dependences make a value live.
+            (Some(sink), None) if *kind == DepKind::Flow && !inside(prod.context) => {
+                live_in.push(Boundary {
+                    stmt: sink.clone(),
+                    storage: storage(),
+                    relation: f.to_isl_map(sink, "Outside"),
+                    outside: outside_line(prod.pc),
+                });
+                continue;
+            }
+            (None, Some(source)) if *kind == DepKind::Flow && !inside(cons.context) => {
+                live_out.push(Boundary {
+                    stmt: source.clone(),
+                    storage: storage(),
+                    relation: f.to_isl_map("Outside", source),
+                    outside: outside_line(cons.pc),
+                });
+                continue;
+            }
+            _ => continue,
         };
         let relation = f.to_isl_map(sink, source);
+        // Pairs past the slots were dropped: the relation is then known to be incomplete.
         let exact = f.is_exact() && !multi;
-        if *kind == DepKind::Flow {
-            dependences.push(Dependence {
-                source: source.clone(),
-                sink: sink.clone(),
-                relation: relation.clone(),
-                exact,
-            });
-        }
-        let function = functions.get(source).map_or("the region", String::as_str);
-        let where_ = match through {
-            Through::Register => crate::input::Storage::Register(register_name(*location)),
-            Through::Memory if *fixed => crate::input::Storage::Scalar {
-                addr: *location,
-                name: name_memory(*location, exe, bias, code, function),
-            },
-            Through::Memory => crate::input::Storage::Array {
-                name: name_array(*location, exe, bias, code, function),
-            },
-        };
-        storage.push(crate::input::StorageDep {
+        dependences.push(Dependence {
             source: source.clone(),
             sink: sink.clone(),
-            kind: kind.as_str().to_string(),
-            storage: where_,
+            kind: *kind,
+            storage: storage(),
             relation: relation.clone(),
+            exact,
         });
         dep_reports.push(DependenceReport {
             source: source.clone(),
@@ -863,8 +952,9 @@ fn build_region(
         statements,
         dependences,
         library_calls: library_calls.into_iter().collect(),
-        storage,
         trips,
+        live_in,
+        live_out,
     };
     // A region isl cannot schedule is still reported, with the reason.
     let feedback = analyze_region(&input, &opts.feedback).unwrap_or_else(|e| Feedback {

@@ -8,58 +8,22 @@
 //! that is dead while it is live (zero extra memory); one whose anti or output dependences are
 //! carried by a loop run in parallel, while its values never cross iterations, is privatized.
 
-use crate::affine::{parse_schedule_map, strip_braces};
-use crate::input::{Region, Statement, Storage};
-use crate::islx::{self, empty, union_map, violations};
-use crate::params::Parameterizer;
-use crate::{Error, Options, Suggestion};
-use isl_rs::Context;
+use crate::affine::parse_schedule_map;
+use crate::input::{DepKind, Region, Statement, Storage};
+use crate::legality::{line_of, Change, Ctx, Requirement};
+use crate::{Error, Suggestion};
 use std::collections::{BTreeMap, BTreeSet};
 
 fn stmt<'a>(region: &'a Region, name: &str) -> Option<&'a Statement> {
     region.statements.iter().find(|s| s.name == name)
 }
 
-fn line_of(region: &Region, name: &str) -> String {
-    stmt(region, name)
-        .map(|s| s.label.split(' ').next().unwrap_or("?").to_string())
-        .unwrap_or_else(|| name.to_string())
-}
-
-/// The storage dependences (indices) of `kinds` that schedule `theta` breaks.
-fn broken(
-    isl: &Context,
-    params: &mut Parameterizer,
-    region: &Region,
-    kinds: &[&str],
-    theta: &str,
-) -> Result<Vec<usize>, Error> {
-    let theta_m = union_map(isl, theta)?;
-    let mut out = Vec::new();
-    for (i, d) in region.storage.iter().enumerate() {
-        if !kinds.contains(&d.kind.as_str()) {
-            continue;
-        }
-        let body = strip_braces(&params.rewrite(&d.relation));
-        if body.is_empty() {
-            continue;
-        }
-        let m = union_map(isl, &params.declare(&format!("{{ {body} }}")))?
-            .reverse()
-            .map_err(crate::islx::isl("reversing a dependence"))?;
-        if !empty(&violations(&m, &theta_m)?)? {
-            out.push(i);
-        }
-    }
-    Ok(out)
-}
-
 /// Some flow dependence through `storage` links different iterations of a loop.
 fn crosses_iterations(region: &Region, storage: &Storage) -> bool {
     region
-        .storage
+        .dependences
         .iter()
-        .filter(|d| d.kind == "flow" && &d.storage == storage)
+        .filter(|d| d.kind == DepKind::Flow && &d.storage == storage)
         .any(|d| {
             let (Some(sink), Some(src)) = (stmt(region, &d.sink), stmt(region, &d.source)) else {
                 return true;
@@ -81,179 +45,120 @@ fn crosses_iterations(region: &Region, storage: &Storage) -> bool {
         })
 }
 
-/// Storage an interchange needs: expansion along the loop that moves inward, or a mapping onto
-/// a dead array element. Returns the suggestions and a phrase for the interchange's text.
-pub(crate) fn for_interchange(
-    region: &Region,
-    moved: usize,
-    theta: &str,
-    params: &Parameterizer,
-    opts: &Options,
-) -> Result<(Vec<Suggestion>, Option<String>), Error> {
-    islx::limited(opts, |isl| {
-        let mut p = params.clone();
-        let broken = broken(isl, &mut p, region, &["anti", "output"], theta)?;
-        let mut by_storage: BTreeMap<&Storage, Vec<usize>> = BTreeMap::new();
-        for i in broken {
-            let s = &region.storage[i].storage;
-            // A temporary whose values never leave their iteration is renamed freely; only values
-            // living across iterations (an accumulator) need storage of their own.
-            if s.is_scalar() && crosses_iterations(region, s) {
-                by_storage.entry(s).or_default().push(i);
-            }
-        }
-        let loop_label = |l: usize| format!("{} ({})", region.loops[l].label, region.loops[l].id);
-        let mut sugs = Vec::new();
-        let mut needs = Vec::new();
-        for (storage, deps) in by_storage {
-            // Name it by where its carried value is produced (the accumulation), else by the
-            // writes the new order would reorder.
-            let carried_writers: BTreeSet<&str> = region
-                .storage
-                .iter()
-                .filter(|d| d.kind == "flow" && &d.storage == storage && d.source == d.sink)
-                .map(|d| d.source.as_str())
-                .collect();
-            let writers: BTreeSet<&str> = if carried_writers.is_empty() {
-                deps.iter()
-                    .map(|&i| region.storage[i].source.as_str())
-                    .collect()
-            } else {
-                carried_writers
-            };
-            let at = writers
-                .iter()
-                .map(|w| line_of(region, w))
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .collect::<Vec<_>>()
-                .join(", ");
-            // DeLICM: a store that saves this scalar into an array element varying along the moved
-            // loop gives the scalar a home whose element is dead until that store.
-            let home = region
-                .storage
-                .iter()
-                .filter(|d| d.kind == "flow" && &d.storage == storage)
-                .filter_map(|d| stmt(region, &d.sink))
-                .find_map(|t| {
-                    let d = t.loops.iter().position(|&l| l == moved)?;
-                    let a = t.accesses.iter().find(|a| {
-                        a.write && a.strides.get(d).copied().flatten().is_some_and(|s| s != 0)
-                    })?;
-                    Some((t, a.array.clone().unwrap_or_else(|| "the array".into())))
-                });
-            match home {
-                Some((t, array)) => {
-                    let line = t.label.split(' ').next().unwrap_or("?");
-                    sugs.push(Suggestion {
-                        kind: "map_scalar_to_array".into(),
-                        loops: vec![region.loops[moved].id.clone()],
-                        text: format!(
-                            "Keep {} (written at {at}) in the element of {array} that {line} stores it to: that element is dead until then, so the interchange needs no extra memory.",
-                            storage.describe()
-                        ),
-                        sizes: Vec::new(),
-                    });
-                    needs.push(format!(
-                        "mapping {} onto {array} (line {line})",
-                        storage.describe()
-                    ));
-                }
-                None => {
-                    let n = region.trips.get(moved).copied().flatten();
-                    sugs.push(Suggestion {
-                        kind: "expand_scalar".into(),
-                        loops: vec![region.loops[moved].id.clone()],
-                        text: format!(
-                            "Expand {} (written at {at}) into an array along loop {}{}: each of its iterations needs its own copy once the loops are interchanged.",
-                            storage.describe(),
-                            loop_label(moved),
-                            n.map_or(String::new(), |n| format!(" ({n} elements)"))
-                        ),
-                        sizes: n.map(|n| vec![u32::try_from(n).unwrap_or(u32::MAX)]).unwrap_or_default(),
-                    });
-                    needs.push(format!(
-                        "expanding {} (written at {at}) along {}",
-                        storage.describe(),
-                        region.loops[moved].label
-                    ));
-                }
-            }
-        }
-        let phrase = (!needs.is_empty()).then(|| needs.join(" and "));
-        Ok((sugs, phrase))
-    })
+/// What an interchange needs of the program's storage.
+pub(crate) struct Fix {
+    /// The storage suggestions themselves (`expand_scalar`, `map_scalar_to_array`).
+    pub suggestions: Vec<Suggestion>,
+    /// The same, as requirements of the interchange.
+    pub needs: Vec<Requirement>,
+    /// Storage given copies of its own (expanded, mapped, or temporaries renamed freely).
+    pub renamed: BTreeSet<String>,
 }
 
-/// Scalars in memory whose anti or output dependences are carried by the parallel loop at
-/// `level` of `theta`: privatize them. Returns the suggestions and a phrase for the
-/// parallelization's text.
-pub(crate) fn for_parallel(
-    region: &Region,
-    par_loop: usize,
-    theta: &str,
-    carried: &str,
-    params: &Parameterizer,
-    opts: &Options,
-) -> Result<(Vec<Suggestion>, Option<String>), Error> {
-    islx::limited(opts, |isl| {
-        let mut p = params.clone();
-        let theta_m = union_map(isl, theta)?;
-        let carried_m = union_map(isl, carried)?;
-        let mut names: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for d in &region.storage {
-            // Registers are private to each thread already; scalars in memory are shared.
-            let Storage::Scalar { name, .. } = &d.storage else {
-                continue;
-            };
-            if d.kind == "flow" {
-                continue;
+/// Storage an interchange needs: expansion along the loop that moves inward, or a mapping onto
+/// a dead array element.
+pub(crate) fn for_interchange(cx: &Ctx<'_>, moved: usize, theta: &str) -> Result<Fix, Error> {
+    let region = cx.region;
+    let renamable: Vec<usize> = (0..region.dependences.len())
+        .filter(|&i| !region.dependences[i].binding())
+        .collect();
+    let broken = cx.all_violated(&renamable, theta)?;
+    let mut by_storage: BTreeMap<&Storage, Vec<usize>> = BTreeMap::new();
+    let mut renamed = BTreeSet::new();
+    for i in broken {
+        let s = &region.dependences[i].storage;
+        renamed.insert(s.describe());
+        // A temporary whose values never leave their iteration is renamed freely; only values
+        // living across iterations (an accumulator) need storage of their own.
+        if crosses_iterations(region, s) {
+            by_storage.entry(s).or_default().push(i);
+        }
+    }
+    let loop_label = |l: usize| format!("{} ({})", region.loops[l].label, region.loops[l].id);
+    let mut sugs = Vec::new();
+    let mut needs = Vec::new();
+    for (storage, deps) in by_storage {
+        // Name it by where its carried value is produced (the accumulation), else by the
+        // writes the new order would reorder.
+        let carried_writers: BTreeSet<&str> = region
+            .dependences
+            .iter()
+            .filter(|d| d.kind == DepKind::Flow && &d.storage == storage && d.source == d.sink)
+            .map(|d| d.source.as_str())
+            .collect();
+        let writers: BTreeSet<&str> = if carried_writers.is_empty() {
+            deps.iter()
+                .map(|&i| region.dependences[i].source.as_str())
+                .collect()
+        } else {
+            carried_writers
+        };
+        let lines: Vec<String> = writers
+            .iter()
+            .map(|w| line_of(region, w))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let at = lines.join(", ");
+        // DeLICM: a store that saves this scalar into an array element varying along the moved
+        // loop gives the scalar a home whose element is dead until that store.
+        let home = region
+            .dependences
+            .iter()
+            .filter(|d| d.kind == DepKind::Flow && &d.storage == storage)
+            .filter_map(|d| stmt(region, &d.sink))
+            .find_map(|t| {
+                let d = t.loops.iter().position(|&l| l == moved)?;
+                let a = t.accesses.iter().find(|a| {
+                    a.write && a.strides.get(d).copied().flatten().is_some_and(|s| s != 0)
+                })?;
+                Some((t, a.array.clone().unwrap_or_else(|| "the array".into())))
+            });
+        match home {
+            Some((t, array)) => {
+                let line = t.label.split(' ').next().unwrap_or("?");
+                sugs.push(Suggestion {
+                    kind: "map_scalar_to_array".into(),
+                    loops: vec![region.loops[moved].id.clone()],
+                    text: format!(
+                        "Keep {} (written at {at}) in the element of {array} that {line} stores it to: that element is dead until then, so the interchange needs no extra memory.",
+                        storage.describe()
+                    ),
+                    sizes: Vec::new(),
+                    requires: Vec::new(),
+                });
+                needs.push(Requirement {
+                    change: Change::MapToArray,
+                    storage: format!("{} onto {array} (line {line})", storage.describe()),
+                    lines: lines.clone(),
+                });
             }
-            let body = strip_braces(&p.rewrite(&d.relation));
-            if body.is_empty() {
-                continue;
-            }
-            let m = union_map(isl, &p.declare(&format!("{{ {body} }}")))?
-                .reverse()
-                .map_err(crate::islx::isl("reversing a dependence"))?;
-            let copy = |m: &isl_rs::UnionMap| m.copy().map_err(crate::islx::isl("copying"));
-            let in_sched = m
-                .apply_domain(copy(&theta_m)?)
-                .and_then(|x| x.apply_range(theta_m.copy()?))
-                .map_err(crate::islx::isl("mapping to the schedule"))?;
-            let hit = in_sched
-                .intersect(copy(&carried_m)?)
-                .map_err(crate::islx::isl("intersecting"))?;
-            if !empty(&hit)? {
-                names
-                    .entry(name.clone())
-                    .or_default()
-                    .insert(line_of(region, &d.source));
+            None => {
+                let n = region.trips.get(moved).copied().flatten();
+                sugs.push(Suggestion {
+                    kind: "expand_scalar".into(),
+                    loops: vec![region.loops[moved].id.clone()],
+                    text: format!(
+                        "Expand {} (written at {at}) into an array along loop {}{}: each of its iterations needs its own copy once the loops are interchanged.",
+                        storage.describe(),
+                        loop_label(moved),
+                        n.map_or(String::new(), |n| format!(" ({n} elements)"))
+                    ),
+                    sizes: n.map(|n| vec![u32::try_from(n).unwrap_or(u32::MAX)]).unwrap_or_default(),
+                    requires: Vec::new(),
+                });
+                needs.push(Requirement {
+                    change: Change::Expand,
+                    storage: format!("{} along {}", storage.describe(), region.loops[moved].label),
+                    lines: lines.clone(),
+                });
             }
         }
-        let label = format!(
-            "{} ({})",
-            region.loops[par_loop].label, region.loops[par_loop].id
-        );
-        let sugs: Vec<Suggestion> = names
-            .iter()
-            .map(|(name, lines)| Suggestion {
-                kind: "privatize".into(),
-                loops: vec![region.loops[par_loop].id.clone()],
-                text: format!(
-                    "Privatize {name} (written at {}) in loop {label}: every iteration writes it before reading it, so each thread can have its own (e.g. declare it inside the loop, or `private(...)`).",
-                    lines.iter().cloned().collect::<Vec<_>>().join(", ")
-                ),
-                sizes: Vec::new(),
-            })
-            .collect();
-        let phrase = (!names.is_empty()).then(|| {
-            format!(
-                "privatizing {}",
-                names.keys().cloned().collect::<Vec<_>>().join(", ")
-            )
-        });
-        Ok((sugs, phrase))
+    }
+    Ok(Fix {
+        suggestions: sugs,
+        needs,
+        renamed,
     })
 }
 
@@ -284,7 +189,7 @@ pub(crate) fn layout(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
             let (Some(name), Some(Some(stride))) = (&a.array, a.strides.get(d)) else {
                 continue;
             };
-            if name.starts_with("a stack slot") {
+            if name.starts_with("a stack array") {
                 continue;
             }
             by_array.entry(name.clone()).or_default().push((
@@ -330,6 +235,7 @@ pub(crate) fn layout(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
                         100.0 * used as f64 / record as f64
                     ),
                     sizes: vec![u32::try_from(record).unwrap_or(u32::MAX)],
+                    requires: Vec::new(),
                 });
                 continue;
             }
@@ -354,6 +260,7 @@ pub(crate) fn layout(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
                         stride.unsigned_abs()
                     ),
                     sizes: Vec::new(),
+                    requires: Vec::new(),
                 });
             }
         }
@@ -372,6 +279,7 @@ pub(crate) fn layout(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
                     "Pad the rows of {name} (accessed at {lines}) by one cache line (64 bytes): rows of {row} bytes, a power of two, map to the same cache sets."
                 ),
                 sizes: vec![u32::try_from(row + 64).unwrap_or(u32::MAX)],
+                requires: Vec::new(),
             });
         }
     }
@@ -386,13 +294,23 @@ pub(crate) fn contraction(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
     let Some(&outer) = chain.first() else {
         return out;
     };
-    let mut by_array: BTreeMap<&str, Vec<&crate::input::StorageDep>> = BTreeMap::new();
-    for d in &region.storage {
-        if let (Storage::Array { name }, "flow") = (&d.storage, d.kind.as_str()) {
+    let mut by_array: BTreeMap<&str, Vec<&crate::input::Dependence>> = BTreeMap::new();
+    for d in &region.dependences {
+        if let (Storage::Array { name }, DepKind::Flow) = (&d.storage, d.kind) {
             by_array.entry(name.as_str()).or_default().push(d);
         }
     }
     for (name, deps) in by_array {
+        // Values read after the region must all stay: no row can be dropped.
+        let read_after: BTreeSet<&str> = region
+            .live_out
+            .iter()
+            .filter(|b| matches!(&b.storage, Storage::Array { name: n } if n == name))
+            .map(|b| b.outside.as_str())
+            .collect();
+        if !read_after.is_empty() {
+            continue;
+        }
         // The largest distance along the outer loop, from every piece of every relation.
         let mut max_dist = Some(0i64);
         let mut row_bytes = None;
@@ -444,7 +362,7 @@ pub(crate) fn contraction(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
             kind: "contract_array".into(),
             loops: vec![region.loops[outer].id.clone()],
             text: format!(
-                "Contract {name} (accessed at {}): a value written in iteration t of loop {} is last read in iteration t + {m}, so {keep} rows suffice: index its outer dimension as [t % {keep}] instead of [t] ({} bytes instead of {}), provided the program does not read the older rows after the loop.",
+                "Contract {name} (accessed at {}): a value written in iteration t of loop {} is last read in iteration t + {m}, so {keep} rows suffice: index its outer dimension as [t % {keep}] instead of [t] ({} bytes instead of {}); the program reads none of its values after the loop.",
                 lines.into_iter().collect::<Vec<_>>().join(", "),
                 region.loops[outer].label,
                 keep * row,
@@ -454,6 +372,7 @@ pub(crate) fn contraction(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
                 u32::try_from(trips * row).unwrap_or(u32::MAX),
                 u32::try_from(keep * row).unwrap_or(u32::MAX),
             ],
+            requires: Vec::new(),
         });
     }
     out

@@ -1,6 +1,9 @@
 //! The feedback on hand-written polyhedral regions of classic kernels.
 
-use feedback::{analyze_region, Access, Dependence, Loop, Options, Region, Statement};
+use feedback::{
+    analyze_region, Access, Boundary, DepKind, Dependence, Loop, Options, Region, Statement,
+    Storage,
+};
 
 fn acc(strides: &[i64], size: u32, write: bool) -> Access {
     Access {
@@ -44,9 +47,158 @@ fn dep(src: &str, sink: &str, rel: &str) -> Dependence {
     Dependence {
         source: src.into(),
         sink: sink.into(),
+        kind: DepKind::Flow,
+        storage: Storage::Array { name: "a".into() },
         relation: rel.into(),
         exact: true,
     }
+}
+
+fn dep_of(kind: DepKind, storage: Storage, src: &str, sink: &str, rel: &str) -> Dependence {
+    Dependence {
+        kind,
+        storage,
+        ..dep(src, sink, rel)
+    }
+}
+
+fn array(name: &str) -> Storage {
+    Storage::Array { name: name.into() }
+}
+
+/// One loop of 16 iterations around one statement, with the given dependences.
+fn one_loop(deps: Vec<Dependence>) -> Region {
+    Region {
+        loops: vec![lp("L0", "k.c:3")],
+        statements: vec![stmt(
+            "S0",
+            &[0],
+            &[0, 0],
+            "{ S0[i] : 0 <= i <= 15 }",
+            16,
+            vec![acc(&[8], 8, false), acc(&[8], 8, true)],
+        )],
+        dependences: deps,
+        library_calls: vec![],
+        trips: vec![Some(16)],
+        live_in: vec![],
+        live_out: vec![],
+    }
+}
+
+fn parallel(f: &feedback::Feedback) -> Option<&feedback::Suggestion> {
+    f.suggestions.iter().find(|s| s.kind == "parallelize")
+}
+
+fn changes(s: &feedback::Suggestion) -> Vec<&'static str> {
+    s.requires.iter().map(|r| r.change.as_str()).collect()
+}
+
+#[test]
+fn an_in_place_shift_reads_a_copy() {
+    // a[i] = 0.5 * a[i + 1] + 1: iteration i reads what iteration i + 1 overwrites.
+    let mut r = one_loop(vec![dep_of(
+        DepKind::Anti,
+        array("a"),
+        "S0",
+        "S0",
+        "{ S0[i] -> S0[i - 1] : 1 <= i <= 15 }",
+    )]);
+    r.live_out = vec![Boundary {
+        stmt: "S0".into(),
+        storage: array("a"),
+        relation: "{ Outside[] -> S0[i] : 0 <= i <= 15 }".into(),
+        outside: "k.c:9".into(),
+    }];
+    let f = analyze_region(&r, &Options::default()).unwrap();
+    assert!(!f.loops[0].parallel || parallel(&f).is_some());
+    let p = parallel(&f).expect("parallel after a copy");
+    assert_eq!(changes(p), ["copy_in"], "{p:?}");
+    assert!(p.text.contains("from a copy"), "{}", p.text);
+    let v = f.suggestions.iter().find(|s| s.kind == "vectorize");
+    assert!(v.is_none_or(|v| !v.requires.is_empty()), "{v:?}");
+}
+
+#[test]
+fn an_array_rewritten_by_every_iteration_and_read_after_is_serial() {
+    let mut r = one_loop(vec![dep_of(
+        DepKind::Output,
+        array("t"),
+        "S0",
+        "S0",
+        "{ S0[i] -> S0[i - 1] : 1 <= i <= 15 }",
+    )]);
+    r.live_out = vec![Boundary {
+        stmt: "S0".into(),
+        storage: array("t"),
+        relation: "{ Outside[] -> S0[15] }".into(),
+        outside: "k.c:9".into(),
+    }];
+    let f = analyze_region(&r, &Options::default()).unwrap();
+    assert!(parallel(&f).is_none(), "{:?}", f.suggestions);
+    assert!(!f.loops[0].parallel);
+    let why = f.why_not.expect("why not");
+    assert!(why.contains("read after the loop"), "{why}");
+    // Not read after the loop: a private copy per thread is legal.
+    r.live_out.clear();
+    let f = analyze_region(&r, &Options::default()).unwrap();
+    assert_eq!(changes(parallel(&f).expect("privatized")), ["privatize"]);
+}
+
+#[test]
+fn a_scalar_read_after_the_loop_needs_lastprivate_only_when_written_last() {
+    let last = Storage::Scalar {
+        addr: 0x4010,
+        name: "`last`".into(),
+    };
+    let mut r = one_loop(vec![dep_of(
+        DepKind::Output,
+        last.clone(),
+        "S0",
+        "S0",
+        "{ S0[i] -> S0[i - 1] : 1 <= i <= 15 }",
+    )]);
+    r.live_out = vec![Boundary {
+        stmt: "S0".into(),
+        storage: last.clone(),
+        relation: "{ Outside[] -> S0[15] }".into(),
+        outside: "k.c:9".into(),
+    }];
+    let f = analyze_region(&r, &Options::default()).unwrap();
+    let p = parallel(&f).expect("parallel with lastprivate");
+    assert_eq!(changes(p), ["privatize", "lastprivate"], "{p:?}");
+    // The value read after the loop comes from iteration 7, not the last one.
+    r.live_out[0].relation = "{ Outside[] -> S0[7] }".into();
+    let f = analyze_region(&r, &Options::default()).unwrap();
+    assert!(parallel(&f).is_none(), "{:?}", f.suggestions);
+}
+
+#[test]
+fn a_loop_calling_rand_is_serial() {
+    let rng = Storage::Effect {
+        name: "the random number generator's state".into(),
+    };
+    let r = one_loop(vec![
+        dep_of(
+            DepKind::Flow,
+            rng.clone(),
+            "S0",
+            "S0",
+            "{ S0[i] -> S0[i - 1] : 1 <= i <= 15 }",
+        ),
+        dep_of(
+            DepKind::Output,
+            rng,
+            "S0",
+            "S0",
+            "{ S0[i] -> S0[i - 1] : 1 <= i <= 15 }",
+        ),
+    ]);
+    let f = analyze_region(&r, &Options::default()).unwrap();
+    assert!(parallel(&f).is_none());
+    assert!(!f.suggestions.iter().any(|s| s.kind == "vectorize"));
+    let why = f.why_not.expect("why not");
+    assert!(why.contains("random number generator"), "{why}");
 }
 
 fn kinds(f: &feedback::Feedback) -> Vec<&str> {
@@ -76,8 +228,9 @@ fn matmul() -> Region {
             "{ S0[i0, i1, i2] -> S0[i0, i1, i2 - 1] : 0 <= i0 <= 7 and 0 <= i1 <= 7 and 1 <= i2 <= 7 }",
         )],
         library_calls: vec![],
-        storage: vec![],
         trips: vec![],
+        live_in: vec![],
+        live_out: vec![],
     }
 }
 
@@ -118,8 +271,9 @@ fn column_wise_traversal_is_interchanged() {
         )],
         dependences: vec![],
         library_calls: vec![],
-        storage: vec![],
         trips: vec![],
+        live_in: vec![],
+        live_out: vec![],
     };
     let f = analyze_region(&r, &Options::default()).unwrap();
     let ic = f
@@ -150,8 +304,9 @@ fn gauss_seidel_needs_skewing_then_tiling() {
             "{ S0[t, i] -> S0[t, i - 1] : 0 <= t <= 7 and 1 <= i <= 29; S0[t, i] -> S0[t - 1, i] : 1 <= t <= 7 and 0 <= i <= 29; S0[t, i] -> S0[t - 1, i + 1] : 1 <= t <= 7 and 0 <= i <= 28 }",
         )],
         library_calls: vec![],
-        storage: vec![],
         trips: vec![],
+        live_in: vec![],
+        live_out: vec![],
     };
     let f = analyze_region(&r, &Options::default()).unwrap();
     eprintln!("{f:#?}");
@@ -183,8 +338,9 @@ fn jacobi_spatial_loops_are_parallel() {
             ),
         ],
         library_calls: vec![],
-        storage: vec![],
         trips: vec![],
+        live_in: vec![],
+        live_out: vec![],
     };
     let f = analyze_region(&r, &Options::default()).unwrap();
     eprintln!("{f:#?}");
@@ -207,8 +363,9 @@ fn a_recurrence_is_not_parallel_and_says_why() {
         )],
         dependences: vec![dep("S0", "S0", "{ S0[i] -> S0[i - 1] : 2 <= i <= 31 }")],
         library_calls: vec![],
-        storage: vec![],
         trips: vec![],
+        live_in: vec![],
+        live_out: vec![],
     };
     let f = analyze_region(&r, &Options::default()).unwrap();
     assert!(!kinds(&f).contains(&"parallelize"));

@@ -95,6 +95,19 @@ pub fn region_json(
             if !s.sizes.is_empty() {
                 v["sizes"] = json!(s.sizes);
             }
+            if !s.requires.is_empty() {
+                v["requires"] = s
+                    .requires
+                    .iter()
+                    .map(|r| {
+                        json!({
+                            "change": r.change.as_str(),
+                            "storage": r.storage,
+                            "lines": r.lines,
+                        })
+                    })
+                    .collect();
+            }
             v
         })
         .collect();

@@ -1,0 +1,775 @@
+//! The legality model: every loop-level claim is checked against every observed dependence,
+//! flow, anti and output, through registers, memory and the hidden state of library calls.
+//!
+//! Flow dependences can never be broken. Anti and output dependences can be removed by a
+//! storage change, which the claim then names as a [`Requirement`] and which is itself
+//! checked:
+//! - a register or a scalar in memory whose values never cross iterations of the loop is
+//!   privatized (registers are private to each thread already and need nothing unless their
+//!   value comes from before the loop, `firstprivate`, or is read after it, `lastprivate`);
+//!   `lastprivate` is legal only when every value read after the loop was written in the
+//!   loop's last iteration;
+//! - an array written by several iterations (output dependences) is privatized when no
+//!   iteration reads what another wrote, no value comes from before the loop, and none is
+//!   read after it;
+//! - an array read by one iteration and overwritten by a later one (anti dependences only) is
+//!   read from a copy made before the loop, when the reads concerned only ever see values
+//!   from before the loop;
+//! - the hidden state of library code (output streams, random generators, the heap) cannot be
+//!   renamed: a loop that calls `printf` or `rand` is serial.
+
+use crate::affine::strip_braces;
+use crate::input::{DepKind, Region, Statement, Storage};
+use crate::islx::{self, empty, union_map, union_set, violations};
+use crate::params::Parameterizer;
+use crate::Error;
+use isl_rs::{Context, UnionMap, UnionSet};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A storage change a suggestion needs before it is legal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Change {
+    /// Each thread (or iteration) gets its own copy.
+    Privatize,
+    /// Private copies start from the value before the loop.
+    FirstPrivate,
+    /// The copy of the last iteration is kept after the loop.
+    LastPrivate,
+    /// The reads see a copy of the array made before the loop.
+    CopyIn,
+    /// A scalar becomes an array along a loop.
+    Expand,
+    /// A scalar lives in an array element that is dead meanwhile (DeLICM).
+    MapToArray,
+}
+
+impl Change {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Change::Privatize => "privatize",
+            Change::FirstPrivate => "firstprivate",
+            Change::LastPrivate => "lastprivate",
+            Change::CopyIn => "copy_in",
+            Change::Expand => "expand",
+            Change::MapToArray => "map_to_array",
+        }
+    }
+}
+
+/// A storage change, with the storage it applies to.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Requirement {
+    pub change: Change,
+    /// The storage, as [`Storage::describe`] says it.
+    pub storage: String,
+    /// Source lines of the accesses concerned.
+    pub lines: Vec<String>,
+}
+
+impl Requirement {
+    /// For a sentence: "privatizing `t` (written at k.c:7)".
+    pub fn phrase(&self) -> String {
+        let at = if self.lines.is_empty() {
+            String::new()
+        } else {
+            format!(" (at {})", self.lines.join(", "))
+        };
+        match self.change {
+            Change::Privatize => format!("privatizing {}{at}", self.storage),
+            Change::FirstPrivate => format!(
+                "giving each thread a copy of {} initialised before the loop (`firstprivate`)",
+                self.storage
+            ),
+            Change::LastPrivate => format!(
+                "keeping the last iteration's {} after the loop (`lastprivate`){at}",
+                self.storage
+            ),
+            Change::CopyIn => format!(
+                "reading {}{at} from a copy made before the loop",
+                self.storage
+            ),
+            Change::Expand => format!("expanding {}{at}", self.storage),
+            Change::MapToArray => format!("mapping {}{at}", self.storage),
+        }
+    }
+}
+
+/// Whether a loop may run its iterations in parallel (or in any order).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// Legal once these storage changes are made (none: legal as it is).
+    Legal(Vec<Requirement>),
+    /// Not legal: why, in words.
+    Blocked(String),
+}
+
+pub(crate) fn pct(part: u64, all: u64) -> f64 {
+    if all == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / all as f64
+    }
+}
+
+/// Schedule vectors are padded to this many positions: `[p0, i0, p1, i1, ..., pk]`.
+pub(crate) fn sched_len(region: &Region) -> usize {
+    2 * region
+        .statements
+        .iter()
+        .map(|s| s.loops.len())
+        .max()
+        .unwrap_or(0)
+        + 1
+}
+
+/// `{ [x] -> [y] : ... }` relations over schedule vectors of length `n`.
+fn sched_relation(n: usize, cond: &str, params: &str) -> String {
+    let xs: Vec<String> = (0..n).map(|i| format!("x{i}")).collect();
+    let ys: Vec<String> = (0..n).map(|i| format!("y{i}")).collect();
+    format!(
+        "{params}{{ [{}] -> [{}] : {cond} }}",
+        xs.join(", "),
+        ys.join(", ")
+    )
+}
+
+/// Dependences carried at loop level `lvl` of the schedule: equal before, different at it.
+pub(crate) fn carried_at(n: usize, lvl: usize, params: &str) -> String {
+    let pos = 2 * lvl + 1;
+    let mut cond: Vec<String> = (0..pos).map(|q| format!("x{q} = y{q}")).collect();
+    cond.push(format!("(x{pos} < y{pos} or x{pos} > y{pos})"));
+    sched_relation(n, &cond.join(" and "), params)
+}
+
+/// Dependences with a negative distance at some loop level up to `lvl`.
+pub(crate) fn negative_up_to(n: usize, lvl: usize, params: &str) -> String {
+    let cond: Vec<String> = (0..=lvl)
+        .map(|q| format!("y{} < x{}", 2 * q + 1, 2 * q + 1))
+        .collect();
+    sched_relation(n, &cond.join(" or "), params)
+}
+
+/// The source line of a statement (`k.c:12`).
+pub(crate) fn line_of(region: &Region, name: &str) -> String {
+    region
+        .statements
+        .iter()
+        .find(|s| s.name == name)
+        .map(|s| {
+            let first = s.label.split(' ').next().unwrap_or("?");
+            first.trim_end_matches(',').to_string()
+        })
+        .unwrap_or_else(|| name.to_string())
+}
+
+/// A region's dependences in isl's terms, with the questions the suggestions ask of them.
+pub(crate) struct Ctx<'a> {
+    pub region: &'a Region,
+    pub isl: &'a Context,
+    pub params: Parameterizer,
+    /// Per dependence: its rewritten relation (consumer → producer, without braces).
+    pub deps: Vec<String>,
+    /// Per statement: its rewritten domain (without braces).
+    pub domains: Vec<String>,
+    pub n: usize,
+    /// Per dependence: its relation as an isl map, source → sink, parsed once.
+    maps: Vec<Option<UnionMap>>,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(region: &'a Region, isl: &'a Context, mut params: Parameterizer) -> Ctx<'a> {
+        let domains = region
+            .statements
+            .iter()
+            .map(|s| strip_braces(&params.rewrite(&s.domain)))
+            .collect();
+        let deps = region
+            .dependences
+            .iter()
+            .map(|d| strip_braces(&params.rewrite(&d.relation)))
+            .collect();
+        Ctx {
+            region,
+            isl,
+            params,
+            deps,
+            domains,
+            n: sched_len(region),
+            maps: Vec::new(),
+        }
+    }
+
+    /// Parses every dependence once (after [`Self::keep_forward`] rewrote them).
+    pub fn parse(&mut self) -> Result<(), Error> {
+        let mut maps = Vec::with_capacity(self.deps.len());
+        for d in &self.deps {
+            maps.push(if d.is_empty() {
+                None
+            } else {
+                let text = self.params.declare(&format!("{{ {d} }}"));
+                Some(
+                    union_map(self.isl, &text)?
+                        .reverse()
+                        .map_err(islx::isl("reversing dependences"))?,
+                )
+            });
+        }
+        self.maps = maps;
+        Ok(())
+    }
+
+    pub fn prefix(&self) -> String {
+        self.params.prefix()
+    }
+
+    fn copy(m: &UnionMap) -> Result<UnionMap, Error> {
+        m.copy().map_err(islx::isl("copying a map"))
+    }
+
+    /// The original schedule (Kelly's mapping).
+    pub fn original(&self) -> String {
+        schedule_text(self.region, &|s| (0..s.loops.len()).collect(), &self.params)
+    }
+
+    /// Restricts every over-approximated dependence of a statement on itself to the pairs
+    /// whose producer instance runs before its consumer. A real dependence always does; a hull
+    /// or box around irregular pairs may also hold backward or identical pairs, and one of
+    /// those is enough for isl to find no schedule at all ("unable to carry dependences").
+    /// Exact relations, and relations between two statements (whose restriction multiplies
+    /// the pieces isl has to schedule), stay as they are.
+    pub fn keep_forward(&mut self) -> Result<(), Error> {
+        let original = union_map(self.isl, &self.original())?;
+        for (i, d) in self.region.dependences.iter().enumerate() {
+            if d.exact || d.source != d.sink || self.deps[i].is_empty() {
+                continue;
+            }
+            let text = self.params.declare(&format!("{{ {} }}", self.deps[i]));
+            let reversed = |m: UnionMap| m.reverse().map_err(islx::isl("reversing"));
+            let m = reversed(union_map(self.isl, &text)?)?;
+            let kept = reversed(islx::forward(m, &original)?)?;
+            let text = kept.to_str().map_err(islx::isl("printing a map"))?;
+            self.deps[i] = strip_braces(text);
+        }
+        Ok(())
+    }
+
+    /// The statements' domains as one union set.
+    pub fn domain(&self) -> String {
+        let pieces: Vec<&str> = self
+            .domains
+            .iter()
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
+            .collect();
+        self.params.declare(&format!("{{ {} }}", pieces.join("; ")))
+    }
+
+    /// Source → sink maps of the dependences `which`, as one union map.
+    pub fn deps_map(&self, which: &[usize]) -> Result<Option<UnionMap>, Error> {
+        let mut out: Option<UnionMap> = None;
+        for &i in which {
+            let Some(m) = self.maps.get(i).and_then(Option::as_ref) else {
+                continue;
+            };
+            let m = Self::copy(m)?;
+            out = Some(match out {
+                None => m,
+                Some(o) => o.union(m).map_err(islx::isl("uniting dependences"))?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Dependences that every schedule must respect: flow dependences, and anti and output
+    /// dependences through storage that cannot be renamed (arrays, library state).
+    pub fn binding(&self) -> Vec<usize> {
+        (0..self.region.dependences.len())
+            .filter(|&i| self.region.dependences[i].binding())
+            .collect()
+    }
+
+    /// Names of the statements inside loop `l`.
+    fn inside(&self, l: usize) -> BTreeSet<&'a str> {
+        self.region
+            .statements
+            .iter()
+            .filter(|s| s.loops.contains(&l))
+            .map(|s| s.name.as_str())
+            .collect()
+    }
+
+    /// Dependences (indices) between statements that both run inside `loop_idx`.
+    pub fn deps_within(&self, loop_idx: usize) -> Vec<usize> {
+        let inside = self.inside(loop_idx);
+        (0..self.region.dependences.len())
+            .filter(|&i| {
+                let d = &self.region.dependences[i];
+                inside.contains(d.source.as_str()) && inside.contains(d.sink.as_str())
+            })
+            .collect()
+    }
+
+    /// Whether some pair of the dependences `deps` is related by `rel` in schedule `theta`.
+    fn related(&self, deps: &[usize], theta: &UnionMap, rel: &UnionMap) -> Result<bool, Error> {
+        let Some(d) = self.deps_map(deps)? else {
+            return Ok(false);
+        };
+        let in_sched = d
+            .apply_domain(Self::copy(theta)?)
+            .and_then(|m| m.apply_range(theta.copy()?))
+            .map_err(islx::isl("mapping dependences to the schedule"))?;
+        let hit = in_sched
+            .intersect(Self::copy(rel)?)
+            .map_err(islx::isl("intersecting"))?;
+        Ok(!empty(&hit)?)
+    }
+
+    /// The first dependence of `which` (if any) that the schedule `theta` relates by `rel`.
+    pub fn first_related(
+        &self,
+        which: &[usize],
+        theta: &str,
+        rel: &str,
+    ) -> Result<Option<usize>, Error> {
+        let rel_m = union_map(self.isl, rel)?;
+        let theta_m = union_map(self.isl, theta)?;
+        if !self.related(which, &theta_m, &rel_m)? {
+            return Ok(None);
+        }
+        for &i in which {
+            if self.related(&[i], &theta_m, &rel_m)? {
+                return Ok(Some(i));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The first dependence of `which` that schedule `theta` breaks, if any.
+    pub fn first_violated(&self, which: &[usize], theta: &str) -> Result<Option<usize>, Error> {
+        let theta_m = union_map(self.isl, theta)?;
+        let violated = |deps: &[usize]| -> Result<bool, Error> {
+            match self.deps_map(deps)? {
+                Some(d) => Ok(!empty(&violations(&d, &theta_m)?)?),
+                None => Ok(false),
+            }
+        };
+        if !violated(which)? {
+            return Ok(None);
+        }
+        for &i in which {
+            if violated(&[i])? {
+                return Ok(Some(i));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The dependences of `which` that schedule `theta` breaks.
+    pub fn all_violated(&self, which: &[usize], theta: &str) -> Result<Vec<usize>, Error> {
+        let theta_m = union_map(self.isl, theta)?;
+        let mut out = Vec::new();
+        for &i in which {
+            if let Some(d) = self.deps_map(&[i])? {
+                if !empty(&violations(&d, &theta_m)?)? {
+                    out.push(i);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// A dependence for a person: kind, storage, statements and relation.
+    pub fn describe_dep(&self, i: usize) -> String {
+        let d = &self.region.dependences[i];
+        let label = |name: &str| {
+            self.region
+                .statements
+                .iter()
+                .find(|s| s.name == name)
+                .map_or(name.to_string(), |s| format!("{} ({})", s.name, s.label))
+        };
+        let kind = match d.kind {
+            DepKind::Flow => "a flow",
+            DepKind::Anti => "an anti",
+            DepKind::Output => "an output",
+        };
+        format!(
+            "{kind} dependence through {} from {} to {}: {}",
+            d.storage.describe(),
+            label(&d.source),
+            label(&d.sink),
+            d.relation
+        )
+    }
+
+    /// Whether running loop `l`, at level `lvl` of schedule `theta`, in parallel is legal, and
+    /// with which storage changes. Storage in `renamed` is already given copies of its own by
+    /// another suggestion (an expansion for an interchange): its anti and output dependences
+    /// no longer count.
+    pub fn parallel(
+        &self,
+        l: usize,
+        lvl: usize,
+        theta: &str,
+        renamed: &BTreeSet<String>,
+    ) -> Result<Verdict, Error> {
+        let within = self.deps_within(l);
+        let deps = &self.region.dependences;
+        let rel = carried_at(self.n, lvl, &self.prefix());
+        // A carried flow dependence: nothing makes the iterations independent.
+        let flows: Vec<usize> = within
+            .iter()
+            .copied()
+            .filter(|&i| deps[i].kind == DepKind::Flow)
+            .collect();
+        if let Some(i) = self.first_related(&flows, theta, &rel)? {
+            return Ok(Verdict::Blocked(format!(
+                "it carries {}",
+                self.describe_dep(i)
+            )));
+        }
+        // Anti and output dependences, a storage at a time (one question each): when one of
+        // a storage's is carried, all of its are taken as carried, which only widens the
+        // lines named and the readers checked.
+        let mut groups: BTreeMap<&Storage, Vec<usize>> = BTreeMap::new();
+        for &i in &within {
+            if deps[i].kind != DepKind::Flow && !renamed.contains(&deps[i].storage.describe()) {
+                groups.entry(&deps[i].storage).or_default().push(i);
+            }
+        }
+        let rel_m = union_map(self.isl, &rel)?;
+        let theta_m = union_map(self.isl, theta)?;
+        let mut by_storage: BTreeMap<&Storage, Vec<usize>> = BTreeMap::new();
+        for (storage, idx) in groups {
+            if self.related(&idx, &theta_m, &rel_m)? {
+                by_storage.insert(storage, idx);
+            }
+        }
+        let inside = self.inside(l);
+        let mut needs = Vec::new();
+        for (storage, idx) in by_storage {
+            let lines = |ends: &mut dyn Iterator<Item = &str>| -> Vec<String> {
+                ends.map(|n| line_of(self.region, n))
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect()
+            };
+            let writers = lines(&mut idx.iter().map(|&i| {
+                let d = &deps[i];
+                if d.kind == DepKind::Anti {
+                    d.sink.as_str()
+                } else {
+                    d.source.as_str()
+                }
+            }));
+            let live_in = self.live_in(l, storage, &inside);
+            let live_out = self.live_out(l, storage, &inside);
+            match storage {
+                Storage::Effect { .. } => {
+                    return Ok(Verdict::Blocked(format!(
+                        "it carries {}",
+                        self.describe_dep(idx[0])
+                    )))
+                }
+                Storage::Register(_) | Storage::Scalar { .. } => {
+                    if matches!(storage, Storage::Scalar { .. }) {
+                        needs.push(Requirement {
+                            change: Change::Privatize,
+                            storage: storage.describe(),
+                            lines: writers.clone(),
+                        });
+                    }
+                    if !live_in.is_empty() {
+                        needs.push(Requirement {
+                            change: Change::FirstPrivate,
+                            storage: storage.describe(),
+                            lines: Vec::new(),
+                        });
+                    }
+                    if !live_out.is_empty() {
+                        if !self.written_last(l, &live_out)? {
+                            return Ok(Verdict::Blocked(format!(
+                                "{} is written in several iterations and read after the loop (at {}), and the value read is not always the last iteration's",
+                                storage.describe(),
+                                live_out.iter().map(|o| o.1.clone()).collect::<BTreeSet<_>>().into_iter().collect::<Vec<_>>().join(", ")
+                            )));
+                        }
+                        needs.push(Requirement {
+                            change: Change::LastPrivate,
+                            storage: storage.describe(),
+                            lines: writers.clone(),
+                        });
+                    }
+                }
+                Storage::Array { .. } => {
+                    let output = self.related(
+                        &idx.iter()
+                            .copied()
+                            .filter(|&i| deps[i].kind == DepKind::Output)
+                            .collect::<Vec<_>>(),
+                        &theta_m,
+                        &rel_m,
+                    )?;
+                    let after = || {
+                        live_out
+                            .iter()
+                            .map(|o| o.1.clone())
+                            .collect::<BTreeSet<_>>()
+                            .into_iter()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    };
+                    if output {
+                        if !live_out.is_empty() {
+                            return Ok(Verdict::Blocked(format!(
+                                "several iterations write the same elements of {} (at {}), which are read after the loop (at {})",
+                                storage.describe(),
+                                writers.join(", "),
+                                after()
+                            )));
+                        }
+                        if !live_in.is_empty() {
+                            return Ok(Verdict::Blocked(format!(
+                                "several iterations write the same elements of {} (at {}), and the loop also reads values of it written before the loop",
+                                storage.describe(),
+                                writers.join(", ")
+                            )));
+                        }
+                        needs.push(Requirement {
+                            change: Change::Privatize,
+                            storage: storage.describe(),
+                            lines: writers,
+                        });
+                    } else {
+                        // Anti dependences only: the readers may read a copy when they only
+                        // ever see values from before the loop.
+                        let readers: BTreeSet<&str> = idx
+                            .iter()
+                            .filter(|&&i| deps[i].kind == DepKind::Anti)
+                            .map(|&i| deps[i].source.as_str())
+                            .collect();
+                        let fed_inside = deps.iter().any(|d| {
+                            d.kind == DepKind::Flow
+                                && &d.storage == storage
+                                && readers.contains(d.sink.as_str())
+                                && inside.contains(d.source.as_str())
+                        });
+                        if fed_inside {
+                            return Ok(Verdict::Blocked(format!(
+                                "it carries {}",
+                                self.describe_dep(idx[0])
+                            )));
+                        }
+                        needs.push(Requirement {
+                            change: Change::CopyIn,
+                            storage: storage.describe(),
+                            lines: lines(&mut readers.iter().copied()),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(Verdict::Legal(merge(needs)))
+    }
+
+    /// Flow dependences into loop `l` through `storage` from writes before it (in the region
+    /// or before the region): (relation text, consumer → producer, with braces; where).
+    fn live_in(
+        &self,
+        l: usize,
+        storage: &Storage,
+        inside: &BTreeSet<&str>,
+    ) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for (i, d) in self.region.dependences.iter().enumerate() {
+            if d.kind == DepKind::Flow
+                && &d.storage == storage
+                && inside.contains(d.sink.as_str())
+                && !inside.contains(d.source.as_str())
+            {
+                out.push((self.deps[i].clone(), line_of(self.region, &d.source)));
+            }
+        }
+        for b in &self.region.live_in {
+            if &b.storage == storage && inside.contains(b.stmt.as_str()) {
+                out.push((String::new(), b.outside.clone()));
+            }
+        }
+        let _ = l;
+        out
+    }
+
+    /// Flow dependences out of loop `l` through `storage` to reads after it (in the region or
+    /// after the region): (relation text without braces, consumer → producer; where read).
+    fn live_out(
+        &self,
+        l: usize,
+        storage: &Storage,
+        inside: &BTreeSet<&str>,
+    ) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for (i, d) in self.region.dependences.iter().enumerate() {
+            if d.kind == DepKind::Flow
+                && &d.storage == storage
+                && inside.contains(d.source.as_str())
+                && !inside.contains(d.sink.as_str())
+            {
+                out.push((self.deps[i].clone(), line_of(self.region, &d.sink)));
+            }
+        }
+        let mut params = self.params.clone();
+        for b in &self.region.live_out {
+            if &b.storage == storage && inside.contains(b.stmt.as_str()) {
+                out.push((
+                    strip_braces(&params.rewrite(&b.relation)),
+                    b.outside.clone(),
+                ));
+            }
+        }
+        let _ = l;
+        out
+    }
+
+    /// Whether every value of `live_out` (consumer → producer relations) was written in the
+    /// last iteration of loop `l`, for each iteration of the loops around it: then the copy
+    /// of the last iteration holds it, and `lastprivate` is legal.
+    fn written_last(&self, l: usize, live_out: &[(String, String)]) -> Result<bool, Error> {
+        let in_l: Vec<(usize, &Statement)> = self
+            .region
+            .statements
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.loops.contains(&l))
+            .collect();
+        let Some(d) = in_l
+            .first()
+            .and_then(|(_, s)| s.loops.iter().position(|&x| x == l))
+        else {
+            return Ok(false);
+        };
+        // Each statement of the loop projected onto the loops down to `l`.
+        let xs: Vec<String> = (0..=d).map(|k| format!("i{k}")).collect();
+        let proj: Vec<String> = in_l
+            .iter()
+            .map(|(_, s)| {
+                let vars: Vec<String> = (0..s.loops.len()).map(|k| format!("i{k}")).collect();
+                format!("{}[{}] -> [{}]", s.name, vars.join(", "), xs.join(", "))
+            })
+            .collect();
+        let proj = union_map(
+            self.isl,
+            &self.params.declare(&format!("{{ {} }}", proj.join("; "))),
+        )?;
+        let doms: Vec<&str> = in_l
+            .iter()
+            .map(|(i, _)| self.domains[*i].as_str())
+            .filter(|s| !s.is_empty())
+            .collect();
+        let all = union_set(
+            self.isl,
+            &self.params.declare(&format!("{{ {} }}", doms.join("; "))),
+        )?;
+        let iterations = all
+            .apply(Self::copy(&proj)?)
+            .map_err(islx::isl("projecting domains"))?;
+        let mut produced: Option<UnionSet> = None;
+        for (rel, _) in live_out {
+            if rel.is_empty() {
+                continue;
+            }
+            let m = union_map(self.isl, &self.params.declare(&format!("{{ {rel} }}")))?;
+            let r = m.range().map_err(islx::isl("taking the producers"))?;
+            produced = Some(match produced {
+                None => r,
+                Some(p) => p.union(r).map_err(islx::isl("uniting producers"))?,
+            });
+        }
+        let Some(produced) = produced else {
+            return Ok(true);
+        };
+        let produced = produced
+            .apply(proj)
+            .map_err(islx::isl("projecting producers"))?;
+        // A later iteration of `l` with the same outer iterations as some producer.
+        let ys: Vec<String> = (0..=d).map(|k| format!("j{k}")).collect();
+        let mut cond: Vec<String> = (0..d).map(|k| format!("j{k} = i{k}")).collect();
+        cond.push(format!("j{d} > i{d}"));
+        let later = union_map(
+            self.isl,
+            &self.params.declare(&format!(
+                "{{ [{}] -> [{}] : {} }}",
+                xs.join(", "),
+                ys.join(", "),
+                cond.join(" and ")
+            )),
+        )?;
+        let bad = later
+            .intersect_domain(produced)
+            .and_then(|m| m.intersect_range(iterations))
+            .map_err(islx::isl("finding later iterations"))?;
+        empty(&bad)
+    }
+}
+
+/// The variable a storage description names: `` `sum` `` for `` `sum`+16 `` and
+/// ``array `sum` `` (unrolled code reaches one array through several fixed addresses).
+fn variable(storage: &str) -> &str {
+    let s = storage.strip_prefix("array ").unwrap_or(storage);
+    match (s.starts_with('`'), s[1..].find('`')) {
+        (true, Some(end)) => &s[..end + 2],
+        _ => s,
+    }
+}
+
+/// One requirement per change and variable, with the lines of all.
+fn merge(needs: Vec<Requirement>) -> Vec<Requirement> {
+    let mut by: BTreeMap<(Change, String), BTreeSet<String>> = BTreeMap::new();
+    for r in needs {
+        by.entry((r.change, variable(&r.storage).to_string()))
+            .or_default()
+            .extend(r.lines);
+    }
+    by.into_iter()
+        .map(|((change, storage), lines)| Requirement {
+            change,
+            storage,
+            lines: lines.into_iter().collect(),
+        })
+        .collect()
+}
+
+/// The original schedule (Kelly's mapping), with the dimensions of each statement optionally
+/// permuted: `perm[s]` gives, for each schedule loop level, which of the statement's
+/// dimensions runs there.
+pub(crate) fn schedule_text(
+    region: &Region,
+    perm: &dyn Fn(&Statement) -> Vec<usize>,
+    p: &Parameterizer,
+) -> String {
+    let n = sched_len(region);
+    let pieces: Vec<String> = region
+        .statements
+        .iter()
+        .map(|s| {
+            let vars: Vec<String> = (0..s.loops.len()).map(|d| format!("i{d}")).collect();
+            let order = perm(s);
+            let mut out: Vec<String> = Vec::with_capacity(n);
+            for (lvl, &d) in order.iter().enumerate() {
+                out.push(s.positions.get(lvl).copied().unwrap_or(0).to_string());
+                out.push(format!("i{d}"));
+            }
+            out.push(
+                s.positions
+                    .get(order.len())
+                    .copied()
+                    .unwrap_or(0)
+                    .to_string(),
+            );
+            while out.len() < n {
+                out.push("0".to_string());
+            }
+            format!("{}[{}] -> [{}]", s.name, vars.join(", "), out.join(", "))
+        })
+        .collect();
+    p.declare(&format!("{{ {} }}", pieces.join("; ")))
+}
