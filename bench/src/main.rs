@@ -312,7 +312,7 @@ fn deps_alone(
         let t0 = Instant::now();
         for item in &items {
             match item {
-                Item::Event(e) => tracker.event(&e.as_event()),
+                Item::Event(e) => tracker.event(&e.as_event(), &mut |_| deps += 1),
                 Item::Step {
                     insn,
                     context,

@@ -1,4 +1,5 @@
-/* Bytes read from a file have no producer in the trace; bytes copied with memcpy keep theirs. */
+/* Bytes read from a file are produced by the read() call; bytes copied with memcpy by the memcpy
+   call, which consumes the source's producers. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,10 +15,10 @@ int main(int argc, char **argv)
     for (int i = 0; i < n; i++)
         src[i] = (char)(3 * i); /* FILL_SRC */
     int fd = open(argv[1], O_RDONLY);
-    if (fd < 0 || read(fd, buf, n) != n)
+    if (fd < 0 || read(fd, buf, n) != n) /* CALL_READ */
         return 1;
     close(fd);
-    memcpy(dst, src, n);
+    memcpy(dst, src, n); /* CALL_MEMCPY */
     int s = 0;
     for (int i = 0; i < n; i++)
         s += buf[i]; /* READ_BUF */

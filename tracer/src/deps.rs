@@ -3,26 +3,46 @@
 //! output (write after write) dependences, each labelled with the producer's and the consumer's
 //! iteration vectors.
 //!
-//! Every shadowed byte (of memory or of a register) holds a handle to the *record* of its last
-//! writer and of its last reader since that write: the statement (context, instruction address)
-//! and its coordinates. Records are reference-counted by the bytes that point to them, so memory
-//! follows the data the program keeps live, not the length of the trace.
+//! Every shadowed byte (of memory or of a register) holds handles to the *records* of its last
+//! writer, of its first reader since that write and of its last reader since that write: the
+//! statement (context, instruction address) and its coordinates. Records are reference-counted
+//! by the bytes that point to them, so memory follows the data the program keeps live, not the
+//! length of the trace.
+//!
+//! A write reports an output dependence on the writer and anti dependences on both readers.
+//! Readers in between are not kept, which bounds the work per access: of the anti dependences
+//! from the readers `R1 < ... < Rm` of a value to the write `W` that overwrites it, only
+//! `R1 -> W` and `Rm -> W` are reported. They are the extremes: `R1 -> W` has the
+//! lexicographically largest distance, `Rm -> W` the smallest, and the loop carrying any other
+//! `Ri -> W` is nested between the loops carrying those two.
 //!
 //! Shadow memory is a two-level table (page number → page), allocated per 4 KiB page touched,
-//! holding a writer and a reader handle per 4-byte granule: 2 bytes of shadow per byte of traced
-//! memory. A granule whose bytes differ is split into per-byte handles (module `shadow`), so
-//! dependences stay byte-precise while the common access touches one or two slots. Registers
-//! are shadowed the same way, one granule per general-purpose register and two per ymm
-//! register. Only the last reader since the last write is kept, which bounds the work per
-//! access; anti dependences from earlier readers of the same bytes are not reported.
+//! holding a writer and two reader handles per 4-byte granule: 3 bytes of shadow per byte of
+//! traced memory. A granule whose bytes differ is split into per-byte handles (module
+//! `shadow`), so dependences stay byte-precise while the common access touches one or two
+//! slots. Registers are shadowed the same way, one granule per general-purpose register and
+//! two per ymm register.
+//!
+//! Return addresses are not data: the stack write of `call` and the stack read of `ret` do not
+//! enter the shadow (`call [mem]` still reads its operand).
+//!
+//! A library call run natively is a statement of its own: the traced `call` instruction's
+//! instance in the caller. Its accesses (argument registers, memory ranges and the *hidden
+//! state* of the library, [`Effect`]) are applied as that instance, so they give ordinary flow,
+//! anti and output dependences. Argument registers are read when the call is made; memory,
+//! hidden state and results when it returns (sizes can depend on the result). Traced code that
+//! runs in between (callbacks) is nested in the call's iteration, so dependences between it and
+//! the call are never carried by a loop around the call.
 
+use crate::libcall::{self, CallModel, Heap, RegSpan};
 use crate::schedule::{NodeId, Step};
 use crate::shadow::{self, Splits};
 use iced_x86::{
     Decoder, DecoderOptions, EncodingKind, Instruction, InstructionInfoFactory, Mnemonic, OpAccess,
     OpKind, Register,
 };
-use ptrace_runner::{AccessKind, Event, MemAccess, Syscall};
+use ptrace_runner::{AccessKind, Event, LibCall, MemAccess, Syscall, TransferKind};
+use smallvec::SmallVec;
 use std::collections::HashMap;
 
 /// A statement: an instruction in a context of the schedule tree.
@@ -62,6 +82,80 @@ impl Through {
         match self {
             Through::Register => "register",
             Through::Memory => "memory",
+        }
+    }
+}
+
+/// Hidden state of library code run natively: a call that uses it reads and writes the 8 bytes
+/// at [`Effect::addr`], so successive calls are chained by flow, anti and output dependences
+/// through memory at that address, an address no user-space program can use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Effect {
+    /// Input and output: streams, files, the terminal.
+    Output,
+    /// The random number generator's state (`rand`, `drand48`).
+    Random,
+    /// The heap allocator's state.
+    Heap,
+    /// The clock.
+    Clock,
+    /// Whatever unknown library code uses: calls not modelled use this and all the others.
+    Unknown,
+}
+
+impl Effect {
+    /// Every effect, `Unknown` first.
+    pub const ALL: [Effect; 5] = [
+        Effect::Unknown,
+        Effect::Output,
+        Effect::Random,
+        Effect::Heap,
+        Effect::Clock,
+    ];
+    /// Start of the pseudo-addresses: the first address above the user-space half of x86-64.
+    const BASE: u64 = 0xffff_8000_0000_0000;
+    /// Bytes between two effects' slots.
+    const STRIDE: u64 = 64;
+    /// Bytes of one effect's slot.
+    pub const SIZE: u64 = 8;
+
+    /// The pseudo-address of this effect's 8 bytes.
+    pub fn addr(self) -> u64 {
+        Self::BASE + Self::STRIDE * self as u64
+    }
+
+    /// The effect whose 8 bytes hold `addr`.
+    pub fn at(addr: u64) -> Option<Effect> {
+        let off = addr.checked_sub(Self::BASE)?;
+        if off % Self::STRIDE >= Self::SIZE {
+            return None;
+        }
+        Self::ALL
+            .into_iter()
+            .find(|e| *e as u64 == off / Self::STRIDE)
+    }
+
+    /// What the state is, for a person.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Effect::Output => "the program's input and output",
+            Effect::Random => "the random number generator's state",
+            Effect::Heap => "the heap allocator's state",
+            Effect::Clock => "the clock",
+            Effect::Unknown => "unknown state of library code",
+        }
+    }
+
+    /// The effects a call with this hidden state reads and writes: unknown library code may
+    /// use any of them.
+    fn touched(e: Option<Effect>) -> &'static [Effect] {
+        match e {
+            None => &[],
+            Some(Effect::Output) => &[Effect::Output],
+            Some(Effect::Random) => &[Effect::Random],
+            Some(Effect::Heap) => &[Effect::Heap],
+            Some(Effect::Clock) => &[Effect::Clock],
+            Some(Effect::Unknown) => &Effect::ALL,
         }
     }
 }
@@ -140,10 +234,11 @@ struct Meta {
 const PAGE_BITS: u32 = 12;
 const PAGE: usize = 1 << PAGE_BITS;
 
-/// Writers and last readers of a shadowed byte range, as `N` granules of `G` bytes (see
-/// [`shadow`]).
+/// Writers, first readers and last readers (since the last write) of a shadowed byte range, as
+/// `N` granules of `G` bytes (see [`shadow`]).
 struct Shadow<const G: usize, const N: usize> {
     writer: [u32; N],
+    first: [u32; N],
     reader: [u32; N],
 }
 
@@ -151,6 +246,7 @@ impl<const G: usize, const N: usize> Shadow<G, N> {
     fn new() -> Self {
         Shadow {
             writer: [0; N],
+            first: [0; N],
             reader: [0; N],
         }
     }
@@ -165,7 +261,7 @@ type VecShadow = Shadow<16, 64>;
 
 /// Bytes of the register shadow: 16 general-purpose registers of 8 bytes, then 32 vector
 /// registers of 32 bytes (ymm; xmm is the low half).
-const GPR_BYTES: usize = 16 * 8;
+pub(crate) const GPR_BYTES: usize = 16 * 8;
 const REG_BYTES: usize = GPR_BYTES + 32 * 32;
 
 /// What the dependence stage needs of an instruction, decoded once per address.
@@ -274,25 +370,6 @@ impl Default for DepOptions {
             storage: true,
         }
     }
-}
-
-/// Library functions whose effect on memory is modelled when they run natively.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Model {
-    /// memcpy / memmove: copy the shadow of `n` bytes from `src` to `dst`.
-    Copy { dst: u64, src: u64, n: u64 },
-    /// memset and friends: `n` bytes at `dst` are written from outside the trace.
-    Fill { dst: u64, n: u64 },
-    /// calloc(n, size), malloc(size): the returned block is fresh.
-    Alloc { n: u64 },
-    /// realloc(p, n): the block moves with its contents.
-    Realloc { old: u64, n: u64 },
-    /// fread(buf, size, n, f): `size * returned` bytes at `buf` come from outside.
-    Fread { dst: u64, size: u64 },
-    /// fgets(buf, n, f), read-like: `n` bytes at `dst` may come from outside.
-    FillAll { dst: u64, n: u64 },
-    /// Known to write no memory of the program's (output, math, process control).
-    Nothing,
 }
 
 /// Reference-counted records of statement instances; handle 0 is "nobody".
@@ -440,7 +517,7 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
     }
 
     /// The granules `g..g + n` when bytes `off..off + len` are one or two whole granules,
-    /// split in neither the writer nor the reader shadow: the common case, done without the
+    /// split in none of the writer and reader shadows: the common case, done without the
     /// general per-byte walk.
     #[inline(always)]
     fn whole<const G: usize, const N: usize>(
@@ -452,12 +529,17 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
             return None;
         }
         let (g, last) = (off / G, (off + len) / G - 1);
-        let any = sh.writer[g] | sh.reader[g] | sh.writer[last] | sh.reader[last];
+        let any = sh.writer[g]
+            | sh.first[g]
+            | sh.reader[g]
+            | sh.writer[last]
+            | sh.first[last]
+            | sh.reader[last];
         (any & shadow::SPLIT == 0).then_some(g..last + 1)
     }
 
     /// A read of bytes `b`: flow dependences on their writers; with `readers`, this instance
-    /// becomes their last reader.
+    /// becomes their last reader, and the first reader of those not read since their write.
     #[inline]
     fn read<const G: usize, const N: usize>(
         &mut self,
@@ -470,17 +552,26 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
             for g in gs {
                 let w = sh.writer[g];
                 self.report_one(w, DepKind::Flow, b.through, b.location);
-                let r = sh.reader[g];
-                if readers && r != self.mine {
-                    sh.reader[g] = self.mine;
-                    self.records.release(r, G as u32);
-                    self.records.retain(self.mine, G as u32);
+                if readers {
+                    if sh.first[g] == 0 {
+                        sh.first[g] = self.mine;
+                        self.records.retain(self.mine, G as u32);
+                    }
+                    let r = sh.reader[g];
+                    if r != self.mine {
+                        sh.reader[g] = self.mine;
+                        self.records.release(r, G as u32);
+                        self.records.retain(self.mine, G as u32);
+                    }
                 }
             }
             return;
         }
         self.report(&sh.writer, splits, b, DepKind::Flow);
         if readers {
+            let n =
+                shadow::fill_empty(&mut sh.first, splits, self.records, b.off, b.len, self.mine);
+            self.records.retain(self.mine, n);
             let n = shadow::overwrite(
                 &mut sh.reader,
                 splits,
@@ -493,8 +584,9 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
         }
     }
 
-    /// A write of bytes `b`: with `report`, anti dependences on their last readers and output
-    /// dependences on their writers; this instance becomes their writer, with no reader since.
+    /// A write of bytes `b`: with `report`, anti dependences on their first and last readers
+    /// and output dependences on their writers; this instance becomes their writer, with no
+    /// reader since.
     #[inline]
     fn write<const G: usize, const N: usize>(
         &mut self,
@@ -505,24 +597,29 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
     ) {
         if let Some(gs) = Self::whole(sh, b.off, b.len) {
             for g in gs {
-                let (r, w) = (sh.reader[g], sh.writer[g]);
+                let (f, r, w) = (sh.first[g], sh.reader[g], sh.writer[g]);
                 if report {
+                    self.report_one(f, DepKind::Anti, b.through, b.location);
                     self.report_one(r, DepKind::Anti, b.through, b.location);
                     self.report_one(w, DepKind::Output, b.through, b.location);
                 }
+                sh.first[g] = 0;
                 sh.reader[g] = 0;
                 sh.writer[g] = self.mine;
                 // `mine` keeps a reference of its own during the step: never freed here.
                 self.records.retain(self.mine, G as u32);
+                self.records.release(f, G as u32);
                 self.records.release(r, G as u32);
                 self.records.release(w, G as u32);
             }
             return;
         }
         if report {
+            self.report(&sh.first, splits, b, DepKind::Anti);
             self.report(&sh.reader, splits, b, DepKind::Anti);
             self.report(&sh.writer, splits, b, DepKind::Output);
         }
+        shadow::overwrite(&mut sh.first, splits, self.records, b.off, b.len, 0);
         shadow::overwrite(&mut sh.reader, splits, self.records, b.off, b.len, 0);
         let n = shadow::overwrite(
             &mut sh.writer,
@@ -555,11 +652,56 @@ pub struct DepTracker {
     /// Values of the general-purpose registers as traced instructions left them (`None` when
     /// natively-run code may have changed them), to read library calls' arguments.
     values: [Option<u64>; 16],
-    pending_model: Option<Model>,
+    /// The record of the last `call` instruction's instance (one reference held), the
+    /// statement of the library call it may lead to.
+    last_call: Handle,
+    /// The record of the last instruction's instance (no reference held: intact until the
+    /// next instance is allocated), for a library call left to by a jump.
+    last_step: Handle,
+    /// Library calls made and not returned yet, innermost last (callbacks can make more).
+    calls: Vec<PendingCall>,
+    /// Scratch for a call instance's coordinates.
+    call_coords: Vec<u64>,
     /// Sizes of heap blocks returned by the modelled allocators.
     blocks: HashMap<u64, u64>,
-    /// Number of library calls whose memory effects are not modelled.
+    /// Number of library calls whose effects are not modelled (unknown library code).
     pub unmodelled_calls: u64,
+}
+
+/// A library call between its `LibCall` and its `LibReturn`.
+struct PendingCall {
+    /// The call's statement instance (one reference held).
+    rec: Handle,
+    return_to: u64,
+    model: CallModel,
+}
+
+/// Accesses applied as one instance outside [`DepTracker::step`] (a library call's).
+#[derive(Default)]
+struct Accesses<'a> {
+    reg_reads: &'a [RegSpan],
+    more_reg_reads: &'a [RegSpan],
+    /// (address, bytes, written)
+    mem: &'a [(u64, u64, bool)],
+    effects: &'a [Effect],
+    reg_writes: &'a [RegSpan],
+}
+
+/// Register bytes at `off` in the register file: (general-purpose, the bytes in that file).
+#[inline(always)]
+fn reg_bytes(off: u16, size: u8) -> (bool, Bytes) {
+    let (off, location) = (off as usize, u64::from(off));
+    let b = |off| Bytes {
+        off,
+        len: size as usize,
+        through: Through::Register,
+        location,
+    };
+    if off < GPR_BYTES {
+        (true, b(off))
+    } else {
+        (false, b(off - GPR_BYTES))
+    }
 }
 
 impl DepTracker {
@@ -576,7 +718,10 @@ impl DepTracker {
             code: FastMap::default(),
             info: InstructionInfoFactory::new(),
             values: [None; 16],
-            pending_model: None,
+            last_call: 0,
+            last_step: 0,
+            calls: Vec::new(),
+            call_coords: Vec::new(),
             blocks: HashMap::new(),
             unmodelled_calls: 0,
         }
@@ -592,8 +737,10 @@ impl DepTracker {
         self.pages.pages.len()
     }
 
-    /// Non-instruction events: code bytes, library calls and returns, system calls.
-    pub fn event(&mut self, ev: &Event<'_>) {
+    /// Non-instruction events: code bytes, library calls and returns, system calls. A library
+    /// call's dependences go to `out` (see [`Self::step`]): on its argument registers at the
+    /// call, on the rest at the return.
+    pub fn event(&mut self, ev: &Event<'_>, out: &mut impl FnMut(&Dep<'_>)) {
         match *ev {
             Event::Code { addr, bytes } => {
                 let mut d = Decoder::with_ip(64, bytes, addr, DecoderOptions::NONE);
@@ -601,104 +748,213 @@ impl DepTracker {
                 let u = reg_use(&insn, &mut self.info);
                 self.code.insert(addr, u);
             }
-            Event::LibCall(c) => {
-                self.pending_model = c.name.as_deref().and_then(|n| self.model_for(n));
-                if self.pending_model.is_none() {
-                    self.unmodelled_calls += 1;
-                }
-            }
-            Event::LibReturn { rax, .. } => {
-                if let Some(m) = self.pending_model.take() {
-                    self.apply_model(m, rax);
-                }
-                // The callee clobbered the caller-saved registers; rax holds its result.
-                for r in [0usize, 1, 2, 6, 7, 8, 9, 10, 11] {
-                    self.values[r] = None;
-                    self.clear_reg_bytes(r * 8, 8);
-                }
-                self.values[0] = Some(rax);
-                self.clear_reg_bytes(GPR_BYTES, REG_BYTES - GPR_BYTES);
-            }
+            Event::LibCall(c) => self.lib_call(c, out),
+            Event::LibReturn { pc, rax } => self.lib_return(pc, rax, out),
             Event::Syscall(s) => self.syscall(s),
             _ => {}
         }
     }
 
-    fn arg(&self, i: usize) -> Option<u64> {
-        // rdi, rsi, rdx, rcx, r8, r9 in the register numbering rax, rcx, rdx, rbx, rsp, rbp,
-        // rsi, rdi, r8...
-        const ARGS: [usize; 6] = [7, 6, 2, 1, 8, 9];
-        self.values[ARGS[i]]
-    }
-
-    fn model_for(&self, name: &str) -> Option<Model> {
-        let base = name.split('@').next().unwrap_or(name);
-        let (a0, a1, a2) = (self.arg(0), self.arg(1), self.arg(2));
-        Some(match base {
-            "memcpy" | "memmove" | "__memcpy_chk" | "__memmove_chk" | "mempcpy" => Model::Copy {
-                dst: a0?,
-                src: a1?,
-                n: a2?,
-            },
-            "memset" | "__memset_chk" | "bzero" | "explicit_bzero" => Model::Fill {
-                dst: a0?,
-                n: if base == "memset" || base == "__memset_chk" {
-                    a2?
-                } else {
-                    a1?
-                },
-            },
-            "malloc" => Model::Alloc { n: a0? },
-            "calloc" => Model::Alloc {
-                n: a0?.checked_mul(a1?)?,
-            },
-            "realloc" => Model::Realloc { old: a0?, n: a1? },
-            "fread" | "fread_unlocked" => Model::Fread {
-                dst: a0?,
-                size: a1?,
-            },
-            "fgets" | "fgets_unlocked" | "read" | "pread" | "pread64" | "recv" | "recvfrom" => {
-                Model::FillAll {
-                    dst: if base.starts_with("fgets") { a0? } else { a1? },
-                    n: if base.starts_with("fgets") { a1? } else { a2? },
-                }
-            }
-            "free" | "puts" | "printf" | "fprintf" | "putchar" | "fputs" | "write" | "strlen"
-            | "strcmp" | "strncmp" | "memcmp" | "exp" | "log" | "sqrt" | "sin" | "cos" | "pow"
-            | "tanh" | "fabs" | "floor" | "ceil" | "atoi" | "atof" | "strtol" | "strtod"
-            | "rand" | "srand" | "time" | "clock" | "exit" | "abort" | "fflush" | "fclose"
-            | "fopen" | "open" | "close" | "getpid" | "kill" | "raise" | "signal" | "sigaction"
-            | "pthread_create" | "pthread_join" | "fork" | "waitpid" | "sleep" | "usleep"
-            | "__stack_chk_fail" => Model::Nothing,
-            _ => return None,
-        })
-    }
-
-    fn apply_model(&mut self, m: Model, rax: u64) {
-        match m {
-            Model::Copy { dst, src, n } => self.copy_shadow(dst, src, n),
-            Model::Fill { dst, n } => self.clear_memory(dst, n),
-            Model::Alloc { n } => {
-                if rax != 0 {
-                    self.clear_memory(rax, n);
-                    self.blocks.insert(rax, n);
-                }
-            }
-            Model::Realloc { old, n } => {
-                if rax != 0 {
-                    if rax != old && old != 0 {
-                        let keep = self.blocks.get(&old).copied().unwrap_or(0).min(n);
-                        self.copy_shadow(rax, old, keep);
-                        self.clear_memory(rax + keep, n - keep);
-                    }
-                    self.blocks.remove(&old);
-                    self.blocks.insert(rax, n);
-                }
-            }
-            Model::Fread { dst, size } => self.clear_memory(dst, size.saturating_mul(rax)),
-            Model::FillAll { dst, n } => self.clear_memory(dst, n),
-            Model::Nothing => {}
+    /// A library call starts: it is the statement instance of the `call` instruction at
+    /// `c.site` (or of the instruction that left traced code), and reads its arguments now.
+    fn lib_call(&mut self, c: &LibCall, out: &mut impl FnMut(&Dep<'_>)) {
+        let values = self.values;
+        let model = libcall::model(c.name.as_deref(), |i| values[libcall::ARG_INDEX[i]]);
+        if !model.known {
+            self.unmodelled_calls += 1;
         }
+        let rec = self.call_record(c.site);
+        let acc = Accesses {
+            reg_reads: &libcall::INT_ARGS[..model.int_args],
+            more_reg_reads: &libcall::XMM_ARGS[..model.xmm_args],
+            ..Accesses::default()
+        };
+        self.apply_as(rec, &acc, out);
+        self.calls.push(PendingCall {
+            rec,
+            return_to: c.return_to,
+            model,
+        });
+    }
+
+    /// The record of the library call made at `site`, with a reference for the caller.
+    fn call_record(&mut self, site: u64) -> Handle {
+        let records = &mut self.records;
+        let call = self.last_call;
+        if call != 0 && records.recs[call as usize].stmt.pc == site {
+            records.retain(call, 1);
+            return call;
+        }
+        // Left by a jump (a tail call): the last instruction's instance. Its record may be
+        // free already (not yet reused): copy it.
+        let last = &records.recs[self.last_step as usize];
+        let stmt = if self.last_step != 0 {
+            last.stmt
+        } else {
+            Stmt {
+                context: 0,
+                pc: site,
+            }
+        };
+        self.call_coords.clear();
+        self.call_coords.extend_from_slice(last.coords.get());
+        let h = records.alloc(stmt, &self.call_coords);
+        records.retain(h, 1);
+        h
+    }
+
+    /// A library call returns to `pc` with `rax`: its memory, hidden state and results, as
+    /// its statement instance; then the registers it clobbered have no writer.
+    fn lib_return(&mut self, pc: u64, rax: u64, out: &mut impl FnMut(&Dep<'_>)) {
+        // The innermost call that returns to `pc`; calls inside it that did not return (a
+        // `longjmp` out of a callback) are abandoned.
+        let call = match self.calls.iter().rposition(|c| c.return_to == pc) {
+            Some(i) => {
+                for c in self.calls.split_off(i + 1) {
+                    self.records.release(c.rec, 1);
+                }
+                self.calls.pop()
+            }
+            None => self.calls.pop(),
+        };
+        let written = match &call {
+            Some(c) => {
+                self.finish_call(c, rax, out);
+                self.records.release(c.rec, 1);
+                c.model.writes
+            }
+            None => &[],
+        };
+        // The callee clobbered the caller-saved registers; rax holds its result.
+        for r in libcall::CALLER_SAVED {
+            self.values[r] = None;
+            if !written.contains(&((r * 8) as u16, 8)) {
+                self.clear_reg_bytes(r * 8, 8);
+            }
+        }
+        self.values[0] = Some(rax);
+        for k in 0..32 {
+            let base = GPR_BYTES + 32 * k;
+            if written.contains(&(base as u16, 16)) {
+                self.clear_reg_bytes(base + 16, 16);
+            } else {
+                self.clear_reg_bytes(base, 32);
+            }
+        }
+    }
+
+    /// Applies what `call` read and wrote, now that it returned `rax`.
+    fn finish_call(&mut self, call: &PendingCall, rax: u64, out: &mut impl FnMut(&Dep<'_>)) {
+        let m = &call.model;
+        let mut mem: SmallVec<[(u64, u64, bool); 4]> = m
+            .ranges
+            .iter()
+            .map(|r| (r.addr, r.len.bytes(rax), r.write))
+            .collect();
+        // Bytes of a new block: no writer.
+        let mut fresh = None;
+        match m.heap {
+            Heap::Alloc { n } if rax != 0 => fresh = Some((rax, n)),
+            Heap::Realloc { old, n } if rax != 0 => {
+                let known = self.blocks.get(&old).copied();
+                if old == 0 {
+                    fresh = Some((rax, n));
+                } else if rax != old {
+                    // The block moved with its contents: the call read and wrote them.
+                    let keep = known.unwrap_or(0).min(n);
+                    mem.push((old, keep, false));
+                    mem.push((rax, keep, true));
+                    fresh = Some((rax + keep, n - keep));
+                } else if let Some(size) = known.filter(|&size| size < n) {
+                    fresh = Some((rax + size, n - size));
+                }
+            }
+            _ => {}
+        }
+        let acc = Accesses {
+            mem: &mem,
+            effects: Effect::touched(m.effect),
+            reg_writes: m.writes,
+            ..Accesses::default()
+        };
+        self.apply_as(call.rec, &acc, out);
+        if let Some((a, n)) = fresh {
+            self.clear_memory(a, n);
+        }
+        match m.heap {
+            Heap::Alloc { n } if rax != 0 => {
+                self.blocks.insert(rax, n);
+            }
+            Heap::Realloc { old, n } if rax != 0 => {
+                self.blocks.remove(&old);
+                self.blocks.insert(rax, n);
+            }
+            Heap::Free { p } => {
+                self.blocks.remove(&p);
+            }
+            _ => {}
+        }
+    }
+
+    /// Applies `acc` as the instance of record `rec` (a library call's): register reads,
+    /// memory reads, hidden-state reads, then the writes in the same order.
+    fn apply_as(&mut self, rec: Handle, acc: &Accesses<'_>, out: &mut impl FnMut(&Dep<'_>)) {
+        let mut coords = std::mem::take(&mut self.call_coords);
+        coords.clear();
+        let r = &self.records.recs[rec as usize];
+        coords.extend_from_slice(r.coords.get());
+        let me = r.stmt;
+        let DepTracker {
+            opts,
+            records,
+            pages,
+            gprs,
+            vecs,
+            mem_splits,
+            gpr_splits,
+            vec_splits,
+            ..
+        } = self;
+        records.epoch += 1;
+        let storage = opts.storage;
+        let mut inst = Instance {
+            records,
+            me,
+            coords: &coords,
+            mine: rec,
+            out,
+        };
+        let effects = acc.effects.iter().map(|e| (e.addr(), Effect::SIZE));
+        let mem = |write: bool| {
+            let ranges = acc.mem.iter().filter(move |m| m.2 == write);
+            ranges.map(|&(a, n, _)| (a, n)).chain(effects.clone())
+        };
+        if opts.registers {
+            for &(off, size) in acc.reg_reads.iter().chain(acc.more_reg_reads) {
+                match reg_bytes(off, size) {
+                    (true, b) => inst.read(gprs, gpr_splits, b, storage),
+                    (false, b) => inst.read(vecs, vec_splits, b, storage),
+                }
+            }
+        }
+        for (addr, n) in mem(false) {
+            for (pn, b) in mem_bytes(addr, n) {
+                inst.read(pages.page(pn), mem_splits, b, storage);
+            }
+        }
+        for (addr, n) in mem(true) {
+            for (pn, b) in mem_bytes(addr, n) {
+                inst.write(pages.page(pn), mem_splits, b, storage);
+            }
+        }
+        let report = storage && opts.registers;
+        for &(off, size) in acc.reg_writes {
+            match reg_bytes(off, size) {
+                (true, b) => inst.write(gprs, gpr_splits, b, report),
+                (false, b) => inst.write(vecs, vec_splits, b, report),
+            }
+        }
+        self.call_coords = coords;
     }
 
     fn syscall(&mut self, s: &Syscall) {
@@ -734,41 +990,10 @@ impl DepTracker {
             if let Some(page) = self.pages.existing_mut(pn) {
                 let (records, splits) = (&mut self.records, &mut self.mem_splits);
                 shadow::overwrite(&mut page.writer, splits, records, off, take, 0);
+                shadow::overwrite(&mut page.first, splits, records, off, take, 0);
                 shadow::overwrite(&mut page.reader, splits, records, off, take, 0);
             }
             a += take as u64;
-        }
-    }
-
-    /// Copies the writers of `n` bytes from `src` to `dst` (memcpy run natively).
-    fn copy_shadow(&mut self, dst: u64, src: u64, n: u64) {
-        let n = n.min(1 << 32);
-        let writers: Vec<Handle> = (0..n)
-            .map(|i| {
-                let a = src.wrapping_add(i);
-                self.pages.get(a >> PAGE_BITS).map_or(0, |p| {
-                    shadow::get(&p.writer, &self.mem_splits, (a as usize) & (PAGE - 1))
-                })
-            })
-            .collect();
-        self.clear_memory(dst, n);
-        // Runs of bytes with one writer, cut at page boundaries.
-        let mut i = 0;
-        while i < writers.len() {
-            let a = dst.wrapping_add(i as u64);
-            let off = (a as usize) & (PAGE - 1);
-            let w = writers[i];
-            let mut len = 1;
-            while i + len < writers.len() && writers[i + len] == w && off + len < PAGE {
-                len += 1;
-            }
-            if w != 0 {
-                let page = self.pages.page(a >> PAGE_BITS);
-                let (records, splits) = (&mut self.records, &mut self.mem_splits);
-                let changed = shadow::overwrite(&mut page.writer, splits, records, off, len, w);
-                records.retain(w, changed);
-            }
-            i += len;
         }
     }
 
@@ -778,11 +1003,13 @@ impl DepTracker {
         if off < GPR_BYTES {
             let (sh, splits) = (&mut self.gprs, &mut self.gpr_splits);
             shadow::overwrite(&mut sh.writer, splits, records, off, n, 0);
+            shadow::overwrite(&mut sh.first, splits, records, off, n, 0);
             shadow::overwrite(&mut sh.reader, splits, records, off, n, 0);
         } else {
             let (sh, splits) = (&mut self.vecs, &mut self.vec_splits);
             let off = off - GPR_BYTES;
             shadow::overwrite(&mut sh.writer, splits, records, off, n, 0);
+            shadow::overwrite(&mut sh.first, splits, records, off, n, 0);
             shadow::overwrite(&mut sh.reader, splits, records, off, n, 0);
         }
     }
@@ -806,6 +1033,8 @@ impl DepTracker {
             vec_splits,
             code,
             values,
+            last_call,
+            last_step,
             ..
         } = self;
         records.epoch += 1;
@@ -824,65 +1053,55 @@ impl DepTracker {
             out,
         };
 
-        // Reads: flow dependences; this instance becomes the bytes' last reader.
-        // Register bytes: general-purpose or vector, at their offset in that file.
-        let reg = |off: u16, size: u8| {
-            let (off, location) = (off as usize, u64::from(off));
-            let b = |off| Bytes {
-                off,
-                len: size as usize,
-                through: Through::Register,
-                location,
-            };
-            if off < GPR_BYTES {
-                (true, b(off))
-            } else {
-                (false, b(off - GPR_BYTES))
-            }
-        };
-        let mem = |a: &MemAccess| {
-            let location = a.addr;
-            page_spans(a.addr, a.size).map(move |(pn, off, len)| {
-                let through = Through::Memory;
-                (
-                    pn,
-                    Bytes {
-                        off,
-                        len,
-                        through,
-                        location,
-                    },
-                )
-            })
-        };
+        // Return addresses are not data: the stack write of a call and the stack read of a
+        // return stay out of the shadow (a call's only write and a return's only read).
+        let transfer = insn.transfer.map(|t| t.kind);
+        let (call, ret) = (
+            transfer == Some(TransferKind::Call),
+            transfer == Some(TransferKind::Return),
+        );
+        let mem = |a: &MemAccess| mem_bytes(a.addr, u64::from(a.size));
+
+        // Reads: flow dependences; this instance becomes the bytes' last reader (and the first
+        // of those not read since their write).
         if opts.registers {
             for &(off, size) in &uses.reads {
-                match reg(off, size) {
+                match reg_bytes(off, size) {
                     (true, b) => inst.read(gprs, gpr_splits, b, storage),
                     (false, b) => inst.read(vecs, vec_splits, b, storage),
                 }
             }
         }
-        for a in insn.mem.iter().filter(|a| a.kind == AccessKind::Read) {
-            for (pn, b) in mem(a) {
-                inst.read(pages.page(pn), mem_splits, b, storage);
+        if !ret {
+            for a in insn.mem.iter().filter(|a| a.kind == AccessKind::Read) {
+                for (pn, b) in mem(a) {
+                    inst.read(pages.page(pn), mem_splits, b, storage);
+                }
             }
         }
 
         // Writes: anti and output dependences; this instance becomes the last writer.
-        for a in insn.mem.iter().filter(|a| a.kind == AccessKind::Write) {
-            for (pn, b) in mem(a) {
-                inst.write(pages.page(pn), mem_splits, b, storage);
+        if !call {
+            for a in insn.mem.iter().filter(|a| a.kind == AccessKind::Write) {
+                for (pn, b) in mem(a) {
+                    inst.write(pages.page(pn), mem_splits, b, storage);
+                }
             }
         }
         let report = storage && opts.registers;
         for &(off, size) in &uses.writes {
-            match reg(off, size) {
+            match reg_bytes(off, size) {
                 (true, b) => inst.write(gprs, gpr_splits, b, report),
                 (false, b) => inst.write(vecs, vec_splits, b, report),
             }
         }
         let records = inst.records;
+        if call {
+            // The statement of the library call this may lead to: keep its record.
+            records.retain(mine, 1);
+            records.release(std::mem::replace(last_call, mine), 1);
+        }
+        *last_step = mine;
         records.release(mine, 1);
 
         // Register values, for the arguments of natively-run library calls.
@@ -900,6 +1119,19 @@ impl DepTracker {
             }
         }
     }
+}
+
+/// The pieces of `n` bytes of memory at `addr`, per page, labelled with `addr`.
+fn mem_bytes(addr: u64, n: u64) -> impl Iterator<Item = (u64, Bytes)> {
+    page_spans(addr, n).map(move |(pn, off, len)| {
+        let b = Bytes {
+            off,
+            len,
+            through: Through::Memory,
+            location: addr,
+        };
+        (pn, b)
+    })
 }
 
 /// The second level of the shadow table: pages by number, with the last page used cached
@@ -929,21 +1161,16 @@ impl Pages {
         &mut self.pages[i as usize]
     }
 
-    fn get(&self, pn: u64) -> Option<&ShadowPage> {
-        let i = *self.index.get(&pn)?;
-        self.pages.get(i as usize).map(|b| &**b)
-    }
-
     fn existing_mut(&mut self, pn: u64) -> Option<&mut ShadowPage> {
         let i = *self.index.get(&pn)?;
         self.pages.get_mut(i as usize).map(|b| &mut **b)
     }
 }
 
-/// The (page number, offset, length) pieces of an access (two when it crosses a page).
-fn page_spans(addr: u64, size: u32) -> impl Iterator<Item = (u64, usize, usize)> {
+/// The (page number, offset, length) pieces of `size` bytes at `addr`, cut at page boundaries.
+fn page_spans(addr: u64, size: u64) -> impl Iterator<Item = (u64, usize, usize)> {
     let mut a = addr;
-    let end = addr.saturating_add(u64::from(size));
+    let end = addr.saturating_add(size);
     std::iter::from_fn(move || {
         if a >= end {
             return None;
@@ -959,7 +1186,7 @@ fn page_spans(addr: u64, size: u32) -> impl Iterator<Item = (u64, usize, usize)>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ptrace_runner::{Insn, MemAccess};
+    use ptrace_runner::{Insn, MemAccess, RegWrite, Transfer};
     use std::collections::{BTreeSet, HashMap};
 
     /// Instructions mixing whole, partial and zero-extending register accesses.
@@ -978,10 +1205,12 @@ mod tests {
         &[0x90],                   // nop
     ];
 
-    /// A byte-per-byte reference: writer and last reader of every byte, by instance number.
+    /// A byte-per-byte reference: writer, first reader and last reader of every byte, by
+    /// instance number.
     #[derive(Default)]
     struct Reference {
         writer: HashMap<(bool, u64), u64>,
+        first: HashMap<(bool, u64), u64>,
         reader: HashMap<(bool, u64), u64>,
     }
 
@@ -994,6 +1223,7 @@ mod tests {
                 if let Some(&w) = self.writer.get(&key) {
                     found.insert((DepKind::Flow, through, w, me));
                 }
+                self.first.entry(key).or_insert(me);
                 self.reader.insert(key, me);
             };
             for &(off, n) in &u.reads {
@@ -1007,6 +1237,9 @@ mod tests {
                 }
             }
             let mut write = |key: (bool, u64), through, found: &mut Found| {
+                if let Some(r) = self.first.remove(&key).filter(|&r| r != me) {
+                    found.insert((DepKind::Anti, through, r, me));
+                }
                 if let Some(r) = self.reader.remove(&key).filter(|&r| r != me) {
                     found.insert((DepKind::Anti, through, r, me));
                 }
@@ -1043,7 +1276,7 @@ mod tests {
         let mut uses = Vec::new();
         for (i, bytes) in CODE.iter().enumerate() {
             let addr = 0x40_0000 + 16 * i as u64;
-            tracker.event(&Event::Code { addr, bytes });
+            tracker.event(&Event::Code { addr, bytes }, &mut |_| {});
             let insn = Decoder::with_ip(64, bytes, addr, DecoderOptions::NONE).decode();
             uses.push((addr, reg_use(&insn, &mut info)));
         }
@@ -1092,5 +1325,392 @@ mod tests {
             expected.clear();
         }
         assert_eq!(kinds.len(), 6, "every kind through both: {kinds:?}");
+    }
+
+    /// A dependence, owned: statements by address.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    struct D {
+        kind: DepKind,
+        through: Through,
+        producer: u64,
+        pc: Vec<u64>,
+        consumer: u64,
+        cc: Vec<u64>,
+        location: u64,
+    }
+
+    /// Synthetic events into a tracker, collecting its dependences.
+    struct Harness {
+        t: DepTracker,
+        deps: Vec<D>,
+    }
+
+    const CALL: u64 = 0x40_1000;
+    const PLT: u64 = 0x40_0100;
+    const GOT: u64 = 0x40_4000;
+    const STACK: u64 = 0x7ffe_0000;
+    const LIB: u64 = 0x7f00_0000_0000;
+
+    impl Harness {
+        fn new(code: &[(u64, &[u8])]) -> Harness {
+            let mut t = DepTracker::new(DepOptions::default());
+            for &(addr, bytes) in code {
+                t.event(&Event::Code { addr, bytes }, &mut |_| {});
+            }
+            // A call (`call rel32`) and a PLT stub (`jmp [rip+0]`).
+            let stubs: [(u64, &[u8]); 2] = [
+                (CALL, &[0xe8, 0, 0, 0, 0]),
+                (PLT, &[0xff, 0x25, 0, 0, 0, 0]),
+            ];
+            for (addr, bytes) in stubs {
+                t.event(&Event::Code { addr, bytes }, &mut |_| {});
+            }
+            Harness {
+                t,
+                deps: Vec::new(),
+            }
+        }
+
+        fn insn(&mut self, insn: &Insn, context: NodeId, coords: &[u64]) {
+            let deps = &mut self.deps;
+            let step = Step {
+                insn,
+                context,
+                coords,
+            };
+            self.t.step(&step, &mut |d| deps.push(own(d)));
+        }
+
+        /// An instruction at `pc` with memory accesses and register values written.
+        fn step(&mut self, pc: u64, coords: &[u64], mem: &[MemAccess], regs: &[RegWrite]) {
+            let insn = Insn {
+                pc,
+                len: 1,
+                mem: mem.to_vec(),
+                regs: regs.to_vec(),
+                transfer: None,
+            };
+            self.insn(&insn, 0, coords);
+        }
+
+        fn event(&mut self, ev: &Event<'_>) {
+            let deps = &mut self.deps;
+            self.t.event(ev, &mut |d| deps.push(own(d)));
+        }
+
+        /// `call name@plt` at [`CALL`] in iteration `coords`, through the PLT stub, run
+        /// natively and returning `rax`; `inside` runs between the call and its return.
+        fn call_with(
+            &mut self,
+            coords: &[u64],
+            name: &str,
+            rax: u64,
+            inside: impl FnOnce(&mut Self),
+        ) {
+            let call = Insn {
+                pc: CALL,
+                len: 5,
+                mem: vec![write(STACK - 8, 8)],
+                regs: Vec::new(),
+                transfer: Some(Transfer {
+                    kind: TransferKind::Call,
+                    target: PLT,
+                }),
+            };
+            self.insn(&call, 0, coords);
+            let jmp = Insn {
+                pc: PLT,
+                len: 6,
+                mem: vec![read(GOT, 8)],
+                regs: Vec::new(),
+                transfer: Some(Transfer {
+                    kind: TransferKind::Jump,
+                    target: LIB,
+                }),
+            };
+            self.insn(&jmp, 1, coords);
+            let c = LibCall {
+                site: CALL,
+                target: LIB,
+                return_to: CALL + 5,
+                name: Some(format!("{name}@GLIBC_2.2.5")),
+            };
+            self.event(&Event::LibCall(&c));
+            inside(self);
+            self.event(&Event::LibReturn { pc: CALL + 5, rax });
+        }
+
+        fn call(&mut self, coords: &[u64], name: &str, rax: u64) {
+            self.call_with(coords, name, rax, |_| {});
+        }
+
+        /// Dependences of `kind` from statement `from` to statement `to`.
+        fn between(&self, kind: DepKind, from: u64, to: u64) -> Vec<&D> {
+            let deps = self.deps.iter();
+            deps.filter(|d| d.kind == kind && d.producer == from && d.consumer == to)
+                .collect()
+        }
+    }
+
+    fn own(d: &Dep<'_>) -> D {
+        D {
+            kind: d.kind,
+            through: d.through,
+            producer: d.producer.pc,
+            pc: d.producer_coords.to_vec(),
+            consumer: d.consumer.pc,
+            cc: d.consumer_coords.to_vec(),
+            location: d.location,
+        }
+    }
+
+    fn read(addr: u64, size: u32) -> MemAccess {
+        MemAccess {
+            addr,
+            size,
+            kind: AccessKind::Read,
+        }
+    }
+
+    fn write(addr: u64, size: u32) -> MemAccess {
+        MemAccess {
+            addr,
+            size,
+            kind: AccessKind::Write,
+        }
+    }
+
+    fn reg(reg: Register, value: u64) -> RegWrite {
+        RegWrite { reg, value }
+    }
+
+    const LOAD: u64 = 0x40_0000; // mov eax, [rbx]
+    const STORE: u64 = 0x40_0010; // mov [rbx], ecx
+    const SET_RDI: u64 = 0x40_0020; // mov rdi, rbx
+    const SET_RSI: u64 = 0x40_0030; // mov rsi, rbx
+    const SET_RDX: u64 = 0x40_0040; // mov edx, 16
+    const LOAD_X: u64 = 0x40_0050; // movsd xmm0, [rbx]
+    const STORE_X: u64 = 0x40_0060; // movsd [rbx+8], xmm0
+    const CODE2: &[(u64, &[u8])] = &[
+        (LOAD, &[0x8b, 0x03]),
+        (STORE, &[0x89, 0x0b]),
+        (SET_RDI, &[0x48, 0x89, 0xdf]),
+        (SET_RSI, &[0x48, 0x89, 0xde]),
+        (SET_RDX, &[0xba, 0x10, 0, 0, 0]),
+        (LOAD_X, &[0xf2, 0x0f, 0x10, 0x03]),
+        (STORE_X, &[0xf2, 0x0f, 0x11, 0x43, 0x08]),
+    ];
+
+    /// Readers in iterations 0, 1 and 2, then a write in iteration 2: the anti dependences
+    /// from the first reader (the largest distance) and from the last are both reported.
+    #[test]
+    fn anti_dependences_from_the_first_and_the_last_reader() {
+        let mut h = Harness::new(CODE2);
+        for i in 0..3 {
+            h.step(LOAD, &[i], &[read(0x1000, 4)], &[]);
+        }
+        h.step(STORE, &[2], &[write(0x1000, 4)], &[]);
+        let mut anti: Vec<Vec<u64>> = h
+            .between(DepKind::Anti, LOAD, STORE)
+            .into_iter()
+            .filter(|d| d.through == Through::Memory)
+            .map(|d| d.pc.clone())
+            .collect();
+        anti.sort();
+        assert_eq!(anti, vec![vec![0], vec![2]]);
+        // The write cleared both readers: a second write has only an output dependence.
+        h.deps.clear();
+        h.step(STORE, &[3], &[write(0x1000, 4)], &[]);
+        let mem: Vec<&D> = h
+            .deps
+            .iter()
+            .filter(|d| d.through == Through::Memory)
+            .collect();
+        assert_eq!(mem.len(), 1, "{mem:?}");
+        assert_eq!(mem[0].kind, DepKind::Output);
+    }
+
+    /// The return address a call pushes and a return pops is not data: no dependence through
+    /// the stack slot, not even on a data write to that slot before; `call [mem]` still reads
+    /// its operand.
+    #[test]
+    fn return_addresses_are_not_data() {
+        let mut h = Harness::new(&[(0x40_0200, &[0xc3]), (0x40_0300, &[0xff, 0x10])]);
+        let slot = STACK - 8;
+        h.step(STORE, &[0], &[write(slot, 8)], &[]);
+        for i in 0..3 {
+            let call = Insn {
+                pc: 0x40_0300, // call [rax]
+                len: 2,
+                mem: vec![read(0x5000, 8), write(slot, 8)],
+                regs: Vec::new(),
+                transfer: Some(Transfer {
+                    kind: TransferKind::Call,
+                    target: 0x40_0200,
+                }),
+            };
+            h.insn(&call, 0, &[i]);
+            let ret = Insn {
+                pc: 0x40_0200,
+                len: 1,
+                mem: vec![read(slot, 8)],
+                regs: Vec::new(),
+                transfer: Some(Transfer {
+                    kind: TransferKind::Return,
+                    target: 0x40_0302,
+                }),
+            };
+            h.insn(&ret, 2, &[i]);
+            // The function pointer is rewritten in each iteration.
+            h.step(STORE, &[i], &[write(0x5000, 8)], &[]);
+        }
+        let through_slot: Vec<&D> = h.deps.iter().filter(|d| d.location == slot).collect();
+        assert!(through_slot.is_empty(), "{through_slot:?}");
+        // The operand: flow from its writer, anti to the next write.
+        let flow = h.between(DepKind::Flow, STORE, 0x40_0300);
+        assert_eq!(flow.len(), 2, "{flow:?}");
+        assert!(flow.iter().all(|d| d.location == 0x5000));
+        assert_eq!(h.between(DepKind::Anti, 0x40_0300, STORE).len(), 3);
+    }
+
+    /// The loop-carried dependences between successive calls through `effect`'s state.
+    fn carried_through(h: &Harness, effect: Effect) -> Vec<(DepKind, u64, u64)> {
+        let mut v: Vec<(DepKind, u64, u64)> = h
+            .between_all(CALL, CALL)
+            .filter(|d| d.through == Through::Memory && Effect::at(d.location) == Some(effect))
+            .map(|d| (d.kind, d.pc[0], d.cc[0]))
+            .collect();
+        v.sort();
+        v
+    }
+
+    impl Harness {
+        fn between_all(&self, from: u64, to: u64) -> impl Iterator<Item = &D> {
+            let deps = self.deps.iter();
+            deps.filter(move |d| d.producer == from && d.consumer == to)
+        }
+    }
+
+    #[test]
+    fn effects_have_distinct_addresses_outside_user_space() {
+        for e in Effect::ALL {
+            assert!(e.addr() > 0x0000_7fff_ffff_ffff);
+            for b in 0..Effect::SIZE {
+                assert_eq!(Effect::at(e.addr() + b), Some(e));
+            }
+            assert_eq!(Effect::at(e.addr() + Effect::SIZE), None);
+            assert!(!e.describe().is_empty());
+        }
+        assert_eq!(Effect::at(0x1000), None);
+        let addrs: BTreeSet<u64> = Effect::ALL.iter().map(|e| e.addr()).collect();
+        assert_eq!(addrs.len(), Effect::ALL.len());
+    }
+
+    /// `for (i...) x = rand();` and `for (i...) printf(...)`: successive calls are chained by
+    /// a flow (and an output) dependence through the hidden state, carried by the loop.
+    #[test]
+    fn hidden_state_serializes_calls() {
+        for (name, effect) in [("rand", Effect::Random), ("printf", Effect::Output)] {
+            let mut h = Harness::new(CODE2);
+            for i in 0..4 {
+                h.call(&[i], name, 7);
+            }
+            let deps = carried_through(&h, effect);
+            for i in 1..4 {
+                assert!(
+                    deps.contains(&(DepKind::Flow, i - 1, i)),
+                    "{name}: {deps:?}"
+                );
+                assert!(
+                    deps.contains(&(DepKind::Output, i - 1, i)),
+                    "{name}: {deps:?}"
+                );
+            }
+            assert!(deps.iter().all(|d| d.1 + 1 == d.2), "{name}: {deps:?}");
+            assert_eq!(h.t.unmodelled_calls, 0);
+            // Records do not pile up.
+            assert!(h.t.live_records() < 10, "{}", h.t.live_records());
+        }
+    }
+
+    /// `y = sqrt(x)`: the load of `x` flows into the call, the call into the store of `y`,
+    /// through xmm0; and the loop has no dependence through hidden state.
+    #[test]
+    fn pure_math_chains_through_xmm0() {
+        let mut h = Harness::new(CODE2);
+        for i in 0..3 {
+            h.step(LOAD_X, &[i], &[read(0x1000 + 16 * i, 8)], &[]);
+            h.call(&[i], "sqrt", 0);
+            h.step(STORE_X, &[i], &[write(0x1008 + 16 * i, 8)], &[]);
+        }
+        let xmm0 = GPR_BYTES as u64;
+        for (from, to) in [(LOAD_X, CALL), (CALL, STORE_X)] {
+            let flow = h.between(DepKind::Flow, from, to);
+            assert_eq!(flow.len(), 3, "{from:x} -> {to:x}: {flow:?}");
+            assert!(flow
+                .iter()
+                .all(|d| d.through == Through::Register && d.location == xmm0 && d.pc == d.cc));
+        }
+        let hidden: Vec<&D> = h
+            .deps
+            .iter()
+            .filter(|d| Effect::at(d.location).is_some() && d.through == Through::Memory)
+            .collect();
+        assert!(hidden.is_empty(), "{hidden:?}");
+        assert_eq!(h.t.unmodelled_calls, 0);
+    }
+
+    /// `for (i...) memmove(buf + 1, buf, 16)`: each call reads what the previous one wrote.
+    #[test]
+    fn memmove_in_a_loop_carries_a_flow_dependence() {
+        let mut h = Harness::new(CODE2);
+        let buf = 0x2000;
+        for i in 0..3 {
+            h.step(SET_RDI, &[i], &[], &[reg(Register::RDI, buf + 1)]);
+            h.step(SET_RSI, &[i], &[], &[reg(Register::RSI, buf)]);
+            h.step(SET_RDX, &[i], &[], &[reg(Register::RDX, 16)]);
+            h.call(&[i], "memmove", buf + 1);
+        }
+        let flow: Vec<(u64, u64)> = h
+            .between(DepKind::Flow, CALL, CALL)
+            .iter()
+            .filter(|d| d.through == Through::Memory)
+            .map(|d| (d.pc[0], d.cc[0]))
+            .collect();
+        assert_eq!(flow, vec![(0, 1), (1, 2)]);
+        // The arguments flow into the call.
+        for set in [SET_RDI, SET_RSI, SET_RDX] {
+            assert_eq!(h.between(DepKind::Flow, set, CALL).len(), 3, "{set:x}");
+        }
+        // A later load of the destination depends on the call, not on older writers.
+        h.deps.clear();
+        h.step(LOAD, &[3], &[read(buf + 4, 4)], &[]);
+        let flow = h.between(DepKind::Flow, CALL, LOAD);
+        assert_eq!(flow.len(), 1);
+        assert_eq!(flow[0].pc, vec![2]);
+        assert_eq!(h.t.unmodelled_calls, 0);
+    }
+
+    /// A callback (a `qsort` comparator) that makes a library call of its own: each call
+    /// finishes as its own instance, the outer one after the inner one.
+    #[test]
+    fn nested_calls_finish_innermost_first() {
+        let mut h = Harness::new(CODE2);
+        h.call_with(&[0], "qsort", 0, |h| {
+            // The comparator, in another context, calls rand.
+            h.call_with(&[0, 5], "rand", 3, |_| {});
+        });
+        // rand's instance (coordinates [0, 5]) then qsort's ([0]) write the hidden state.
+        let writes: Vec<(DepKind, Vec<u64>, Vec<u64>)> = h
+            .between_all(CALL, CALL)
+            .filter(|d| d.location == Effect::Random.addr())
+            .map(|d| (d.kind, d.pc.clone(), d.cc.clone()))
+            .collect();
+        assert!(
+            writes.contains(&(DepKind::Output, vec![0, 5], vec![0])),
+            "{writes:?}"
+        );
+        assert_eq!(h.t.unmodelled_calls, 1);
+        assert!(h.t.calls.is_empty());
     }
 }

@@ -9,13 +9,14 @@
 
 pub mod deps;
 pub mod havlak;
+pub(crate) mod libcall;
 pub mod naming;
 pub mod schedule;
 mod shadow;
 pub mod structure;
 pub mod walk;
 
-pub use deps::{Dep, DepKind, DepOptions, DepTracker, Stmt, Through};
+pub use deps::{Dep, DepKind, DepOptions, DepTracker, Effect, Stmt, Through};
 pub use naming::Naming;
 pub use schedule::{NodeId, NodeKind, ScheduleTree, Scheduler, SchedulerSink, Step};
 pub use structure::{Component, FuncCfg, FuncId, RecRole, Structure, StructureBuilder};
@@ -123,7 +124,9 @@ pub fn analyze_with_deps_on<F: FnMut(&Step<'_>), G: FnMut(&Dep<'_>)>(
     }
     impl<F: FnMut(&Step<'_>), G: FnMut(&Dep<'_>)> EventSink for Pass2<'_, F, G> {
         fn event(&mut self, ev: &ptrace_runner::Event<'_>) -> std::io::Result<()> {
-            self.deps.event(ev);
+            // A library call's dependences: its arguments at `LibCall`, the rest at `LibReturn`
+            // (the `call` instruction's own step came before, with its `Insn`).
+            self.deps.event(ev, &mut self.on_dep);
             let (deps, on_step, on_dep) = (&mut self.deps, &mut self.on_step, &mut self.on_dep);
             self.scheduler.process(ev, &mut |step| {
                 on_step(step);

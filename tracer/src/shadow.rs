@@ -79,7 +79,7 @@ impl<R: Release> Drop for Batch<'_, R> {
 }
 
 /// The handle of byte `off` of `slots`.
-#[inline]
+#[cfg(test)]
 pub(crate) fn get<const G: usize>(slots: &[u32], splits: &Splits<G>, off: usize) -> Handle {
     let s = slots[off / G];
     if s & SPLIT == 0 {
@@ -158,6 +158,34 @@ pub(crate) fn overwrite<const G: usize>(
     len: usize,
     h: Handle,
 ) -> u32 {
+    overwrite_where(slots, splits, rel, off, len, h, |_| true)
+}
+
+/// Sets the bytes of `off..off + len` that hold no handle (0) to `h`; returns how many bytes
+/// changed (the references `h` gains).
+pub(crate) fn fill_empty<const G: usize>(
+    slots: &mut [u32],
+    splits: &mut Splits<G>,
+    rel: &mut impl Release,
+    off: usize,
+    len: usize,
+    h: Handle,
+) -> u32 {
+    overwrite_where(slots, splits, rel, off, len, h, |old| old == 0)
+}
+
+/// Sets the bytes of `off..off + len` whose handle satisfies `pred` to `h`, releasing the
+/// handles they held; returns how many bytes changed.
+#[inline(always)]
+fn overwrite_where<const G: usize>(
+    slots: &mut [u32],
+    splits: &mut Splits<G>,
+    rel: &mut impl Release,
+    off: usize,
+    len: usize,
+    h: Handle,
+    pred: impl Fn(Handle) -> bool,
+) -> u32 {
     debug_assert!(h & SPLIT == 0, "record handles stay below 2^31");
     let end = off + len;
     let mut changed = 0;
@@ -169,7 +197,7 @@ pub(crate) fn overwrite<const G: usize>(
         let slot = &mut slots[g];
         let s = *slot;
         if s & SPLIT == 0 {
-            if s != h {
+            if s != h && pred(s) {
                 if lo == 0 && hi == G {
                     batch.add(s, G as u32);
                     changed += G as u32;
@@ -187,7 +215,7 @@ pub(crate) fn overwrite<const G: usize>(
             let i = (s & !SPLIT) as usize;
             let bytes = &mut splits.bytes[i];
             for b in &mut bytes[lo..hi] {
-                if *b != h {
+                if *b != h && pred(*b) {
                     batch.add(*b, 1);
                     changed += 1;
                     *b = h;
@@ -219,8 +247,9 @@ mod tests {
         }
     }
 
-    /// Random overwrites of a 64-byte range against a plain byte array: the same handles byte
-    /// for byte, the same reference counts, and no split granule left whose bytes agree.
+    /// Random overwrites (of all bytes, or of the empty ones) of a 64-byte range against a
+    /// plain byte array: the same handles byte for byte, the same reference counts, and no
+    /// split granule left whose bytes agree.
     #[test]
     fn matches_a_byte_array() {
         let mut seed = 0x2545_f491_4f6c_dd1du64;
@@ -238,11 +267,17 @@ mod tests {
             let off = next(64) as usize;
             let len = (1 + next(32) as usize).min(64 - off);
             let h = next(4) as u32;
-            let changed = overwrite(&mut slots, &mut splits, &mut counts, off, len, h);
+            // A third of the time, only the bytes that hold no handle.
+            let only_empty = next(3) == 0;
+            let changed = if only_empty {
+                fill_empty(&mut slots, &mut splits, &mut counts, off, len, h)
+            } else {
+                overwrite(&mut slots, &mut splits, &mut counts, off, len, h)
+            };
             *counts.0.entry(h).or_default() += i64::from(changed);
             let mut expect = 0;
             for b in &mut bytes[off..off + len] {
-                if *b != h {
+                if *b != h && (!only_empty || *b == 0) {
                     expect += 1;
                     *b = h;
                 }
@@ -253,7 +288,9 @@ mod tests {
             }
             let mut seen = Vec::new();
             for_each(&slots, &splits, off, len, |h| seen.push(h));
-            assert_eq!(seen, vec![h]);
+            if !only_empty {
+                assert_eq!(seen, vec![h]);
+            }
             for h in 1..4 {
                 let refs = bytes.iter().filter(|&&b| b == h).count() as i64;
                 assert_eq!(counts.0.get(&h).copied().unwrap_or(0), refs, "handle {h}");
