@@ -270,9 +270,19 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     };
     if let Some(lvl) = parallel_levels.iter().position(|&p| p) {
         let l = order[lvl];
-        let Verdict::Legal(needs) = &verdicts[lvl] else {
+        let Verdict::Legal(mut needs) = verdicts[lvl].clone() else {
             unreachable!("a parallel level has a legal verdict")
         };
+        // A loop that keeps its place and is parallel as written needs nothing of the
+        // interchange: say so, with the program's own order's requirements.
+        let mut standalone = false;
+        if lvl < chain.len() && chain[lvl] == l && !interchange_needs.is_empty() {
+            if let Verdict::Legal(own) = cx.parallel(l, lvl, &original, &no_renaming)? {
+                needs = own;
+                standalone = true;
+            }
+        }
+        let needs = &needs;
         let inside = if lvl > 0 {
             format!(
                 " inside {}",
@@ -302,7 +312,11 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             loops: vec![region.loops[l].id.clone()],
             text,
             sizes: Vec::new(),
-            requires: after_interchange(needs),
+            requires: if standalone {
+                needs.clone()
+            } else {
+                after_interchange(needs)
+            },
         });
     }
     if let (Some(&inner), Some(Verdict::Legal(needs))) = (order.last(), verdicts.last()) {

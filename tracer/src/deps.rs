@@ -759,7 +759,12 @@ impl DepTracker {
     /// `c.site` (or of the instruction that left traced code), and reads its arguments now.
     fn lib_call(&mut self, c: &LibCall, out: &mut impl FnMut(&Dep<'_>)) {
         let values = self.values;
-        let model = libcall::model(c.name.as_deref(), |i| values[libcall::ARG_INDEX[i]]);
+        let mut model = libcall::model(c.name.as_deref(), |i| values[libcall::ARG_INDEX[i]]);
+        if let (true, Some(rax)) = (model.variadic, values[0]) {
+            // Reading vector registers the call does not take would chain it to whatever
+            // last wrote them.
+            model.xmm_args = model.xmm_args.min((rax & 0xff) as usize);
+        }
         if !model.known {
             self.unmodelled_calls += 1;
         }

@@ -113,6 +113,9 @@ pub(crate) struct CallModel {
     pub heap: Heap,
     /// False for the fallback of unknown library code.
     pub known: bool,
+    /// A variadic function: `al` counts the vector registers its arguments use (SysV ABI),
+    /// which bounds `xmm_args` when the traced code set it.
+    pub variadic: bool,
 }
 
 impl CallModel {
@@ -125,7 +128,13 @@ impl CallModel {
             writes,
             heap: Heap::None,
             known: true,
+            variadic: false,
         }
+    }
+
+    fn variadic(mut self) -> CallModel {
+        self.variadic = true;
+        self
     }
 
     /// Unknown library code: it may read every argument register and any hidden state.
@@ -278,7 +287,7 @@ fn known(name: &str, arg: &impl Fn(usize) -> Option<u64>) -> Option<CallModel> {
 
         // Input and output.
         "printf" | "fprintf" | "dprintf" | "scanf" | "fscanf" => {
-            CallModel::new(6, 8, RAX).effect(Output)
+            CallModel::new(6, 8, RAX).effect(Output).variadic()
         }
         "vprintf" => CallModel::new(ints(2), 0, RAX).effect(Output),
         "vfprintf" | "vdprintf" => CallModel::new(ints(3), 0, RAX).effect(Output),
