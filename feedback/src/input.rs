@@ -138,6 +138,30 @@ impl Storage {
         }
     }
 
+    /// The variable this storage belongs to, for matching accesses that name it differently
+    /// (`` `sum`+16 `` and ``array `sum` ``; a heap block at any offset). A stack location
+    /// has no symbol, so every location of one function's frame is taken for the same
+    /// variable: more matches only make the legality checks more cautious.
+    pub fn root(&self) -> String {
+        match self {
+            Storage::Register(r) => format!("register {r}"),
+            Storage::Effect { name } => name.clone(),
+            Storage::Scalar { name, .. } | Storage::Array { name } => {
+                if let Some(rest) = name
+                    .strip_prefix("a stack slot of ")
+                    .or_else(|| name.strip_prefix("a stack array of "))
+                {
+                    let function = rest.split(" (").next().unwrap_or(rest);
+                    return format!("the stack frame of {function}");
+                }
+                if let Some(end) = name.strip_prefix('`').and_then(|r| r.find('`')) {
+                    return name[..end + 2].to_string();
+                }
+                name.split(" (+").next().unwrap_or(name).to_string()
+            }
+        }
+    }
+
     /// A register or a scalar in memory (expandable, privatizable).
     pub fn is_scalar(&self) -> bool {
         matches!(self, Storage::Register(_) | Storage::Scalar { .. })

@@ -437,6 +437,7 @@ impl<'a> Ctx<'a> {
                 groups.entry(&deps[i].storage).or_default().push(i);
             }
         }
+
         let rel_m = union_map(self.isl, &rel)?;
         let theta_m = union_map(self.isl, theta)?;
         let mut by_storage: BTreeMap<&Storage, Vec<usize>> = BTreeMap::new();
@@ -445,6 +446,22 @@ impl<'a> Ctx<'a> {
                 by_storage.insert(storage, idx);
             }
         }
+        // One array reached through fixed addresses too (unrolled code) is one array, whose
+        // own carried dependences decide.
+        let arrays: BTreeMap<String, &Storage> = by_storage
+            .keys()
+            .filter(|s| matches!(s, Storage::Array { .. }))
+            .map(|s| (s.root(), *s))
+            .collect();
+        let mut merged: BTreeMap<&Storage, Vec<usize>> = BTreeMap::new();
+        for (storage, idx) in by_storage {
+            let key = match storage {
+                Storage::Scalar { .. } => arrays.get(&storage.root()).copied().unwrap_or(storage),
+                _ => storage,
+            };
+            merged.entry(key).or_default().extend(idx);
+        }
+        let by_storage = merged;
         let inside = self.inside(l);
         let mut needs = Vec::new();
         for (storage, idx) in by_storage {
@@ -550,7 +567,7 @@ impl<'a> Ctx<'a> {
                             .collect();
                         let fed_inside = deps.iter().any(|d| {
                             d.kind == DepKind::Flow
-                                && &d.storage == storage
+                                && d.storage.root() == storage.root()
                                 && readers.contains(d.sink.as_str())
                                 && inside.contains(d.source.as_str())
                         });
@@ -581,9 +598,10 @@ impl<'a> Ctx<'a> {
         inside: &BTreeSet<&str>,
     ) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> = Vec::new();
+        let root = storage.root();
         for (i, d) in self.region.dependences.iter().enumerate() {
             if d.kind == DepKind::Flow
-                && &d.storage == storage
+                && d.storage.root() == root
                 && inside.contains(d.sink.as_str())
                 && !inside.contains(d.source.as_str())
             {
@@ -591,7 +609,7 @@ impl<'a> Ctx<'a> {
             }
         }
         for b in &self.region.live_in {
-            if &b.storage == storage && inside.contains(b.stmt.as_str()) {
+            if b.storage.root() == root && inside.contains(b.stmt.as_str()) {
                 out.push((String::new(), b.outside.clone()));
             }
         }
@@ -608,9 +626,10 @@ impl<'a> Ctx<'a> {
         inside: &BTreeSet<&str>,
     ) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> = Vec::new();
+        let root = storage.root();
         for (i, d) in self.region.dependences.iter().enumerate() {
             if d.kind == DepKind::Flow
-                && &d.storage == storage
+                && d.storage.root() == root
                 && inside.contains(d.source.as_str())
                 && !inside.contains(d.sink.as_str())
             {
@@ -619,7 +638,7 @@ impl<'a> Ctx<'a> {
         }
         let mut params = self.params.clone();
         for b in &self.region.live_out {
-            if &b.storage == storage && inside.contains(b.stmt.as_str()) {
+            if b.storage.root() == root && inside.contains(b.stmt.as_str()) {
                 out.push((
                     strip_braces(&params.rewrite(&b.relation)),
                     b.outside.clone(),

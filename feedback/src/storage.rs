@@ -301,16 +301,35 @@ pub(crate) fn contraction(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
         }
     }
     for (name, deps) in by_array {
-        // Values read after the region must all stay: no row can be dropped.
-        let read_after: BTreeSet<&str> = region
+        let root = Storage::Array {
+            name: name.to_string(),
+        }
+        .root();
+        // Values read after the region: (the outer iteration that wrote each, when it is one
+        // constant; where they are read).
+        let read_after: Vec<(Option<i64>, &str)> = region
             .live_out
             .iter()
-            .filter(|b| matches!(&b.storage, Storage::Array { name: n } if n == name))
-            .map(|b| b.outside.as_str())
+            .filter(|b| b.storage.root() == root)
+            .flat_map(|b| {
+                let dp =
+                    stmt(region, &b.stmt).and_then(|s| s.loops.iter().position(|&l| l == outer));
+                let rows = parse_schedule_map(&b.relation);
+                let outers: Vec<Option<i64>> = if rows.is_empty() {
+                    vec![None]
+                } else {
+                    rows.iter()
+                        .map(
+                            |r| match dp.and_then(|d| r.rows.get(d).cloned().flatten()) {
+                                Some(a) if a.dims_used() == 0 => Some(a.constant),
+                                _ => None,
+                            },
+                        )
+                        .collect()
+                };
+                outers.into_iter().map(move |o| (o, b.outside.as_str()))
+            })
             .collect();
-        if !read_after.is_empty() {
-            continue;
-        }
         // The largest distance along the outer loop, from every piece of every relation.
         let mut max_dist = Some(0i64);
         let mut row_bytes = None;
@@ -354,6 +373,24 @@ pub(crate) fn contraction(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
         if m < 0 || row == 0 || keep >= *trips {
             continue;
         }
+        // Read after the loop: legal only when every value read comes from the rows kept,
+        // the last `keep` iterations, and the reads then index the array the same way.
+        let first_kept = (*trips - keep) as i64;
+        if read_after
+            .iter()
+            .any(|(outer, _)| outer.is_none_or(|o| o < first_kept))
+        {
+            continue;
+        }
+        let after: BTreeSet<&str> = read_after.iter().map(|r| r.1).collect();
+        let after = if after.is_empty() {
+            "the program reads none of its values after the loop".to_string()
+        } else {
+            format!(
+                "the reads after the loop ({}) only see the last {keep} rows, and must use the same index",
+                after.into_iter().collect::<Vec<_>>().join(", ")
+            )
+        };
         let lines: BTreeSet<String> = deps
             .iter()
             .flat_map(|d| [line_of(region, &d.source), line_of(region, &d.sink)])
@@ -362,7 +399,7 @@ pub(crate) fn contraction(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
             kind: "contract_array".into(),
             loops: vec![region.loops[outer].id.clone()],
             text: format!(
-                "Contract {name} (accessed at {}): a value written in iteration t of loop {} is last read in iteration t + {m}, so {keep} rows suffice: index its outer dimension as [t % {keep}] instead of [t] ({} bytes instead of {}); the program reads none of its values after the loop.",
+                "Contract {name} (accessed at {}): a value written in iteration t of loop {} is last read in iteration t + {m}, so {keep} rows suffice: index its outer dimension as [t % {keep}] instead of [t] ({} bytes instead of {}); {after}.",
                 lines.into_iter().collect::<Vec<_>>().join(", "),
                 region.loops[outer].label,
                 keep * row,

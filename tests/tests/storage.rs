@@ -68,8 +68,13 @@ fn column_wise_traversal_gets_a_transposition_beside_the_interchange() {
 #[test]
 fn a_temporary_reused_every_iteration_is_privatized() {
     let r = profile("dep_scalar", &["-O0", "-g"], &["16"]);
-    let p = find(&r, "privatize").unwrap_or_else(|| panic!("{:#?}", suggestions(&r)));
-    assert!(text(p).contains("dep_scalar.c:"), "{p}");
-    let par = find(&r, "parallelize").expect("parallelize");
+    // The parallel loop names the privatization it needs, with the temporary's line.
+    let par = find(&r, "parallelize").unwrap_or_else(|| panic!("{:#?}", suggestions(&r)));
     assert!(text(par).contains("privatizing"), "{}", text(par));
+    let privatize = par["requires"]
+        .as_array()
+        .and_then(|rs| rs.iter().find(|r| r["change"] == "privatize"))
+        .unwrap_or_else(|| panic!("{par}"));
+    let lines = privatize["lines"].to_string();
+    assert!(lines.contains("dep_scalar.c:"), "{privatize}");
 }
