@@ -88,8 +88,9 @@ impl Requirement {
                 "reading {}{at} from a copy made before the loop",
                 self.storage
             ),
-            Change::Expand => format!("expanding {}{at}", self.storage),
-            Change::MapToArray => format!("mapping {}{at}", self.storage),
+            // Their storage already says where (`xmm1 onto `C` (line k.c:18)`).
+            Change::Expand => format!("expanding {}", self.storage),
+            Change::MapToArray => format!("mapping {}", self.storage),
         }
     }
 }
