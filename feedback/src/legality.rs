@@ -175,6 +175,15 @@ pub(crate) struct Ctx<'a> {
     pub n: usize,
     /// Per dependence: its relation as an isl map, source → sink, parsed once.
     maps: Vec<Option<UnionMap>>,
+    /// Per live-out border of the region: its rewritten relation (without braces).
+    outs: Vec<String>,
+}
+
+/// Which way a value crosses a loop's border.
+#[derive(Clone, Copy)]
+enum Crossing {
+    In,
+    Out,
 }
 
 impl<'a> Ctx<'a> {
@@ -189,6 +198,11 @@ impl<'a> Ctx<'a> {
             .iter()
             .map(|d| strip_braces(&params.rewrite(&d.relation)))
             .collect();
+        let outs = region
+            .live_out
+            .iter()
+            .map(|b| strip_braces(&params.rewrite(&b.relation)))
+            .collect();
         Ctx {
             region,
             isl,
@@ -197,6 +211,7 @@ impl<'a> Ctx<'a> {
             domains,
             n: sched_len(region),
             maps: Vec::new(),
+            outs,
         }
     }
 
@@ -480,8 +495,8 @@ impl<'a> Ctx<'a> {
                     d.source.as_str()
                 }
             }));
-            let live_in = self.live_in(l, storage, &inside);
-            let live_out = self.live_out(l, storage, &inside);
+            let live_in = self.crossing(Crossing::In, storage, &inside);
+            let live_out = self.crossing(Crossing::Out, storage, &inside);
             match storage {
                 Storage::Effect { .. } => {
                     return Ok(Verdict::Blocked(format!(
@@ -590,63 +605,41 @@ impl<'a> Ctx<'a> {
         Ok(Verdict::Legal(merge(needs)))
     }
 
-    /// Flow dependences into loop `l` through `storage` from writes before it (in the region
-    /// or before the region): (relation text, consumer → producer, with braces; where).
-    fn live_in(
+    /// Values crossing the border of loop `l` through `storage` (matched by variable): read
+    /// inside from writes before it (`Crossing::In`), or written inside and read after it
+    /// (`Crossing::Out`), in the region or beyond it. Each: (relation, consumer → producer,
+    /// without braces, empty when not needed; where the outside end is).
+    fn crossing(
         &self,
-        l: usize,
+        way: Crossing,
         storage: &Storage,
         inside: &BTreeSet<&str>,
     ) -> Vec<(String, String)> {
-        let mut out: Vec<(String, String)> = Vec::new();
         let root = storage.root();
+        let mut out: Vec<(String, String)> = Vec::new();
         for (i, d) in self.region.dependences.iter().enumerate() {
+            let (mine, other) = match way {
+                Crossing::In => (&d.sink, &d.source),
+                Crossing::Out => (&d.source, &d.sink),
+            };
             if d.kind == DepKind::Flow
                 && d.storage.root() == root
-                && inside.contains(d.sink.as_str())
-                && !inside.contains(d.source.as_str())
+                && inside.contains(mine.as_str())
+                && !inside.contains(other.as_str())
             {
-                out.push((self.deps[i].clone(), line_of(self.region, &d.source)));
+                out.push((self.deps[i].clone(), line_of(self.region, other)));
             }
         }
-        for b in &self.region.live_in {
+        let (borders, relations) = match way {
+            Crossing::In => (&self.region.live_in, None),
+            Crossing::Out => (&self.region.live_out, Some(&self.outs)),
+        };
+        for (k, b) in borders.iter().enumerate() {
             if b.storage.root() == root && inside.contains(b.stmt.as_str()) {
-                out.push((String::new(), b.outside.clone()));
+                let rel = relations.map_or(String::new(), |r| r[k].clone());
+                out.push((rel, b.outside.clone()));
             }
         }
-        let _ = l;
-        out
-    }
-
-    /// Flow dependences out of loop `l` through `storage` to reads after it (in the region or
-    /// after the region): (relation text without braces, consumer → producer; where read).
-    fn live_out(
-        &self,
-        l: usize,
-        storage: &Storage,
-        inside: &BTreeSet<&str>,
-    ) -> Vec<(String, String)> {
-        let mut out: Vec<(String, String)> = Vec::new();
-        let root = storage.root();
-        for (i, d) in self.region.dependences.iter().enumerate() {
-            if d.kind == DepKind::Flow
-                && d.storage.root() == root
-                && inside.contains(d.source.as_str())
-                && !inside.contains(d.sink.as_str())
-            {
-                out.push((self.deps[i].clone(), line_of(self.region, &d.sink)));
-            }
-        }
-        let mut params = self.params.clone();
-        for b in &self.region.live_out {
-            if b.storage.root() == root && inside.contains(b.stmt.as_str()) {
-                out.push((
-                    strip_braces(&params.rewrite(&b.relation)),
-                    b.outside.clone(),
-                ));
-            }
-        }
-        let _ = l;
         out
     }
 
