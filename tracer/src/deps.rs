@@ -41,7 +41,7 @@ use iced_x86::{
     Decoder, DecoderOptions, EncodingKind, Instruction, InstructionInfoFactory, Mnemonic, OpAccess,
     OpKind, Register,
 };
-use ptrace_runner::{AccessKind, Event, LibCall, MemAccess, Syscall, TransferKind};
+use ptrace_runner::{AccessKind, Event, LibCall, Syscall, TransferKind};
 use smallvec::SmallVec;
 use std::collections::HashMap;
 
@@ -250,6 +250,31 @@ impl<const G: usize, const N: usize> Shadow<G, N> {
             reader: [0; N],
         }
     }
+
+    /// Forgets the writer and the readers of bytes `off..off + n`.
+    fn clear(&mut self, splits: &mut Splits<G>, records: &mut Records, off: usize, n: usize) {
+        for slots in [&mut self.writer, &mut self.first, &mut self.reader] {
+            shadow::overwrite(slots, splits, records, off, n, 0);
+        }
+    }
+}
+
+impl<const G: usize, const N: usize> Default for Shadow<G, N> {
+    fn default() -> Self {
+        Shadow::new()
+    }
+}
+
+/// Every shadow: memory pages, general-purpose and vector registers, and their split
+/// granules.
+#[derive(Default)]
+struct Shadows {
+    pages: Pages,
+    gprs: GprShadow,
+    vecs: VecShadow,
+    mem_splits: Splits<MEM_GRAIN>,
+    gpr_splits: Splits<8>,
+    vec_splits: Splits<16>,
 }
 
 /// Memory granule: an `int`.
@@ -482,6 +507,40 @@ struct Instance<'t, F> {
 }
 
 impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
+    /// Reads register bytes (`size` at `off` in the register file).
+    #[inline]
+    fn reg_read(&mut self, sh: &mut Shadows, off: u16, size: u8, readers: bool) {
+        match reg_bytes(off, size) {
+            (true, b) => self.read(&mut sh.gprs, &mut sh.gpr_splits, b, readers),
+            (false, b) => self.read(&mut sh.vecs, &mut sh.vec_splits, b, readers),
+        }
+    }
+
+    /// Writes register bytes.
+    #[inline]
+    fn reg_write(&mut self, sh: &mut Shadows, off: u16, size: u8, report: bool) {
+        match reg_bytes(off, size) {
+            (true, b) => self.write(&mut sh.gprs, &mut sh.gpr_splits, b, report),
+            (false, b) => self.write(&mut sh.vecs, &mut sh.vec_splits, b, report),
+        }
+    }
+
+    /// Reads `n` bytes of memory at `addr`.
+    #[inline]
+    fn mem_read(&mut self, sh: &mut Shadows, addr: u64, n: u64, readers: bool) {
+        for (pn, b) in mem_bytes(addr, n) {
+            self.read(sh.pages.page(pn), &mut sh.mem_splits, b, readers);
+        }
+    }
+
+    /// Writes `n` bytes of memory at `addr`.
+    #[inline]
+    fn mem_write(&mut self, sh: &mut Shadows, addr: u64, n: u64, report: bool) {
+        for (pn, b) in mem_bytes(addr, n) {
+            self.write(sh.pages.page(pn), &mut sh.mem_splits, b, report);
+        }
+    }
+
     /// Reports a dependence of `kind` on the record `h`, unless it is nobody, this instance,
     /// or already reported by this instance.
     #[inline(always)]
@@ -640,13 +699,8 @@ type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<rustc_hash::FxH
 pub struct DepTracker {
     opts: DepOptions,
     records: Records,
-    pages: Pages,
-    gprs: GprShadow,
-    vecs: VecShadow,
+    sh: Shadows,
     /// Split granules of memory, general-purpose and vector registers.
-    mem_splits: Splits<MEM_GRAIN>,
-    gpr_splits: Splits<8>,
-    vec_splits: Splits<16>,
     code: FastMap<u64, RegUse>,
     info: InstructionInfoFactory,
     /// Values of the general-purpose registers as traced instructions left them (`None` when
@@ -709,12 +763,7 @@ impl DepTracker {
         DepTracker {
             opts,
             records: Records::new(),
-            pages: Pages::default(),
-            gprs: Shadow::new(),
-            vecs: Shadow::new(),
-            mem_splits: Splits::default(),
-            gpr_splits: Splits::default(),
-            vec_splits: Splits::default(),
+            sh: Shadows::default(),
             code: FastMap::default(),
             info: InstructionInfoFactory::new(),
             values: [None; 16],
@@ -734,7 +783,7 @@ impl DepTracker {
 
     /// Pages of shadow memory allocated.
     pub fn shadow_pages(&self) -> usize {
-        self.pages.pages.len()
+        self.sh.pages.pages.len()
     }
 
     /// Non-instruction events: code bytes, library calls and returns, system calls. A library
@@ -910,15 +959,7 @@ impl DepTracker {
         coords.extend_from_slice(r.coords.get());
         let me = r.stmt;
         let DepTracker {
-            opts,
-            records,
-            pages,
-            gprs,
-            vecs,
-            mem_splits,
-            gpr_splits,
-            vec_splits,
-            ..
+            opts, records, sh, ..
         } = self;
         records.epoch += 1;
         let storage = opts.storage;
@@ -936,28 +977,18 @@ impl DepTracker {
         };
         if opts.registers {
             for &(off, size) in acc.reg_reads.iter().chain(acc.more_reg_reads) {
-                match reg_bytes(off, size) {
-                    (true, b) => inst.read(gprs, gpr_splits, b, storage),
-                    (false, b) => inst.read(vecs, vec_splits, b, storage),
-                }
+                inst.reg_read(sh, off, size, storage);
             }
         }
         for (addr, n) in mem(false) {
-            for (pn, b) in mem_bytes(addr, n) {
-                inst.read(pages.page(pn), mem_splits, b, storage);
-            }
+            inst.mem_read(sh, addr, n, storage);
         }
         for (addr, n) in mem(true) {
-            for (pn, b) in mem_bytes(addr, n) {
-                inst.write(pages.page(pn), mem_splits, b, storage);
-            }
+            inst.mem_write(sh, addr, n, storage);
         }
         let report = storage && opts.registers;
         for &(off, size) in acc.reg_writes {
-            match reg_bytes(off, size) {
-                (true, b) => inst.write(gprs, gpr_splits, b, report),
-                (false, b) => inst.write(vecs, vec_splits, b, report),
-            }
+            inst.reg_write(sh, off, size, report);
         }
         self.call_coords = coords;
     }
@@ -992,11 +1023,8 @@ impl DepTracker {
             let pn = a >> PAGE_BITS;
             let off = (a as usize) & (PAGE - 1);
             let take = ((PAGE - off) as u64).min(end - a) as usize;
-            if let Some(page) = self.pages.existing_mut(pn) {
-                let (records, splits) = (&mut self.records, &mut self.mem_splits);
-                shadow::overwrite(&mut page.writer, splits, records, off, take, 0);
-                shadow::overwrite(&mut page.first, splits, records, off, take, 0);
-                shadow::overwrite(&mut page.reader, splits, records, off, take, 0);
+            if let Some(page) = self.sh.pages.existing_mut(pn) {
+                page.clear(&mut self.sh.mem_splits, &mut self.records, off, take);
             }
             a += take as u64;
         }
@@ -1004,18 +1032,12 @@ impl DepTracker {
 
     fn clear_reg_bytes(&mut self, off: usize, n: usize) {
         let n = n.min(REG_BYTES - off);
-        let records = &mut self.records;
+        let (sh, records) = (&mut self.sh, &mut self.records);
         if off < GPR_BYTES {
-            let (sh, splits) = (&mut self.gprs, &mut self.gpr_splits);
-            shadow::overwrite(&mut sh.writer, splits, records, off, n, 0);
-            shadow::overwrite(&mut sh.first, splits, records, off, n, 0);
-            shadow::overwrite(&mut sh.reader, splits, records, off, n, 0);
+            sh.gprs.clear(&mut sh.gpr_splits, records, off, n);
         } else {
-            let (sh, splits) = (&mut self.vecs, &mut self.vec_splits);
-            let off = off - GPR_BYTES;
-            shadow::overwrite(&mut sh.writer, splits, records, off, n, 0);
-            shadow::overwrite(&mut sh.first, splits, records, off, n, 0);
-            shadow::overwrite(&mut sh.reader, splits, records, off, n, 0);
+            sh.vecs
+                .clear(&mut sh.vec_splits, records, off - GPR_BYTES, n);
         }
     }
 
@@ -1030,12 +1052,7 @@ impl DepTracker {
         let DepTracker {
             opts,
             records,
-            pages,
-            gprs,
-            vecs,
-            mem_splits,
-            gpr_splits,
-            vec_splits,
+            sh,
             code,
             values,
             last_call,
@@ -1065,40 +1082,28 @@ impl DepTracker {
             transfer == Some(TransferKind::Call),
             transfer == Some(TransferKind::Return),
         );
-        let mem = |a: &MemAccess| mem_bytes(a.addr, u64::from(a.size));
-
         // Reads: flow dependences; this instance becomes the bytes' last reader (and the first
         // of those not read since their write).
         if opts.registers {
             for &(off, size) in &uses.reads {
-                match reg_bytes(off, size) {
-                    (true, b) => inst.read(gprs, gpr_splits, b, storage),
-                    (false, b) => inst.read(vecs, vec_splits, b, storage),
-                }
+                inst.reg_read(sh, off, size, storage);
             }
         }
         if !ret {
             for a in insn.mem.iter().filter(|a| a.kind == AccessKind::Read) {
-                for (pn, b) in mem(a) {
-                    inst.read(pages.page(pn), mem_splits, b, storage);
-                }
+                inst.mem_read(sh, a.addr, u64::from(a.size), storage);
             }
         }
 
         // Writes: anti and output dependences; this instance becomes the last writer.
         if !call {
             for a in insn.mem.iter().filter(|a| a.kind == AccessKind::Write) {
-                for (pn, b) in mem(a) {
-                    inst.write(pages.page(pn), mem_splits, b, storage);
-                }
+                inst.mem_write(sh, a.addr, u64::from(a.size), storage);
             }
         }
         let report = storage && opts.registers;
         for &(off, size) in &uses.writes {
-            match reg_bytes(off, size) {
-                (true, b) => inst.write(gprs, gpr_splits, b, report),
-                (false, b) => inst.write(vecs, vec_splits, b, report),
-            }
+            inst.reg_write(sh, off, size, report);
         }
         let records = inst.records;
         if call {
