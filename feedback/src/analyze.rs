@@ -94,6 +94,8 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             .find_map(|s| s.loops.iter().position(|&x| x == l))
             .unwrap_or(0)
     };
+    // Each loop's verdict in the program's own order, kept for the parallel advice below.
+    let mut own: BTreeMap<usize, Verdict> = BTreeMap::new();
     for (l, lp) in region.loops.iter().enumerate() {
         let inside: Vec<&Statement> = region
             .statements
@@ -110,6 +112,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             .filter(|&i| region.dependences[i].binding())
             .collect();
         let verdict = cx.parallel(l, depth, &original, &no_renaming)?;
+        own.insert(l, verdict.clone());
         let negative =
             cx.first_related(&within, &original, &negative_up_to(cx.n, depth, &prefix))?;
         let (mut good, mut all_acc) = (0u64, 0u64);
@@ -250,7 +253,12 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     let theta_order = permuted(region, &chain, &order, &cx.params);
     let mut verdicts: Vec<Verdict> = Vec::new();
     for (lvl, &l) in order.iter().enumerate() {
-        verdicts.push(cx.parallel(l, lvl, &theta_order, &renamed)?);
+        // Without an interchange, the order is the program's: its verdicts are known.
+        let known = if order == chain { own.get(&l) } else { None };
+        verdicts.push(match known {
+            Some(v) => v.clone(),
+            None => cx.parallel(l, lvl, &theta_order, &renamed)?,
+        });
     }
     let parallel_levels: Vec<bool> = verdicts
         .iter()
@@ -277,8 +285,8 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         // interchange: say so, with the program's own order's requirements.
         let mut standalone = false;
         if lvl < chain.len() && chain[lvl] == l && !interchange_needs.is_empty() {
-            if let Verdict::Legal(own) = cx.parallel(l, lvl, &original, &no_renaming)? {
-                needs = own;
+            if let Some(Verdict::Legal(mine)) = own.get(&l) {
+                needs = mine.clone();
                 standalone = true;
             }
         }

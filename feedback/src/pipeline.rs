@@ -436,6 +436,14 @@ fn fp_op(m: Mnemonic) -> bool {
             .any(|a| name.starts_with(a) || name.starts_with(&format!("V{}", a.to_lowercase())))
 }
 
+/// `file.c:12` for a run-time address, or `function+0x1a` without line information.
+fn source_line(exe: &symbols::ElfFile, bias: u64, pc: u64) -> String {
+    let link = pc.wrapping_sub(bias);
+    exe.location(link)
+        .map(|l| l.short())
+        .unwrap_or_else(|| exe.describe(link))
+}
+
 /// The name of the function a direct call goes to (`printf`), when the binary names it.
 fn callee_name(insn: &iced_x86::Instruction, exe: &symbols::ElfFile, bias: u64) -> Option<String> {
     if insn.op0_kind() != iced_x86::OpKind::NearBranch64 {
@@ -473,11 +481,7 @@ fn name_memory_at(
     function: &str,
     with_offset: bool,
 ) -> String {
-    let loc = |pc: u64| {
-        exe.location(pc.wrapping_sub(bias))
-            .map(|l| l.short())
-            .unwrap_or_else(|| exe.describe(pc.wrapping_sub(bias)))
-    };
+    let loc = |pc: u64| source_line(exe, bias, pc);
     if let Some(d) = exe.data_at(addr.wrapping_sub(bias)) {
         let off = addr.wrapping_sub(bias) - d.address;
         return if off == 0 || !with_offset {
@@ -774,7 +778,6 @@ fn build_region(
                 _ => None,
             })
             .unwrap_or_else(|| "?".to_string());
-        let link = key.1.wrapping_sub(bias);
         let mut asm = String::new();
         formatter.format(&insn, &mut asm);
         if effectful_call {
@@ -783,10 +786,7 @@ fn build_region(
                 asm = format!("call {name}");
             }
         }
-        let loc = exe
-            .location(link)
-            .map(|l| l.short())
-            .unwrap_or_else(|| exe.describe(link));
+        let loc = source_line(exe, bias, key.1);
         // Strides of each address along each dimension, from the biggest piece.
         let big = f.pieces.iter().max_by_key(|p| p.points);
         let accesses = (0..meta.naddr)
@@ -847,12 +847,7 @@ fn build_region(
     let mut live_in = Vec::new();
     let mut live_out = Vec::new();
     let inside = |ctx: NodeId| tree.is_within(ctx, root);
-    let outside_line = |pc: u64| {
-        let link = pc.wrapping_sub(bias);
-        exe.location(link)
-            .map(|l| l.short())
-            .unwrap_or_else(|| exe.describe(link))
-    };
+    let outside_line = |pc: u64| source_line(exe, bias, pc);
     for ((cons, prod, kind, through, _), f, multi, location, fixed) in &folded.deps {
         let sink = names.get(&(cons.context, cons.pc));
         let source = names.get(&(prod.context, prod.pc));
