@@ -2,7 +2,7 @@
 //! dependences, metrics and annotated ASTs.
 
 use crate::input::{Region, Statement};
-use crate::islx::{self, union_map, Tree};
+use crate::islx::{self, Tree};
 use crate::legality::{negative_up_to, pct, sched_len, Ctx, Requirement, Verdict};
 use crate::params::Parameterizer;
 use crate::{Error, Feedback, LoopInfo, Metrics, Options, Suggestion};
@@ -42,7 +42,7 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
 
 fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback, Error> {
     let mut timing = Timing::new();
-    let coarse = crate::coarsen::coarsen(region);
+    let coarse = crate::coarsen::coarsen(region, isl);
     let region = &coarse;
     let mut fb = Feedback::default();
     let total: u64 = region.statements.iter().map(|s| s.ops).sum();
@@ -68,16 +68,20 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     // The scheduler runs within a budget of its own: when it fails or runs out, the per-loop
     // answers (parallel, vectorize, interchange), which need only the dependences, still hold.
     let context = cx.params.context();
-    let scheduled = islx::limited(opts, |ctx| {
-        let validity = union_map(ctx, &validity)?;
-        islx::schedule(ctx, &domain, &validity, &context)
-    });
+    let scheduled = islx::schedule(opts, &domain, &validity, &context);
     let (tree, schedule_failure) = match scheduled {
-        Ok((text, tree)) => {
-            fb.schedule = text;
-            (tree, None)
+        Ok(s) => {
+            fb.schedule = s.text;
+            fb.strategy = Some(s.strategy);
+            (s.tree, None)
         }
-        Err(e) => (Tree::Leaf, Some(e)),
+        Err(e) => {
+            // The failing problem, for reproducing it with isl's own `isl_schedule` tool.
+            if std::env::var_os("POLYPROF_DEBUG_SCHEDULE").is_some() {
+                eprintln!("DOMAIN {domain}\nVALIDITY {validity}\nCONTEXT {context}\nERR {e}");
+            }
+            (Tree::Leaf, Some(e))
+        }
     };
     timing.mark("schedule");
 

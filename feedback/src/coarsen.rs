@@ -5,6 +5,7 @@
 
 use crate::affine::parse_schedule_map;
 use crate::input::{Boundary, Dependence, Region, Statement};
+use isl_rs::{Context, Set};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Renames the statement tuples of an isl string (`S3[` → `B1[`).
@@ -47,37 +48,93 @@ fn is_identity(relation: &str, source: &str, sink: &str) -> bool {
         })
 }
 
-/// (loops, domain, positions above the last level, run of the last level).
-type GroupKey = (Vec<usize>, String, Vec<u32>, usize);
+/// Domains of more pieces than this are widened before scheduling.
+const MAX_DOMAIN_PIECES: i32 = 4;
 
-/// The region with its instructions grouped into block statements.
-pub(crate) fn coarsen(region: &Region) -> Region {
-    // Positions taken by inner loops at each level: blocks do not span them.
-    let mut loop_positions: BTreeMap<Vec<usize>, BTreeSet<u32>> = BTreeMap::new();
-    for s in &region.statements {
-        for k in 0..s.loops.len() {
-            loop_positions
-                .entry(s.loops[..k].to_vec())
-                .or_default()
-                .insert(s.positions.get(k).copied().unwrap_or(0));
+/// The statements' domains as isl sets over the tuple `X`, simplified for the scheduler,
+/// and whether each was widened. A domain coalesces (the folder may split one domain into
+/// pieces where only the labels differ); one still in many pieces is shaped by data (a branch
+/// on values inside the loop), and becomes the domain of its loop body: everything that ran
+/// in the same loops, as a hull if that too is in many pieces. That over-approximation (the
+/// paper's treatment of what is not affine) keeps the scheduler's problem small and lets
+/// the code around the branch stay one block statement.
+fn domains(isl: &Context, region: &Region) -> Vec<(Option<Set>, bool)> {
+    let read = |s: &Statement| -> Option<Set> {
+        let text = s.domain.replace(&format!("{}[", s.name), "X[");
+        Set::read_from_str(isl, &text).and_then(Set::coalesce).ok()
+    };
+    let pieces = |s: &Set| s.n_basic_set().unwrap_or(i32::MAX);
+    let own: Vec<Option<Set>> = region.statements.iter().map(read).collect();
+    let mut body: BTreeMap<&[usize], Option<Set>> = BTreeMap::new();
+    for (s, d) in region.statements.iter().zip(&own) {
+        let entry = body.entry(&s.loops).or_insert(None);
+        let Some(d) = d.as_ref().and_then(|d| d.copy().ok()) else {
+            continue;
+        };
+        *entry = match entry.take() {
+            None => Some(d),
+            Some(u) => u.union(d).and_then(Set::coalesce).ok(),
+        };
+    }
+    let body: BTreeMap<&[usize], Option<Set>> = body
+        .into_iter()
+        .map(|(k, u)| {
+            let u = u.and_then(|u| match pieces(&u) > MAX_DOMAIN_PIECES {
+                true => u.polyhedral_hull().and_then(Set::from_basic_set).ok(),
+                false => Some(u),
+            });
+            (k, u)
+        })
+        .collect();
+    region
+        .statements
+        .iter()
+        .zip(own)
+        .map(|(s, d)| match d {
+            Some(d) if pieces(&d) > MAX_DOMAIN_PIECES => {
+                match body.get(s.loops.as_slice()).and_then(|u| u.as_ref()) {
+                    Some(u) => (u.copy().ok(), true),
+                    None => (Some(d), false),
+                }
+            }
+            d => (d, false),
+        })
+        .collect()
+}
+
+/// The region with its instructions grouped into block statements: maximal runs of
+/// instructions, consecutive in program order, in the same loops over the same domain. A
+/// block is contiguous, so dependences between blocks inside one iteration all go forward:
+/// grouping an instruction with one after an intervening other would make a cycle at
+/// distance zero, which no schedule satisfies ("unable to carry dependences").
+pub(crate) fn coarsen(region: &Region, isl: &Context) -> Region {
+    let mut order: Vec<usize> = (0..region.statements.len()).collect();
+    // Kelly positions in lexicographic order are program order; an inner loop's
+    // statements sort between the instructions before and after the loop.
+    order.sort_by(|&a, &b| {
+        let (sa, sb) = (&region.statements[a], &region.statements[b]);
+        sa.positions.cmp(&sb.positions).then(a.cmp(&b))
+    });
+    let (sets, widened): (Vec<Option<Set>>, Vec<bool>) = domains(isl, region).into_iter().unzip();
+    let same_domain = |a: usize, b: usize| match (&sets[a], &sets[b]) {
+        (Some(x), Some(y)) => x.is_equal(y).unwrap_or(false),
+        _ => region.statements[a].domain == region.statements[b].domain,
+    };
+    let mut members: Vec<Vec<usize>> = Vec::new();
+    for &i in &order {
+        let s = &region.statements[i];
+        let joins = members.last().and_then(|m| m.last()).is_some_and(|&j| {
+            let t = &region.statements[j];
+            let depth = s.loops.len();
+            t.loops == s.loops
+                && same_domain(i, j)
+                && t.positions.get(..depth) == s.positions.get(..depth)
+        });
+        match members.last_mut() {
+            Some(m) if joins => m.push(i),
+            _ => members.push(vec![i]),
         }
     }
-    // Group key: loops, domain, positions above the last level, and the run of last-level
-    // positions (the number of inner loops before it).
-    let mut groups: BTreeMap<GroupKey, Vec<usize>> = BTreeMap::new();
-    for (i, s) in region.statements.iter().enumerate() {
-        let last = s.positions.get(s.loops.len()).copied().unwrap_or(0);
-        let run = loop_positions
-            .get(&s.loops)
-            .map_or(0, |set| set.iter().filter(|&&p| p < last).count());
-        let above = s.positions[..s.loops.len().min(s.positions.len())].to_vec();
-        let domain = s.domain.replace(&format!("{}[", s.name), "X[");
-        groups
-            .entry((s.loops.clone(), domain, above, run))
-            .or_default()
-            .push(i);
-    }
-    let mut members: Vec<Vec<usize>> = groups.into_values().collect();
     members.sort_by_key(|m| m[0]);
     let mut names: HashMap<String, String> = HashMap::new();
     let mut statements = Vec::new();
@@ -87,7 +144,11 @@ pub(crate) fn coarsen(region: &Region) -> Region {
         for &i in m {
             names.insert(region.statements[i].name.clone(), name.clone());
         }
-        let domain = rename(&first.domain, &names);
+        // The simplified domain: fewer pieces for the scheduler.
+        let domain = match sets[m[0]].as_ref().and_then(|d| d.to_str().ok()) {
+            Some(text) => text.replace("X[", &format!("{name}[")),
+            None => rename(&first.domain, &names),
+        };
         let label = if m.len() == 1 {
             first.label.clone()
         } else {
@@ -117,7 +178,7 @@ pub(crate) fn coarsen(region: &Region) -> Region {
                 .flat_map(|&i| region.statements[i].accesses.clone())
                 .collect(),
             fp: m.iter().any(|&i| region.statements[i].fp),
-            exact: m.iter().all(|&i| region.statements[i].exact),
+            exact: m.iter().all(|&i| region.statements[i].exact && !widened[i]),
         });
     }
     let renamed = |n: &str| names.get(n).cloned().unwrap_or_else(|| n.to_string());

@@ -232,21 +232,125 @@ fn read_tree(n: &ScheduleNode) -> Result<Tree, Error> {
     })
 }
 
-/// Schedules `domain` under the flow dependences `validity` (source → sink), which are also
-/// the proximity and coincidence constraints; returns isl's schedule text and its tree.
+/// How a region's schedule was found: the first of these isl solves within its share of the
+/// budget. Each later one asks less of isl.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// isl's scheduler (Pluto-style bands, per strongly connected component), with schedule
+    /// coefficients bounded by 4 and constant terms by 8: the domains of a trace have
+    /// concrete bounds, and unbounded constants make isl's searches explode (lu: over a
+    /// minute unbounded, 0.3 s bounded).
+    Bands,
+    /// The same, with each strongly connected component of the dependence graph scheduled
+    /// apart (no fusion across them).
+    SerializedSccs,
+    /// Feautrier's scheduler: one dimension at a time, carrying as many dependences as
+    /// possible; no bands to tile, but a valid order and the parallel loops that remain.
+    Feautrier,
+}
+
+impl Strategy {
+    const ALL: [Strategy; 3] = [
+        Strategy::Bands,
+        Strategy::SerializedSccs,
+        Strategy::Feautrier,
+    ];
+
+    /// Share of the region's isl time budget.
+    fn share(self) -> f64 {
+        match self {
+            Strategy::Bands => 0.5,
+            Strategy::SerializedSccs | Strategy::Feautrier => 0.25,
+        }
+    }
+
+    /// In words, for the report.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Strategy::Bands => "isl's scheduler",
+            Strategy::SerializedSccs => {
+                "isl's scheduler with each dependence cycle scheduled apart (the full problem \
+                 failed or ran out of budget)"
+            }
+            Strategy::Feautrier => {
+                "Feautrier's scheduler (isl's band scheduler failed or ran out of budget: no \
+                 tiling advice)"
+            }
+        }
+    }
+
+    fn configure(self, ctx: &Context) -> Result<(), Error> {
+        let opt = |r: Result<isl_rs::Stat, LibISLError>| {
+            r.map(drop).map_err(isl("setting scheduler options"))
+        };
+        // The incremental scheduler (per strongly connected component) keeps the ILP small.
+        opt(isl_rs::Options::set_schedule_whole_component(ctx, 0))?;
+        opt(isl_rs::Options::set_schedule_max_coefficient(ctx, 4))?;
+        opt(isl_rs::Options::set_schedule_max_constant_term(ctx, 8))?;
+        opt(isl_rs::Options::set_schedule_serialize_sccs(
+            ctx,
+            i32::from(self == Strategy::SerializedSccs),
+        ))?;
+        // 1 is ISL_SCHEDULE_ALGORITHM_FEAUTRIER, 0 isl's own.
+        opt(isl_rs::Options::set_schedule_algorithm(
+            ctx,
+            i32::from(self == Strategy::Feautrier),
+        ))?;
+        // Errors come back as values (and become a region's `why_not`), not as isl's own prints.
+        opt(isl_rs::Options::set_on_error(ctx, 1))
+    }
+}
+
+/// A computed schedule: isl's text, its tree, and how it was found.
+pub(crate) struct Scheduled {
+    pub text: String,
+    pub tree: Tree,
+    pub strategy: Strategy,
+}
+
+/// Schedules `domain` under the dependences `validity` (source → sink, also the proximity
+/// and coincidence constraints), trying each [`Strategy`] in turn, each on a fresh isl
+/// context within its share of the budget of `opts`. The error is the first strategy's.
 pub(crate) fn schedule(
+    opts: &crate::Options,
+    domain: &str,
+    validity: &str,
+    context: &str,
+) -> Result<Scheduled, Error> {
+    let mut first_error = None;
+    for strategy in Strategy::ALL {
+        let share = crate::Options {
+            isl_max_seconds: opts.isl_max_seconds * strategy.share(),
+            isl_max_operations: (opts.isl_max_operations as f64 * strategy.share()) as u64,
+            ..opts.clone()
+        };
+        let attempt = limited(&share, |ctx| {
+            strategy.configure(ctx)?;
+            let validity = union_map(ctx, validity)?;
+            let (text, tree) = schedule_in(ctx, domain, &validity, context)?;
+            Ok(Scheduled {
+                text,
+                tree,
+                strategy,
+            })
+        });
+        match attempt {
+            Ok(s) => return Ok(s),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    Err(first_error.unwrap_or(Error::TooComplex))
+}
+
+/// One scheduler run on a configured context.
+fn schedule_in(
     ctx: &Context,
     domain: &str,
     validity: &UnionMap,
     context: &str,
 ) -> Result<(String, Tree), Error> {
-    // The incremental scheduler (per strongly connected component) keeps the ILP small.
-    let opt = |r: Result<isl_rs::Stat, LibISLError>| {
-        r.map(drop).map_err(isl("setting scheduler options"))
-    };
-    opt(isl_rs::Options::set_schedule_whole_component(ctx, 0))?;
-    // Errors come back as values (and become a region's `why_not`), not as isl's own prints.
-    opt(isl_rs::Options::set_on_error(ctx, 1))?;
     let dom = union_set(ctx, domain)?;
     let ctx_set = Set::read_from_str(ctx, context).map_err(isl("reading the context"))?;
     let copy = |m: &UnionMap| m.copy().map_err(isl("copying dependences"));

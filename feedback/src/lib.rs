@@ -16,6 +16,7 @@ mod storage;
 
 pub use analyze::analyze_region;
 pub use input::{Access, Boundary, DepKind, Dependence, Loop, Region, Statement, Storage};
+pub use islx::Strategy;
 
 /// Errors of the feedback stage.
 #[derive(Debug, thiserror::Error)]
@@ -133,4 +134,6 @@ pub struct Feedback {
     pub ast_after: String,
     /// The schedule isl computed, in isl's notation.
     pub schedule: String,
+    /// How the schedule was found (`None`: no schedule).
+    pub strategy: Option<Strategy>,
 }

@@ -101,8 +101,6 @@ pub enum PipelineError {
 struct InsnStream {
     folder: StreamFolder,
     first: u64,
-    /// When it last ran.
-    latest: u64,
     naddr: usize,
     nval: usize,
     sizes: Vec<u32>,
@@ -190,7 +188,6 @@ impl Collect<'_> {
             InsnStream {
                 folder: StreamFolder::new(s.coords.len(), naddr + nval, opts),
                 first: clock,
-                latest: clock,
                 naddr,
                 nval,
                 sizes: insn.mem.iter().map(|m| m.size).collect(),
@@ -205,7 +202,6 @@ impl Collect<'_> {
         });
         self.current = Some(i);
         let st = &mut self.insns.items[i as usize].1;
-        st.latest = clock;
         if !st.last.is_empty() && !lex_gt(s.coords, &st.last) {
             return;
         }
@@ -372,7 +368,6 @@ struct Folded2 {
 
 struct InsnStream2 {
     first: u64,
-    latest: u64,
     naddr: usize,
     sizes: Vec<u32>,
     writes: Vec<bool>,
@@ -396,7 +391,18 @@ fn is_scev(meta: &InsnStream2, f: &Folded, nval: usize, insn: &iced_x86::Instruc
         ) && immediate;
         return steps && meta.naddr > 0 && (0..meta.naddr).all(|j| fixed_address(f, j));
     }
-    let values = |p: &folder::Piece| p.labels[meta.naddr..].to_vec();
+    // A 32-bit register holds its value zero-extended: a counter that steps below zero
+    // (`sub r11d, 1` from 17 to -2) jumps by 2^32 there and folds into two pieces. In
+    // 32-bit arithmetic both are one function: compare the labels modulo 2^32, as signed.
+    let narrow = insn.op0_kind() == iced_x86::OpKind::Register && insn.op0_register().is_gpr32();
+    let wrap = |l: &Label| match l {
+        Label::Affine { coeffs, constant } if narrow => Label::Affine {
+            coeffs: coeffs.iter().map(|&c| i64::from(c as i32)).collect(),
+            constant: i64::from(*constant as i32),
+        },
+        l => l.clone(),
+    };
+    let values = |p: &folder::Piece| p.labels[meta.naddr..].iter().map(wrap).collect::<Vec<_>>();
     let Some(first) = f.pieces.first().map(values) else {
         return false;
     };
@@ -560,7 +566,6 @@ pub fn profile(
             .map(|(k, s)| {
                 let meta = InsnStream2 {
                     first: s.first,
-                    latest: s.latest,
                     naddr: s.naddr,
                     sizes: s.sizes,
                     writes: s.writes,
@@ -736,36 +741,17 @@ fn build_region(
             continue;
         }
         let name = format!("S{}", statements.len());
-        // Loop path and Kelly positions: under each loop, the first execution of what comes
-        // next on the path orders the statements as the program does.
         let path = tree.path(key.0);
         let stmt_loops: Vec<usize> = path
             .iter()
             .filter_map(|n| loop_index.get(n).copied())
             .collect();
-        // Under each loop, the last entry into the next node of the path (or the statement's
-        // last execution), then the statement's own: the order of the last iteration, which
-        // code reached through a call inside the loop keeps after the call's entry.
-        let mut raw_positions: Vec<Vec<u64>> = vec![Vec::new()];
-        for &li in &stmt_loops {
-            // The last entries of the nodes from this loop down to the next loop (or to the
-            // statement, whose last execution ends the sequence): compared lexicographically,
-            // they order code inside a call before or after a loop of that call.
-            let at = path.iter().position(|&n| n == loop_nodes[li]).unwrap_or(0);
-            let mut times = Vec::new();
-            let mut reached_loop = false;
-            for &n in &path[at + 1..] {
-                times.push(tree.nodes[n].last);
-                if loop_index.contains_key(&n) {
-                    reached_loop = true;
-                    break;
-                }
-            }
-            if !reached_loop {
-                times.push(meta.latest);
-            }
-            raw_positions.push(times);
-        }
+        // Kelly positions from the control-flow graphs (see `ScheduleTree::positions`).
+        let raw_positions: Vec<Vec<u64>> = tree
+            .positions(naming.structure(), key.0, key.1)
+            .into_iter()
+            .map(|level| level.into_iter().map(u64::from).collect())
+            .collect();
         if f.dims != stmt_loops.len() {
             // Coordinates from loops outside the region: not a statement of it.
             continue;
@@ -839,7 +825,7 @@ fn build_region(
         names.insert(*key, name);
         raw.push(raw_positions);
     }
-    // Kelly positions: rank the last-iteration times per loop level.
+    // Kelly positions: rank the static positions per loop level.
     normalize_positions(&mut statements, &raw);
 
     let mut dependences = Vec::new();

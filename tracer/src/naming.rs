@@ -25,6 +25,11 @@ impl<'a> Naming<'a> {
         }
     }
 
+    /// The control structure names are taken from.
+    pub fn structure(&self) -> &'a Structure {
+        self.structure
+    }
+
     /// Source location of a runtime address.
     pub fn location(&self, addr: u64) -> Option<Loc> {
         self.exe

@@ -48,10 +48,6 @@ pub struct TreeNode {
     pub depth: usize,
     /// Index of the traced instruction that first entered this node.
     pub first: u64,
-    /// Index of the traced instruction that last entered it: siblings entered in the last
-    /// iteration of their loop are ordered by it as the program orders them (Kelly's static
-    /// positions), even when the first iteration took another path (rotated loops).
-    pub last: u64,
 }
 
 /// The calling-context tree with loops as nodes, weighted by dynamic instructions.
@@ -72,7 +68,6 @@ impl Default for ScheduleTree {
                 self_weight: 0,
                 depth: 0,
                 first: 0,
-                last: 0,
             }],
             children: HashMap::default(),
             instructions: 0,
@@ -99,7 +94,6 @@ impl ScheduleTree {
             self_weight: 0,
             depth,
             first: self.instructions,
-            last: self.instructions,
         });
         self.children.insert((parent, kind), id);
         id
@@ -126,6 +120,66 @@ impl ScheduleTree {
             }
         }
         total
+    }
+
+    /// Kelly's static positions of the instruction at `pc` run in context `ctx`: one vector
+    /// for the root and one for each loop (or recursion) on the context's path, holding where
+    /// each node below it, down to the next loop, is entered in its function's code, and
+    /// finally where the instruction is. Compared lexicographically among the instructions
+    /// under one loop, they order its body as one iteration runs it. Ranks come from the
+    /// control-flow graph, not from times: which iterations ran what does not matter (a
+    /// triangular inner loop that is empty in the last outer iteration stays between the
+    /// code before and after it).
+    pub fn positions(&self, s: &Structure, ctx: NodeId, pc: u64) -> Vec<Vec<u32>> {
+        let path = self.path(ctx);
+        let rank = |f: Option<FuncId>, addr: u64| -> u32 {
+            f.and_then(|f| {
+                let cfg = &s.funcs[f];
+                cfg.node_of(addr).map(|n| cfg.order[n])
+            })
+            .unwrap_or(u32::MAX / 2)
+        };
+        let mut levels: Vec<Vec<u32>> = vec![Vec::new()];
+        let mut func: Option<FuncId> = None;
+        for (i, &n) in path.iter().enumerate() {
+            // Twice the rank, plus one for a call's callee: the call instruction (a statement
+            // when it is a library call with effects) comes before the code it calls.
+            let at = match self.nodes[n].kind {
+                NodeKind::Root => 0,
+                NodeKind::Func { entry, site } => {
+                    let r = 2 * rank(func, site) + 1;
+                    func = s.func(entry);
+                    r
+                }
+                NodeKind::Loop { func: f, lp } => {
+                    func = Some(f);
+                    let header = s.funcs[f].forest.loops[lp].header;
+                    2 * s.funcs[f]
+                        .order
+                        .get(header)
+                        .copied()
+                        .unwrap_or(u32::MAX / 2)
+                }
+                // A recursive loop is entered by the call that follows it on the path.
+                NodeKind::Recursion { .. } => match path.get(i + 1).map(|&c| &self.nodes[c].kind) {
+                    Some(NodeKind::Func { site, .. }) => 2 * rank(func, *site) + 1,
+                    _ => 0,
+                },
+            };
+            if let Some(level) = levels.last_mut() {
+                level.push(at);
+            }
+            if matches!(
+                self.nodes[n].kind,
+                NodeKind::Loop { .. } | NodeKind::Recursion { .. }
+            ) {
+                levels.push(Vec::new());
+            }
+        }
+        if let Some(level) = levels.last_mut() {
+            level.push(2 * rank(func, pc));
+        }
+        levels
     }
 
     /// Whether `n` is `ancestor` or below it.
@@ -219,7 +273,6 @@ impl<'s> Scheduler<'s> {
 
     fn push(&mut self, kind: NodeKind, elem: ElemKind, owner: usize, parent: NodeId) {
         let node = self.tree.child(parent, kind);
-        self.tree.nodes[node].last = self.tree.instructions;
         let coords_before = self.coords.len();
         if matches!(elem, ElemKind::Loop { .. } | ElemKind::Rec { .. }) {
             self.coords.push(0);

@@ -25,6 +25,10 @@ pub struct FuncCfg {
     edges: HashSet<(usize, usize)>,
     /// Loop-nesting forest (after [`StructureBuilder::finish`]).
     pub forest: LoopForest,
+    /// Each node's rank in reverse postorder from the virtual entry (after
+    /// [`StructureBuilder::finish`]): a topological order of the graph without its back
+    /// edges, so within a loop's body it is the order of one iteration, header first.
+    pub order: Vec<u32>,
     /// Dynamic instructions executed in this function.
     pub instructions: u64,
 }
@@ -59,6 +63,35 @@ impl FuncCfg {
     /// The node of an instruction address, if it ran in this function.
     pub fn node_of(&self, addr: u64) -> Option<usize> {
         self.index.get(&addr).copied()
+    }
+
+    /// Reverse postorder ranks of the nodes (see [`FuncCfg::order`]); nodes the virtual
+    /// entry does not reach come last.
+    fn reverse_postorder(&self) -> Vec<u32> {
+        let n = self.addrs.len();
+        let mut seen = vec![false; n];
+        let mut post = Vec::with_capacity(n);
+        // (node, next successor to visit): an explicit stack, since loops run deep.
+        let mut stack = vec![(0usize, 0usize)];
+        seen[0] = true;
+        while let Some(top) = stack.last_mut() {
+            let (v, next) = *top;
+            if let Some(&w) = self.succ[v].get(next) {
+                top.1 += 1;
+                if !seen[w] {
+                    seen[w] = true;
+                    stack.push((w, 0));
+                }
+            } else {
+                post.push(v);
+                stack.pop();
+            }
+        }
+        let mut order = vec![u32::MAX; n];
+        for (rank, &v) in post.iter().rev().enumerate() {
+            order[v] = rank as u32;
+        }
+        order
     }
 
     /// Nodes (instruction addresses) of loop `l` that are in no loop nested in it.
@@ -147,6 +180,7 @@ impl StructureBuilder {
     pub fn finish(mut self) -> Structure {
         for f in &mut self.s.funcs {
             f.forest = loop_forest(&f.succ, 0);
+            f.order = f.reverse_postorder();
         }
         // The call graph with a virtual root (node 0) calling every root function.
         let n = self.s.funcs.len();
