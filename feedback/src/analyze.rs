@@ -40,6 +40,10 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
     islx::limited(opts, |isl| analyze_in(region, opts, isl))
 }
 
+/// Share of a region's operations, in percent, at data-dependent addresses from which the
+/// region is reported not affine instead of scheduled.
+const NOT_AFFINE_SHARE: f64 = 50.0;
+
 fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback, Error> {
     let mut timing = Timing::new();
     let coarse = crate::coarsen::coarsen(region, isl);
@@ -68,11 +72,45 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     // The scheduler runs within a budget of its own: when it fails or runs out, the per-loop
     // answers (parallel, vectorize, interchange), which need only the dependences, still hold.
     let context = cx.params.context();
-    let scheduled = islx::schedule(opts, &domain, &validity, &context);
+    // Not affine is an answer: where most of the work reads or writes at addresses that
+    // depend on data (a hash chain, a table lookup), a schedule of the over-approximated
+    // problem would say nothing true about the program. The per-loop answers, which need
+    // only the observed dependences, still hold.
+    let mut data_addressed: Vec<&Statement> = region
+        .statements
+        .iter()
+        .filter(|s| {
+            s.accesses
+                .iter()
+                .any(|a| a.strides.iter().any(Option::is_none))
+        })
+        .collect();
+    data_addressed.sort_by_key(|s| std::cmp::Reverse(s.ops));
+    let data_share = pct(data_addressed.iter().map(|s| s.ops).sum(), total);
+    let scheduled = if data_share >= NOT_AFFINE_SHARE {
+        let mut lines: Vec<String> = Vec::new();
+        for s in &data_addressed {
+            let l = crate::legality::line_of(region, &s.name);
+            if !lines.contains(&l) {
+                lines.push(l);
+            }
+        }
+        Err(format!(
+            "the region is not affine: addresses depend on data at {} ({data_share:.0}% of its operations)",
+            lines.join(", ")
+        ))
+    } else {
+        let started = std::time::Instant::now();
+        let s = islx::schedule(opts, &domain, &validity, &context).map_err(|e| e.to_string());
+        fb.schedule_seconds = Some(started.elapsed().as_secs_f64());
+        s
+    };
+    let mut maps: Option<(String, String)> = None;
     let (tree, schedule_failure) = match scheduled {
         Ok(s) => {
             fb.schedule = s.text;
             fb.strategy = Some(s.strategy);
+            maps = Some((s.map, s.tiled));
             (s.tree, None)
         }
         Err(e) => {
@@ -210,7 +248,8 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             match cx.first_violated(&binding, &theta)? {
                 None => {
                     // The storage the interchange needs (DeLICM): expansion or mapping.
-                    let fix = crate::storage::for_interchange(&cx, b, &theta)?;
+                    let fix =
+                        crate::storage::for_schedule(&cx, &[b], &theta, "the interchange", true)?;
                     let names: Vec<String> = new_order
                         .iter()
                         .map(|&l| region.loops[l].label.clone())
@@ -369,33 +408,24 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             .filter(|r| r.dims_used() >= 2)
             .map(|r| describe_row(&r, &chain, region))
             .collect::<Vec<_>>();
-        fb.suggestions.push(Suggestion {
-            kind: "skew".into(),
-            loops: chain.iter().map(|&l| region.loops[l].id.clone()).collect(),
-            text: format!(
-                "Skew the nest {}: iterate along {} so that the dependences point forward in every loop, which makes the nest tilable and exposes wavefront parallelism.",
-                chain.iter().map(|&l| region.loops[l].label.clone()).collect::<Vec<_>>().join(", "),
-                rows.join(" and ")
-            ),
-            sizes: Vec::new(),
-            requires: Vec::new(),
-        });
+        let text = format!(
+            "Skew the nest {}: iterate along {} so that the dependences point forward in every loop, which makes the nest tilable and exposes wavefront parallelism.",
+            chain.iter().map(|&l| region.loops[l].label.clone()).collect::<Vec<_>>().join(", "),
+            rows.join(" and ")
+        );
+        from_schedule(&cx, &mut fb, &maps, false, &chain, "skew", text, Vec::new())?;
     }
     if tile_depth >= 2 {
         let tiled: Vec<usize> = chain.iter().copied().take(tile_depth).collect();
-        fb.suggestions.push(Suggestion {
-            kind: "tile".into(),
-            loops: tiled.iter().map(|&l| region.loops[l].id.clone()).collect(),
-            text: format!(
-                "Tile the {}-deep band {}{} with tiles of {} iterations per loop: it is fully permutable.",
-                tile_depth,
-                tiled.iter().map(|&l| region.loops[l].label.clone()).collect::<Vec<_>>().join(", "),
-                if skewed_tree { " after skewing" } else { "" },
-                opts.tile_size
-            ),
-            sizes: vec![opts.tile_size; tile_depth],
-            requires: interchange_needs.clone(),
-        });
+        let text = format!(
+            "Tile the {}-deep band {}{} with tiles of {} iterations per loop: it is fully permutable.",
+            tile_depth,
+            tiled.iter().map(|&l| region.loops[l].label.clone()).collect::<Vec<_>>().join(", "),
+            if skewed_tree { " after skewing" } else { "" },
+            opts.tile_size
+        );
+        let sizes = vec![opts.tile_size; tile_depth];
+        from_schedule(&cx, &mut fb, &maps, true, &tiled, "tile", text, sizes)?;
     }
 
     // Fusion and distribution: outermost loops with a real share of the work, before and after.
@@ -427,32 +457,29 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         Tree::Leaf => 0,
     };
     if components_before >= 2 && components_after < components_before && components_after > 0 {
-        fb.suggestions.push(Suggestion {
-            kind: "fuse".into(),
-            loops: before.keys().flatten().map(|&l| region.loops[l].id.clone()).collect(),
-            text: format!(
-                "Fuse the loops {} into {} nest(s): the dependences allow it and it improves locality.",
-                before.keys().flatten().map(|&l| label(l)).collect::<Vec<_>>().join(", "),
-                components_after
-            ),
-            sizes: Vec::new(),
-            requires: Vec::new(),
-        });
+        let outer: Vec<usize> = before.keys().flatten().copied().collect();
+        let text =
+            format!(
+            "Fuse the loops {} into {} nest(s): the dependences allow it and it improves locality.",
+            outer.iter().map(|&l| label(l)).collect::<Vec<_>>().join(", "),
+            components_after
+        );
+        from_schedule(&cx, &mut fb, &maps, false, &outer, "fuse", text, Vec::new())?;
     } else if components_after > components_before && components_before >= 1 {
-        fb.suggestions.push(Suggestion {
-            kind: "distribute".into(),
-            loops: before
-                .keys()
-                .flatten()
-                .map(|&l| region.loops[l].id.clone())
-                .collect(),
-            text: format!(
-                "Distribute the loop nest into {} nests so that each can be optimised on its own.",
-                components_after
-            ),
-            sizes: Vec::new(),
-            requires: Vec::new(),
-        });
+        let outer: Vec<usize> = before.keys().flatten().copied().collect();
+        let text = format!(
+            "Distribute the loop nest into {components_after} nests so that each can be optimised on its own."
+        );
+        from_schedule(
+            &cx,
+            &mut fb,
+            &maps,
+            false,
+            &outer,
+            "distribute",
+            text,
+            Vec::new(),
+        )?;
     }
 
     timing.mark("tile");
@@ -570,6 +597,64 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
 }
 
 /// Storage changes for a sentence: "privatizing `t` and reading `a` from a copy ...".
+/// Adds a suggestion that follows isl's schedule (`tiled`: after tiling its permutable
+/// bands), with the storage changes that schedule needs for the dependences isl was not given
+/// (anti and output dependences through registers and scalars), then those storage
+/// suggestions (expansion, mapping) unless already there. When no storage change makes it
+/// legal there is no suggestion, and the reason goes to the region's `why_not`.
+#[allow(clippy::too_many_arguments)]
+fn from_schedule(
+    cx: &Ctx<'_>,
+    fb: &mut Feedback,
+    maps: &Option<(String, String)>,
+    tiled: bool,
+    along: &[usize],
+    kind: &str,
+    text: String,
+    sizes: Vec<u32>,
+) -> Result<(), Error> {
+    let Some((map, tiled_map)) = maps else {
+        return Ok(());
+    };
+    let what = match kind {
+        "tile" => "tiling",
+        "skew" => "skewing",
+        "fuse" => "fusion",
+        _ => "distribution",
+    };
+    let theta = if tiled { tiled_map } else { map };
+    let fix = crate::storage::for_schedule(cx, along, theta, what, false)?;
+    if let Some(why) = fix.blocked {
+        fb.why_not.get_or_insert(format!("no {what} advice: {why}"));
+        return Ok(());
+    }
+    let region = cx.region;
+    let text = match fix.needs.is_empty() {
+        true => text,
+        false => format!("{text} Legal after {}.", phrases(&fix.needs)),
+    };
+    fb.suggestions.push(Suggestion {
+        kind: kind.into(),
+        loops: along.iter().map(|&l| region.loops[l].id.clone()).collect(),
+        text,
+        sizes,
+        requires: fix.needs,
+    });
+    // The same storage change asked for by several transformations is one suggestion (its
+    // first sentence names the storage and its home).
+    let head = |t: &str| t.split(':').next().unwrap_or(t).to_string();
+    for s in fix.suggestions {
+        if !fb
+            .suggestions
+            .iter()
+            .any(|t| t.kind == s.kind && head(&t.text) == head(&s.text))
+        {
+            fb.suggestions.push(s);
+        }
+    }
+    Ok(())
+}
+
 fn phrases(needs: &[Requirement]) -> String {
     needs
         .iter()

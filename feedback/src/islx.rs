@@ -264,18 +264,12 @@ impl Strategy {
         }
     }
 
-    /// In words, for the report.
-    pub fn describe(self) -> &'static str {
+    /// Its name in report.json.
+    pub fn as_str(self) -> &'static str {
         match self {
-            Strategy::Bands => "isl's scheduler",
-            Strategy::SerializedSccs => {
-                "isl's scheduler with each dependence cycle scheduled apart (the full problem \
-                 failed or ran out of budget)"
-            }
-            Strategy::Feautrier => {
-                "Feautrier's scheduler (isl's band scheduler failed or ran out of budget: no \
-                 tiling advice)"
-            }
+            Strategy::Bands => "bands",
+            Strategy::SerializedSccs => "serialized_sccs",
+            Strategy::Feautrier => "feautrier",
         }
     }
 
@@ -306,6 +300,11 @@ pub(crate) struct Scheduled {
     pub text: String,
     pub tree: Tree,
     pub strategy: Strategy,
+    /// The schedule as one map from statement instances to times.
+    pub map: String,
+    /// The same after tiling every permutable band of two or more members: what the tiling
+    /// advice asks for, to be checked against the dependences the scheduler did not see.
+    pub tiled: String,
 }
 
 /// Schedules `domain` under the dependences `validity` (source → sink, also the proximity
@@ -327,11 +326,14 @@ pub(crate) fn schedule(
         let attempt = limited(&share, |ctx| {
             strategy.configure(ctx)?;
             let validity = union_map(ctx, validity)?;
-            let (text, tree) = schedule_in(ctx, domain, &validity, context)?;
+            let (text, tree, map, tiled) =
+                schedule_in(ctx, domain, &validity, context, opts.tile_size)?;
             Ok(Scheduled {
                 text,
                 tree,
                 strategy,
+                map,
+                tiled,
             })
         });
         match attempt {
@@ -344,13 +346,15 @@ pub(crate) fn schedule(
     Err(first_error.unwrap_or(Error::TooComplex))
 }
 
-/// One scheduler run on a configured context.
+/// One scheduler run on a configured context: the schedule's text, tree, map, and map once
+/// tiled by `tile`.
 fn schedule_in(
     ctx: &Context,
     domain: &str,
     validity: &UnionMap,
     context: &str,
-) -> Result<(String, Tree), Error> {
+    tile: u32,
+) -> Result<(String, Tree, String, String), Error> {
     let dom = union_set(ctx, domain)?;
     let ctx_set = Set::read_from_str(ctx, context).map_err(isl("reading the context"))?;
     let copy = |m: &UnionMap| m.copy().map_err(isl("copying dependences"));
@@ -366,33 +370,103 @@ fn schedule_in(
         .to_str()
         .map_err(isl("printing the schedule"))?
         .to_string();
+    let map_of = |s: &isl_rs::Schedule| -> Result<String, Error> {
+        let m = s.get_map().map_err(isl("flattening the schedule"))?;
+        Ok(m.to_str().map_err(isl("printing a schedule"))?.to_string())
+    };
+    let map = map_of(&s)?;
     let root = s.get_root().map_err(isl("reading the schedule"))?;
     let tree = read_tree(&root)?;
-    Ok((text, tree))
+    let tiled = tile_bands(ctx, root, i64::from(tile.max(1)))?
+        .get_schedule()
+        .map_err(isl("reading the tiled schedule"))?;
+    Ok((text, tree, map, map_of(&tiled)?))
 }
 
-/// Pairs of instances that `schedule` runs one before the other.
-fn ordered(schedule: &UnionMap) -> Result<UnionMap, Error> {
-    let copy = |m: &UnionMap| m.copy().map_err(isl("copying a map"));
-    copy(schedule)?
-        .lex_lt_union_map(copy(schedule)?)
-        .map_err(isl("ordering by the schedule"))
+/// Tiles every permutable band of two or more members below `node` by `size`, returning the
+/// node back at its own position.
+fn tile_bands(ctx: &Context, node: ScheduleNode, size: i64) -> Result<ScheduleNode, Error> {
+    let e = || isl("tiling a band");
+    let mut node = node;
+    if node.get_type().map_err(e())? == ScheduleNodeType::Band
+        && node.band_get_permutable().map_err(e())?
+        && node.band_n_member().map_err(e())? >= 2
+    {
+        let n = node.band_n_member().map_err(e())?;
+        let mut sizes = isl_rs::MultiVal::zero(node.band_get_space().map_err(e())?).map_err(e())?;
+        for k in 0..n {
+            let v = isl_rs::Val::int_from_si(ctx, size).map_err(e())?;
+            sizes = sizes.set_val(k, v).map_err(e())?;
+        }
+        // The tile band replaces the node; the point band is its child.
+        node = node.band_tile(sizes).map_err(e())?;
+        node = node.first_child().map_err(e())?;
+        if node.has_children().map_err(e())? {
+            node = tile_children(ctx, node, size)?;
+        }
+        return node.parent().map_err(e());
+    }
+    if node.has_children().map_err(e())? {
+        node = tile_children(ctx, node, size)?;
+    }
+    Ok(node)
+}
+
+/// [`tile_bands`] on each child of `node`.
+fn tile_children(ctx: &Context, node: ScheduleNode, size: i64) -> Result<ScheduleNode, Error> {
+    let e = || isl("walking the schedule");
+    let mut child = node.first_child().map_err(e())?;
+    loop {
+        child = tile_bands(ctx, child, size)?;
+        if !child.has_next_sibling().map_err(e())? {
+            break;
+        }
+        child = child.next_sibling().map_err(e())?;
+    }
+    child.parent().map_err(e())
 }
 
 /// The pairs of `deps` (source → sink) that `schedule` orders source-first: all of them for
 /// exact dependences (a producer always ran before its consumer); an over-approximation may
 /// also hold backward or self pairs, which no schedule can satisfy and which this removes.
+/// Only the schedule's pieces for the statements `deps` relates are ordered against each
+/// other: ordering every pair of statements of a region costs seconds.
 pub(crate) fn forward(deps: UnionMap, schedule: &UnionMap) -> Result<UnionMap, Error> {
-    deps.intersect(ordered(schedule)?)
-        .map_err(isl("keeping forward dependences"))
+    let e = || isl("keeping forward dependences");
+    let on = |side: UnionSet| -> Result<UnionMap, Error> {
+        schedule
+            .copy()
+            .and_then(|m| m.intersect_domain(side.universe()?))
+            .map_err(e())
+    };
+    let sources = on(deps.copy().and_then(UnionMap::domain).map_err(e())?)?;
+    let sinks = on(deps.copy().and_then(UnionMap::range).map_err(e())?)?;
+    let ordered = sources.lex_lt_union_map(sinks).map_err(e())?;
+    deps.intersect(ordered).map_err(e())
 }
 
-/// Dependences (source → sink) that `schedule` does not order source-first.
-pub(crate) fn violations(deps: &UnionMap, schedule: &UnionMap) -> Result<UnionMap, Error> {
-    deps.copy()
-        .map_err(isl("copying a map"))?
-        .subtract(ordered(schedule)?)
-        .map_err(isl("checking dependences"))
+/// Whether `schedule` runs the sink of some pair of `deps` (source → sink) no later than its
+/// source. Compared in time space, the pairs' images against "not earlier" on the schedule's
+/// own time spaces, rather than against every ordered pair of instances, which costs
+/// seconds on a skewed triangular nest. Every statement's time must live in one space (isl's
+/// flat schedules and [`crate::legality::schedule_text`] pad to one dimension).
+pub(crate) fn violated(deps: &UnionMap, schedule: &UnionMap) -> Result<bool, Error> {
+    let e = || isl("checking dependences");
+    let copy = |m: &UnionMap| m.copy().map_err(e());
+    let times = copy(deps)?
+        .apply_domain(copy(schedule)?)
+        .and_then(|t| t.apply_range(schedule.copy()?))
+        .map_err(e())?;
+    let spaces = copy(schedule)?
+        .range()
+        .and_then(UnionSet::universe)
+        .map_err(e())?;
+    let not_earlier = spaces
+        .copy()
+        .and_then(|u| u.lex_ge_union_set(spaces))
+        .map_err(e())?;
+    let bad = times.intersect(not_earlier).map_err(e())?;
+    empty(&bad).map(|none| !none)
 }
 
 /// True when `m` holds nothing.

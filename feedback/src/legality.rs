@@ -20,7 +20,7 @@
 
 use crate::affine::strip_braces;
 use crate::input::{DepKind, Region, Statement, Storage};
-use crate::islx::{self, empty, union_map, union_set, violations};
+use crate::islx::{self, empty, union_map, union_set};
 use crate::params::Parameterizer;
 use crate::Error;
 use isl_rs::{Context, UnionMap, UnionSet};
@@ -247,16 +247,15 @@ impl<'a> Ctx<'a> {
         schedule_text(self.region, &|s| (0..s.loops.len()).collect(), &self.params)
     }
 
-    /// Restricts every over-approximated dependence of a statement on itself to the pairs
-    /// whose producer instance runs before its consumer. A real dependence always does; a hull
-    /// or box around irregular pairs may also hold backward or identical pairs, and one of
-    /// those is enough for isl to find no schedule at all ("unable to carry dependences").
-    /// Exact relations, and relations between two statements (whose restriction multiplies
-    /// the pieces isl has to schedule), stay as they are.
+    /// Restricts every over-approximated dependence to the pairs whose producer instance runs
+    /// before its consumer. A real dependence always does; a hull or box around irregular
+    /// pairs may also hold backward or identical pairs, and one of those is enough for isl to
+    /// find no schedule at all ("unable to carry dependences"). Exact relations stay as they
+    /// are.
     pub fn keep_forward(&mut self) -> Result<(), Error> {
         let original = union_map(self.isl, &self.original())?;
         for (i, d) in self.region.dependences.iter().enumerate() {
-            if d.exact || d.source != d.sink || self.deps[i].is_empty() {
+            if d.exact || self.deps[i].is_empty() {
                 continue;
             }
             let text = self.params.declare(&format!("{{ {} }}", self.deps[i]));
@@ -365,7 +364,7 @@ impl<'a> Ctx<'a> {
         let theta_m = union_map(self.isl, theta)?;
         let violated = |deps: &[usize]| -> Result<bool, Error> {
             match self.deps_map(deps)? {
-                Some(d) => Ok(!empty(&violations(&d, &theta_m)?)?),
+                Some(d) => islx::violated(&d, &theta_m),
                 None => Ok(false),
             }
         };
@@ -386,7 +385,7 @@ impl<'a> Ctx<'a> {
         let mut out = Vec::new();
         for &i in which {
             if let Some(d) = self.deps_map(&[i])? {
-                if !empty(&violations(&d, &theta_m)?)? {
+                if islx::violated(&d, &theta_m)? {
                     out.push(i);
                 }
             }

@@ -136,4 +136,6 @@ pub struct Feedback {
     pub schedule: String,
     /// How the schedule was found (`None`: no schedule).
     pub strategy: Option<Strategy>,
+    /// Seconds spent in isl's scheduler, every attempt included (`None`: not run).
+    pub schedule_seconds: Option<f64>,
 }

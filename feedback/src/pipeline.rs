@@ -775,6 +775,12 @@ fn build_region(
         let loc = source_line(exe, bias, key.1);
         // Strides of each address along each dimension, from the biggest piece.
         let big = f.pieces.iter().max_by_key(|p| p.points);
+        // A point the statement ran at: the affine address at the origin may lie outside the
+        // array when the domain does not hold the origin (a loop from 1, a reversed loop).
+        let mut ran_at: Option<Vec<i64>> = None;
+        if let Some(p) = big {
+            p.domain.for_each_point(1, |pt| ran_at = Some(pt.to_vec()));
+        }
         let accesses = (0..meta.naddr)
             .map(|j| {
                 let label = big.and_then(|p| p.labels.get(j));
@@ -783,7 +789,12 @@ fn build_region(
                     _ => None,
                 };
                 let first = match label {
-                    Some(Label::Affine { constant, .. }) => Some(*constant as u64),
+                    Some(l @ Label::Affine { constant, .. }) => Some(
+                        ran_at
+                            .as_deref()
+                            .and_then(|pt| l.eval(pt))
+                            .unwrap_or(*constant) as u64,
+                    ),
                     Some(Label::Range { min, .. }) => Some(*min as u64),
                     None => None,
                 };

@@ -45,7 +45,48 @@ fn crosses_iterations(region: &Region, storage: &Storage) -> bool {
         })
 }
 
-/// What an interchange needs of the program's storage.
+/// Loops along which values of `storage` flow from one iteration to the next.
+fn carrying_loops(region: &Region, storage: &Storage) -> BTreeSet<usize> {
+    let mut out = BTreeSet::new();
+    for d in region
+        .dependences
+        .iter()
+        .filter(|d| d.kind == DepKind::Flow && &d.storage == storage)
+    {
+        let (Some(sink), Some(src)) = (stmt(region, &d.sink), stmt(region, &d.source)) else {
+            continue;
+        };
+        let common = sink
+            .loops
+            .iter()
+            .zip(&src.loops)
+            .take_while(|(a, b)| a == b)
+            .count();
+        for rows in parse_schedule_map(&d.relation) {
+            for k in 0..common {
+                let same = rows.rows.get(k).cloned().flatten().is_some_and(|r| {
+                    r.single_dim() == Some(k) && r.coeffs[k] == 1 && r.constant == 0
+                });
+                if !same {
+                    out.insert(sink.loops[k]);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Some value of `storage` is produced on one source line and used on another.
+fn crosses_lines(region: &Region, storage: &Storage) -> bool {
+    region
+        .dependences
+        .iter()
+        .filter(|d| d.kind == DepKind::Flow && &d.storage == storage)
+        .any(|d| line_of(region, &d.source) != line_of(region, &d.sink))
+}
+
+/// What a new schedule (an interchange, a tiling, a skew, a fusion) needs of the program's
+/// storage.
 pub(crate) struct Fix {
     /// The storage suggestions themselves (`expand_scalar`, `map_scalar_to_array`).
     pub suggestions: Vec<Suggestion>,
@@ -53,11 +94,25 @@ pub(crate) struct Fix {
     pub needs: Vec<Requirement>,
     /// Storage given copies of its own (expanded, mapped, or temporaries renamed freely).
     pub renamed: BTreeSet<String>,
+    /// Why no storage change makes the schedule legal, when none does: then there is no
+    /// suggestion.
+    pub blocked: Option<String>,
 }
 
-/// Storage an interchange needs: expansion along the loop that moves inward, or a mapping onto
-/// a dead array element.
-pub(crate) fn for_interchange(cx: &Ctx<'_>, moved: usize, theta: &str) -> Result<Fix, Error> {
+/// Storage a new schedule `theta` needs, for the values it reorders: a mapping onto a dead
+/// array element (DeLICM) that varies along every loop of `along` (the loops the schedule
+/// reorders, the one that moves inward first), or, when only one loop is reordered,
+/// expansion along it. `what` names the transformation in the advice ("the interchange").
+pub(crate) fn for_schedule(
+    cx: &Ctx<'_>,
+    along: &[usize],
+    theta: &str,
+    what: &str,
+    whole_iterations: bool,
+) -> Result<Fix, Error> {
+    if along.is_empty() {
+        return Err(Error::Isl("a schedule change without loops".into()));
+    }
     let region = cx.region;
     let renamable: Vec<usize> = (0..region.dependences.len())
         .filter(|&i| !region.dependences[i].binding())
@@ -68,15 +123,20 @@ pub(crate) fn for_interchange(cx: &Ctx<'_>, moved: usize, theta: &str) -> Result
     for i in broken {
         let s = &region.dependences[i].storage;
         renamed.insert(s.describe());
-        // A temporary whose values never leave their iteration is renamed freely; only values
-        // living across iterations (an accumulator) need storage of their own.
-        if crosses_iterations(region, s) {
+        // A temporary whose values never leave their iteration is renamed freely by an
+        // interchange, which keeps each iteration's body whole; only values living across
+        // iterations (an accumulator) need storage of their own. Other schedules may split
+        // an iteration between its source statements (distribution, fusion, skewing of an
+        // imperfect nest): there only an expression's own temporaries, produced and used
+        // on one source line, rename freely.
+        if crosses_iterations(region, s) || (!whole_iterations && crosses_lines(region, s)) {
             by_storage.entry(s).or_default().push(i);
         }
     }
     let loop_label = |l: usize| format!("{} ({})", region.loops[l].label, region.loops[l].id);
     let mut sugs = Vec::new();
     let mut needs = Vec::new();
+    let mut blocked = None;
     for (storage, deps) in by_storage {
         // Name it by where its carried value is produced (the accumulation), else by the
         // writes the new order would reorder.
@@ -100,17 +160,36 @@ pub(crate) fn for_interchange(cx: &Ctx<'_>, moved: usize, theta: &str) -> Result
             .into_iter()
             .collect();
         let at = lines.join(", ");
-        // DeLICM: a store that saves this scalar into an array element varying along the moved
-        // loop gives the scalar a home whose element is dead until that store.
+        // Each value lives along the loops that carry it (an accumulator along its
+        // reduction loop); different values must get different homes along the other
+        // reordered loops.
+        let carriers = carrying_loops(region, storage);
+        let mut needed: Vec<usize> = along
+            .iter()
+            .copied()
+            .filter(|l| !carriers.contains(l))
+            .collect();
+        if needed.is_empty() {
+            needed = along.to_vec();
+        }
+        let moved = needed[0];
+        // DeLICM: a store that saves this scalar into an array element varying along those
+        // loops gives the scalar a home whose element is dead until that store.
         let home = region
             .dependences
             .iter()
             .filter(|d| d.kind == DepKind::Flow && &d.storage == storage)
             .filter_map(|d| stmt(region, &d.sink))
             .find_map(|t| {
-                let d = t.loops.iter().position(|&l| l == moved)?;
+                let dims: Vec<usize> = needed
+                    .iter()
+                    .map(|l| t.loops.iter().position(|x| x == l))
+                    .collect::<Option<_>>()?;
                 let a = t.accesses.iter().find(|a| {
-                    a.write && a.strides.get(d).copied().flatten().is_some_and(|s| s != 0)
+                    a.write
+                        && dims
+                            .iter()
+                            .all(|&d| a.strides.get(d).copied().flatten().is_some_and(|s| s != 0))
                 })?;
                 Some((t, a.array.clone().unwrap_or_else(|| "the array".into())))
             });
@@ -121,7 +200,7 @@ pub(crate) fn for_interchange(cx: &Ctx<'_>, moved: usize, theta: &str) -> Result
                     kind: "map_scalar_to_array".into(),
                     loops: vec![region.loops[moved].id.clone()],
                     text: format!(
-                        "Keep {} (written at {at}) in the element of {array} that {line} stores it to: that element is dead until then, so the interchange needs no extra memory.",
+                        "Keep {} (written at {at}) in the element of {array} that {line} stores it to: that element is dead until then, so {what} needs no extra memory.",
                         storage.describe()
                     ),
                     sizes: Vec::new(),
@@ -133,13 +212,20 @@ pub(crate) fn for_interchange(cx: &Ctx<'_>, moved: usize, theta: &str) -> Result
                     lines: lines.clone(),
                 });
             }
+            None if needed.len() > 1 => {
+                blocked.get_or_insert(format!(
+                    "{what} would reorder the values of {} (written at {at}) across {}, and no array element varying along all of them can hold them",
+                    storage.describe(),
+                    needed.iter().map(|&l| loop_label(l)).collect::<Vec<_>>().join(", ")
+                ));
+            }
             None => {
                 let n = region.trips.get(moved).copied().flatten();
                 sugs.push(Suggestion {
                     kind: "expand_scalar".into(),
                     loops: vec![region.loops[moved].id.clone()],
                     text: format!(
-                        "Expand {} (written at {at}) into an array along loop {}{}: each of its iterations needs its own copy once the loops are interchanged.",
+                        "Expand {} (written at {at}) into an array along loop {}{}: each of its iterations needs its own copy for {what}.",
                         storage.describe(),
                         loop_label(moved),
                         n.map_or(String::new(), |n| format!(" ({n} elements)"))
@@ -159,6 +245,7 @@ pub(crate) fn for_interchange(cx: &Ctx<'_>, moved: usize, theta: &str) -> Result
         suggestions: sugs,
         needs,
         renamed,
+        blocked,
     })
 }
 

@@ -141,6 +141,10 @@ pub fn region_json(
         ast_before: fb.ast_before.clone(),
         ast_after: fb.ast_after.clone(),
         why_not: fb.why_not.clone(),
+        scheduler: fb.schedule_seconds.map(|seconds| reports::SchedulerRun {
+            strategy: fb.strategy.map(|s| s.as_str().to_string()),
+            seconds,
+        }),
     }
 }
 

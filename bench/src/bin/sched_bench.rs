@@ -1,0 +1,108 @@
+//! The scheduler's benchmark: how long isl takes per region, and which scheduler answered,
+//! on the triangular nests of PolyBench's shapes (trmm, lu, nussinov) at the test sizes and
+//! at PolyBench's SMALL-like sizes, compiled at -O0 and -O2. Runs the release polyprof binary
+//! (built first if missing) and reads report.json.
+//!
+//! Usage: `cargo run --release -p bench --bin sched_bench`
+
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The workspace root (this file is bench/src/bin/sched_bench.rs).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+fn polyprof() -> Result<PathBuf> {
+    let bin = root().join("target/release/polyprof");
+    if !bin.exists() {
+        let ok = Command::new("cargo")
+            .args(["build", "--release", "-p", "polyprof"])
+            .current_dir(root())
+            .status()?
+            .success();
+        if !ok {
+            bail!("building polyprof failed");
+        }
+    }
+    Ok(bin)
+}
+
+fn main() -> Result<()> {
+    let bin = polyprof()?;
+    let dir = tempfile::tempdir()?;
+    let kernels: [(&str, &[&str]); 6] = [
+        ("sched_trmm", &[]),
+        ("sched_trmm", &["-DM=40", "-DN=50"]),
+        ("sched_lu", &[]),
+        ("sched_lu", &["-DN=60"]),
+        ("sched_nussinov", &[]),
+        ("sched_nussinov", &["-DN=80"]),
+    ];
+    println!("isl time per region (default budget: 10 s per region, shared by the strategies)");
+    println!(
+        "{:<16} {:<14} {:<4} {:<7} {:>6} {:<16} {:>8}  suggestions",
+        "kernel", "sizes", "opt", "region", "ops%", "strategy", "isl s"
+    );
+    for (name, defs) in kernels {
+        for opt in ["-O0", "-O2"] {
+            let src = root().join(format!("tests/kernels/{name}.c"));
+            let exe = dir.path().join(format!("{name}{}{opt}", defs.join("")));
+            let ok = Command::new("cc")
+                .args(["-g", opt])
+                .args(defs)
+                .arg("-o")
+                .arg(&exe)
+                .arg(&src)
+                .status()?
+                .success();
+            if !ok {
+                bail!("compiling {}", src.display());
+            }
+            let out = exe.with_extension("out");
+            let run = Command::new(&bin).arg("-o").arg(&out).arg(&exe).output()?;
+            if !run.status.success() {
+                bail!(
+                    "polyprof failed on {name}: {}",
+                    String::from_utf8_lossy(&run.stderr)
+                );
+            }
+            let text = std::fs::read_to_string(out.join("report.json"))
+                .with_context(|| format!("reading the report of {name}"))?;
+            let report: serde_json::Value = serde_json::from_str(&text)?;
+            for reg in report["regions"].as_array().into_iter().flatten() {
+                let sched = &reg["scheduler"];
+                let kinds: Vec<&str> = reg["suggestions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|s| s["kind"].as_str())
+                    .collect();
+                println!(
+                    "{:<16} {:<14} {:<4} {:<7} {:>6.1} {:<16} {:>8.3}  {}",
+                    name,
+                    if defs.is_empty() {
+                        "test".to_string()
+                    } else {
+                        defs.join(" ")
+                    },
+                    opt,
+                    reg["id"].as_str().unwrap_or("?"),
+                    reg["ops_percent"].as_f64().unwrap_or(0.0),
+                    sched["strategy"].as_str().unwrap_or(if sched.is_null() {
+                        "not run"
+                    } else {
+                        "failed"
+                    }),
+                    sched["seconds"].as_f64().unwrap_or(0.0),
+                    kinds.join(", ")
+                );
+            }
+        }
+    }
+    Ok(())
+}
