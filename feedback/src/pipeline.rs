@@ -511,6 +511,31 @@ fn name_memory_at(
     format!("memory at {addr:#x}")
 }
 
+/// The first pass over the events: the control structure, and the code bytes and heap blocks
+/// that name statements and arrays. It can run while the program is traced (the consumer of
+/// [`ptrace_runner::record::Recorder::spawn`]), so that only the second pass replays.
+pub struct FirstPass {
+    builder: tracer::StructureBuilder,
+    code: Code,
+}
+
+impl FirstPass {
+    /// A first pass over the events of `exe` loaded at `bias`.
+    pub fn new(exe: &symbols::ElfFile, bias: u64) -> FirstPass {
+        FirstPass {
+            builder: tracer::StructureBuilder::new(tracer::function_entries(exe, bias)),
+            code: Code::default(),
+        }
+    }
+}
+
+impl EventSink for FirstPass {
+    fn event(&mut self, ev: &Event<'_>) -> std::io::Result<()> {
+        self.builder.event(ev)?;
+        self.code.event(ev)
+    }
+}
+
 /// Runs the whole back end on a recording.
 pub fn profile(
     source: &(impl EventSource + ?Sized),
@@ -518,13 +543,23 @@ pub fn profile(
     bias: u64,
     opts: &PipelineOptions,
 ) -> Result<Profile, PipelineError> {
-    let entries = tracer::function_entries(exe, bias);
-    // First pass: the control structure, and the code bytes for naming statements.
-    let mut code = Code::default();
-    let mut builder = tracer::StructureBuilder::new(entries.iter().copied());
+    let mut first = FirstPass::new(exe, bias);
     source
-        .replay_into(&mut ptrace_runner::Tee(&mut builder, &mut code))
+        .replay_into(&mut first)
         .map_err(tracer::Error::from)?;
+    profile_after(first, source, exe, bias, opts)
+}
+
+/// Runs the back end on a recording whose first pass is done.
+pub fn profile_after(
+    first: FirstPass,
+    source: &(impl EventSource + ?Sized),
+    exe: &symbols::ElfFile,
+    bias: u64,
+    opts: &PipelineOptions,
+) -> Result<Profile, PipelineError> {
+    let entries = tracer::function_entries(exe, bias);
+    let FirstPass { builder, code } = first;
     let structure = builder.finish();
     let mut c = Collect {
         opts: &opts.fold,

@@ -904,6 +904,10 @@ impl<X: Executor> Engine for Runner<X> {
         self.pid
     }
 
+    fn load_bias(&self) -> u64 {
+        self.bias
+    }
+
     fn run(&mut self, sink: &mut dyn EventSink) -> Result<RunSummary, Error> {
         let exit = match self.drive(sink) {
             Ok(status) => status,
