@@ -16,6 +16,7 @@
 pub mod decode;
 pub mod emu;
 pub mod event;
+pub mod libcall;
 pub mod mem;
 pub mod ptrace;
 pub mod record;

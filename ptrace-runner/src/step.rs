@@ -84,6 +84,18 @@ pub trait Executor {
     fn thread_started(&mut self);
     /// Instructions executed inside the engine so far.
     fn emulated(&self) -> u64;
+    /// Performs the library function `name`, called with `regs` at its first instruction,
+    /// inside the engine when it can (see [`crate::libcall`]), provided the return address
+    /// on top of the stack satisfies `returns_ok`; returns the registers after its return.
+    /// `None`, having changed nothing: the call runs natively.
+    fn library_call(
+        &mut self,
+        _name: &str,
+        _regs: &Regs,
+        _returns_ok: &dyn Fn(u64) -> bool,
+    ) -> Option<Regs> {
+        None
+    }
 }
 
 /// The executor of the `step` engine: single-steps every instruction.
@@ -489,6 +501,10 @@ impl<X: Executor> Runner<X> {
                 }
                 regs = scratch;
                 if !self.in_traced(regs.rip) {
+                    if let Some(back) = self.emulated_call(sink, &d, pc, &regs)? {
+                        regs = back;
+                        continue;
+                    }
                     self.exec.flush(&regs)?;
                     self.leave_traced(sink, &d, pc, &regs)?;
                     return Ok(Next::Native);
@@ -659,6 +675,56 @@ impl<X: Executor> Runner<X> {
             name,
         };
         Self::emit(sink, Event::LibCall(&call))
+    }
+
+    /// A library call the executor performs itself (a plain call or a PLT stub's jump, the
+    /// return address on top of the stack): the same `LibCall` and `LibReturn` as when it runs
+    /// natively, without the tracee running. The registers after it, or `None`, having
+    /// changed nothing, when it must run natively.
+    fn emulated_call(
+        &mut self,
+        sink: &mut dyn EventSink,
+        d: &Decoded,
+        pc: u64,
+        regs: &Regs,
+    ) -> Result<Option<Regs>, Error> {
+        use crate::event::TransferKind::{Call, Jump};
+        if !matches!(d.transfer_kind(), Some(Call | Jump)) || self.opts.trace_libs {
+            return Ok(None);
+        }
+        let target = regs.rip;
+        let saved = self.pending_plt.clone();
+        let Some(name) = self.callee_name(target) else {
+            self.pending_plt = saved;
+            return Ok(None);
+        };
+        let traced = &self.traced;
+        let returns_ok = |ret: u64| traced.iter().any(|&(s, e)| ret >= s && ret < e);
+        let Some(after) = self.exec.library_call(&name, regs, &returns_ok) else {
+            self.pending_plt = saved;
+            return Ok(None);
+        };
+        let ret = after.rip;
+        let site = if self.last_call.1 == ret {
+            self.last_call.0
+        } else {
+            pc
+        };
+        let call = LibCall {
+            site,
+            target,
+            return_to: ret,
+            name: Some(name),
+        };
+        Self::emit(sink, Event::LibCall(&call))?;
+        Self::emit(
+            sink,
+            Event::LibReturn {
+                pc: ret,
+                rax: after.rax,
+            },
+        )?;
+        Ok(Some(after))
     }
 
     /// Names the callee of a library call: the GOT slot the leaving jump read, else the PLT
