@@ -137,7 +137,7 @@ impl Pipe {
         );
         b.push(s.context as u64);
         b.push(i.pc);
-        b.extend_from_slice(s.coords);
+        push_all(b, s.coords);
         for m in &i.mem {
             b.push(m.addr);
             b.push(u64::from(m.size) << 1 | u64::from(m.kind == AccessKind::Write));
@@ -165,8 +165,8 @@ impl Pipe {
         b.push(d.producer.context as u64);
         b.push(d.producer.pc);
         b.push(d.location);
-        b.extend_from_slice(d.consumer_coords);
-        b.extend_from_slice(d.producer_coords);
+        push_all(b, d.consumer_coords);
+        push_all(b, d.producer_coords);
         self.maybe_send();
     }
 
@@ -199,6 +199,14 @@ impl Pipe {
     fn close(&mut self) {
         self.send();
         self.tx = None;
+    }
+}
+
+/// Appends a few words (coordinates) without a call to `memcpy`.
+#[inline(always)]
+fn push_all(b: &mut Vec<u64>, words: &[u64]) {
+    for &w in words {
+        b.push(w);
     }
 }
 
@@ -344,6 +352,8 @@ struct Collect<'o> {
     deps: Streams<DepKey, DepStream>,
     /// The index in `insns` of the instruction being processed (its dependences follow it).
     current: Option<u32>,
+    /// Where in the current instruction's `consumes` its next dependence is looked up first.
+    cursor: usize,
     clock: u64,
     point: Vec<i64>,
     label: Vec<i64>,
@@ -380,13 +390,14 @@ impl Collect<'_> {
             }
         });
         self.current = Some(i);
+        self.cursor = 0;
         let st = &mut self.insns.items[i as usize].1;
         st.latest = clock;
         if !st.last.is_empty() && !lex_gt(s.coords, &st.last) {
             return;
         }
         st.last.clear();
-        st.last.extend_from_slice(s.coords);
+        push_all(&mut st.last, s.coords);
         self.point.clear();
         self.point.extend(s.coords.iter().map(|&c| c as i64));
         self.label.clear();
@@ -418,7 +429,7 @@ impl Collect<'_> {
                 return;
             }
             st.last.clear();
-            st.last.extend_from_slice(d.consumer_coords);
+            push_all(&mut st.last, d.consumer_coords);
             self.point.clear();
             self.point
                 .extend(d.consumer_coords.iter().map(|&c| c as i64));
@@ -446,14 +457,23 @@ impl Collect<'_> {
         match current {
             Some((at, st)) if *at == consumer => {
                 let consumes = &mut st.consumes;
-                let known = consumes
-                    .iter()
-                    .find(|c| (c.0, c.1, c.2, c.3) == (d.producer, d.kind, d.through, slot));
-                match known {
-                    Some(c) => c.4,
+                let want = (d.producer, d.kind, d.through, slot);
+                let is = |c: &(Stmt, DepKind, Through, u8, u32)| (c.0, c.1, c.2, c.3) == want;
+                // An instance's dependences come in the order the last one's came: try the
+                // entry after the last one matched before searching.
+                if let Some(c) = consumes.get(self.cursor).filter(|c| is(c)) {
+                    self.cursor += 1;
+                    return c.4;
+                }
+                match consumes.iter().position(is) {
+                    Some(p) => {
+                        self.cursor = p + 1;
+                        consumes[p].4
+                    }
                     None => {
                         let i = self.deps.index_of(key, new);
                         consumes.push((d.producer, d.kind, d.through, slot, i));
+                        self.cursor = consumes.len();
                         i
                     }
                 }
@@ -750,6 +770,7 @@ pub fn profile_after(
                     insns: Streams::new(),
                     deps: Streams::new(),
                     current: None,
+                    cursor: 0,
                     clock: 0,
                     point: Vec::new(),
                     label: Vec::new(),
