@@ -590,12 +590,21 @@ impl<X: Executor> Runner<X> {
     ) -> Result<(), Error> {
         let nr = if native { before.orig_rax } else { before.rax };
         self.exec.syscall_seen(nr);
+        let mut args = [
+            before.rdi, before.rsi, before.rdx, before.r10, before.r8, before.r9,
+        ];
+        if native {
+            // Registers the call does not take hold whatever natively-run code left there,
+            // which depends on whether earlier library calls ran natively or in the engine
+            // (see `crate::libcall`): they are not part of the event.
+            for a in &mut args[syscall_arity(nr)..] {
+                *a = 0;
+            }
+        }
         let s = Syscall {
             pc,
             nr,
-            args: [
-                before.rdi, before.rsi, before.rdx, before.r10, before.r8, before.r9,
-            ],
+            args,
             ret,
             native,
         };
@@ -1090,6 +1099,21 @@ pub fn spawn_traced(opts: &RunOptions) -> Result<pid_t, Error> {
             program: opts.program.clone(),
             source,
         }),
+    }
+}
+
+/// Arguments an x86-64 Linux system call takes (6 for calls not listed).
+fn syscall_arity(nr: u64) -> usize {
+    match nr {
+        24 | 39 | 57 | 102 | 104 | 107 | 108 | 110 | 186 | 15 => 0,
+        3 | 12 | 22 | 32 | 60 | 63 | 74 | 87 | 99 | 201 | 218 | 231 => 1,
+        4 | 5 | 6 | 11 | 21 | 33 | 35 | 62 | 76 | 77 | 79 | 82 | 83 | 96 | 97 | 131 | 137 | 138
+        | 158 | 200 | 228 | 273 | 293 | 435 => 2,
+        0 | 1 | 2 | 7 | 8 | 10 | 16 | 19 | 20 | 28 | 41 | 42 | 59 | 72 | 78 | 89 | 234 | 258
+        | 263 | 292 | 318 => 3,
+        13 | 14 | 17 | 18 | 61 | 230 | 257 | 262 | 302 | 334 => 4,
+        23 | 25 | 56 | 332 => 5,
+        _ => 6,
     }
 }
 
