@@ -152,6 +152,27 @@ fn callgrind_total(path: &Path) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// Bytes per instruction of the event recording of `exe steps` (emulate engine).
+fn recording_bytes(exe: &Path, steps: &str) -> Result<f64> {
+    use ptrace_runner::{EmulateEngine, Engine, RunOptions, StartAt};
+    let elf = symbols::ElfFile::open(exe)?;
+    let addr = elf.symbol_address("main").context("no main symbol")?;
+    let mut o = RunOptions::new(
+        exe.to_path_buf(),
+        vec![steps.into()],
+        StartAt::Address {
+            addr,
+            name: "main".into(),
+        },
+    );
+    o.stdout = Some(PathBuf::from("/dev/null"));
+    let mut engine = EmulateEngine::launch(o)?;
+    let mut rec = ptrace_runner::record::Recorder::new_temp(None)?;
+    let s = engine.run(&mut rec)?;
+    let recording = rec.finish()?;
+    Ok(recording.bytes() as f64 / s.instructions.max(1) as f64)
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let steps: u64 = args.first().and_then(|s| s.parse().ok()).unwrap_or(500);
@@ -230,6 +251,10 @@ fn main() -> Result<()> {
     println!(
         "peak RSS for 8x the instructions: {:.2}x (goal: at most 1.25x)",
         k8 / k1.max(1.0)
+    );
+    println!(
+        "recording on disk at 8x: {:.3} bytes per instruction (goal: under 1)",
+        recording_bytes(&exe, &long)?
     );
     if let Some(lr) = lackey_rate {
         println!(
