@@ -305,7 +305,7 @@ impl PageCache {
     pub fn write_bytes(&mut self, addr: u64, bytes: &[u8]) -> Result<(), MemFault> {
         let end = addr.checked_add(bytes.len() as u64).ok_or(MemFault)?;
         let mut page = addr >> PAGE_SHIFT;
-        while bytes.len() > 0 && page << PAGE_SHIFT < end {
+        while !bytes.is_empty() && page << PAGE_SHIFT < end {
             let slot = self.slot(page)?;
             if !self.check_writable(slot) {
                 return Err(MemFault);
