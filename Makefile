@@ -19,7 +19,8 @@ test: deps
 
 # Prints throughput figures (see README.md, "Benchmark").
 bench: deps
-	$(CARGO) run --release -p bench
+	$(CARGO) build --release -p polyprof
+	$(CARGO) run --release -p bench --bin scale_bench
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -96,6 +96,190 @@ pub enum PipelineError {
     Tracer(#[from] tracer::Error),
     #[error(transparent)]
     Feedback(#[from] crate::Error),
+    #[error("{0}")]
+    Folding(String),
+}
+
+/// Words of messages sent to the folding thread at a time.
+const PIPE_WORDS: usize = 1 << 15;
+/// Message buffers in flight: memory stays bounded when folding falls behind.
+const MESSAGES_IN_FLIGHT: usize = 8;
+
+const MSG_STEP: u64 = 0;
+const MSG_DEP: u64 = 1;
+/// A count in a message's first word (coordinates, accesses, registers: far below it).
+const FIELD: u64 = 0xffff;
+
+#[inline]
+fn field(n: usize) -> u64 {
+    debug_assert!(n as u64 <= FIELD);
+    n as u64 & FIELD
+}
+
+/// The tracing side of the second pass: steps and dependences as words, in order.
+struct Pipe {
+    buf: Vec<u64>,
+    tx: Option<std::sync::mpsc::SyncSender<Vec<u64>>>,
+    back: std::sync::mpsc::Receiver<Vec<u64>>,
+}
+
+impl Pipe {
+    /// `[tag | coords << 4 | accesses << 20 | registers << 36, context, pc, coords..,
+    /// (address, size << 1 | write).., (register, value)..]`
+    fn step(&mut self, s: &tracer::Step<'_>) {
+        let i = s.insn;
+        let b = &mut self.buf;
+        b.push(
+            MSG_STEP
+                | field(s.coords.len()) << 4
+                | field(i.mem.len()) << 20
+                | field(i.regs.len()) << 36,
+        );
+        b.push(s.context as u64);
+        b.push(i.pc);
+        push_all(b, s.coords);
+        for m in &i.mem {
+            b.push(m.addr);
+            b.push(u64::from(m.size) << 1 | u64::from(m.kind == AccessKind::Write));
+        }
+        for r in &i.regs {
+            b.push(r.reg as u64);
+            b.push(r.value);
+        }
+        self.maybe_send();
+    }
+
+    /// `[tag | consumer coords << 4 | producer coords << 20 | kind << 36 | through << 40,
+    /// consumer context, consumer pc, producer context, producer pc, location, coords..]`
+    fn dep(&mut self, d: &tracer::Dep<'_>) {
+        let b = &mut self.buf;
+        b.push(
+            MSG_DEP
+                | field(d.consumer_coords.len()) << 4
+                | field(d.producer_coords.len()) << 20
+                | (d.kind as u64) << 36
+                | (d.through as u64) << 40,
+        );
+        b.push(d.consumer.context as u64);
+        b.push(d.consumer.pc);
+        b.push(d.producer.context as u64);
+        b.push(d.producer.pc);
+        b.push(d.location);
+        push_all(b, d.consumer_coords);
+        push_all(b, d.producer_coords);
+        self.maybe_send();
+    }
+
+    #[inline]
+    fn maybe_send(&mut self) {
+        if self.buf.len() >= PIPE_WORDS {
+            self.send();
+        }
+    }
+
+    fn send(&mut self) {
+        if self.buf.is_empty() {
+            return;
+        }
+        let spare = self
+            .back
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(PIPE_WORDS + 64));
+        let full = std::mem::replace(&mut self.buf, spare);
+        self.buf.clear();
+        if let Some(tx) = &self.tx {
+            if tx.send(full).is_err() {
+                // The folding thread is gone (it panicked): its join reports it.
+                self.tx = None;
+            }
+        }
+    }
+
+    /// Sends the rest and closes the channel.
+    fn close(&mut self) {
+        self.send();
+        self.tx = None;
+    }
+}
+
+/// Appends a few words (coordinates) without a call to `memcpy`.
+#[inline(always)]
+fn push_all(b: &mut Vec<u64>, words: &[u64]) {
+    for &w in words {
+        b.push(w);
+    }
+}
+
+/// The folding side: replays the messages of one buffer into `c`.
+fn unpipe(buf: &[u64], insn: &mut ptrace_runner::Insn, c: &mut Collect<'_>) {
+    let mut k = 0;
+    while k < buf.len() {
+        let head = buf[k];
+        let n1 = (head >> 4 & FIELD) as usize;
+        let n2 = (head >> 20 & FIELD) as usize;
+        if head & 0xf == MSG_STEP {
+            let n3 = (head >> 36 & FIELD) as usize;
+            let context = buf[k + 1] as NodeId;
+            insn.clear();
+            insn.pc = buf[k + 2];
+            let coords = &buf[k + 3..k + 3 + n1];
+            let mut j = k + 3 + n1;
+            for _ in 0..n2 {
+                let (addr, sk) = (buf[j], buf[j + 1]);
+                insn.mem.push(ptrace_runner::MemAccess {
+                    addr,
+                    size: (sk >> 1) as u32,
+                    kind: if sk & 1 == 1 {
+                        AccessKind::Write
+                    } else {
+                        AccessKind::Read
+                    },
+                });
+                j += 2;
+            }
+            for _ in 0..n3 {
+                let reg = iced_x86::Register::try_from(buf[j] as usize)
+                    .unwrap_or(iced_x86::Register::None);
+                insn.regs.push(ptrace_runner::RegWrite {
+                    reg,
+                    value: buf[j + 1],
+                });
+                j += 2;
+            }
+            c.step(&tracer::Step {
+                insn,
+                context,
+                coords,
+            });
+            k = j;
+        } else {
+            let kind = match head >> 36 & 0xf {
+                0 => DepKind::Flow,
+                1 => DepKind::Anti,
+                _ => DepKind::Output,
+            };
+            let through = if head >> 40 & 0xf == 0 {
+                Through::Register
+            } else {
+                Through::Memory
+            };
+            let stmt = |i: usize| Stmt {
+                context: buf[i] as NodeId,
+                pc: buf[i + 1],
+            };
+            let at = k + 6;
+            c.dep(&tracer::Dep {
+                kind,
+                through,
+                consumer: stmt(k + 1),
+                producer: stmt(k + 3),
+                location: buf[k + 5],
+                consumer_coords: &buf[at..at + n1],
+                producer_coords: &buf[at + n1..at + n1 + n2],
+            });
+            k = at + n1 + n2;
+        }
+    }
 }
 
 struct InsnStream {
@@ -166,6 +350,8 @@ struct Collect<'o> {
     deps: Streams<DepKey, DepStream>,
     /// The index in `insns` of the instruction being processed (its dependences follow it).
     current: Option<u32>,
+    /// Where in the current instruction's `consumes` its next dependence is looked up first.
+    cursor: usize,
     clock: u64,
     point: Vec<i64>,
     label: Vec<i64>,
@@ -201,12 +387,13 @@ impl Collect<'_> {
             }
         });
         self.current = Some(i);
+        self.cursor = 0;
         let st = &mut self.insns.items[i as usize].1;
         if !st.last.is_empty() && !lex_gt(s.coords, &st.last) {
             return;
         }
         st.last.clear();
-        st.last.extend_from_slice(s.coords);
+        push_all(&mut st.last, s.coords);
         self.point.clear();
         self.point.extend(s.coords.iter().map(|&c| c as i64));
         self.label.clear();
@@ -238,7 +425,7 @@ impl Collect<'_> {
                 return;
             }
             st.last.clear();
-            st.last.extend_from_slice(d.consumer_coords);
+            push_all(&mut st.last, d.consumer_coords);
             self.point.clear();
             self.point
                 .extend(d.consumer_coords.iter().map(|&c| c as i64));
@@ -266,14 +453,23 @@ impl Collect<'_> {
         match current {
             Some((at, st)) if *at == consumer => {
                 let consumes = &mut st.consumes;
-                let known = consumes
-                    .iter()
-                    .find(|c| (c.0, c.1, c.2, c.3) == (d.producer, d.kind, d.through, slot));
-                match known {
-                    Some(c) => c.4,
+                let want = (d.producer, d.kind, d.through, slot);
+                let is = |c: &(Stmt, DepKind, Through, u8, u32)| (c.0, c.1, c.2, c.3) == want;
+                // An instance's dependences come in the order the last one's came: try the
+                // entry after the last one matched before searching.
+                if let Some(c) = consumes.get(self.cursor).filter(|c| is(c)) {
+                    self.cursor += 1;
+                    return c.4;
+                }
+                match consumes.iter().position(is) {
+                    Some(p) => {
+                        self.cursor = p + 1;
+                        consumes[p].4
+                    }
                     None => {
                         let i = self.deps.index_of(key, new);
                         consumes.push((d.producer, d.kind, d.through, slot, i));
+                        self.cursor = consumes.len();
                         i
                     }
                 }
@@ -517,6 +713,31 @@ fn name_memory_at(
     format!("memory at {addr:#x}")
 }
 
+/// The first pass over the events: the control structure, and the code bytes and heap blocks
+/// that name statements and arrays. It can run while the program is traced (the consumer of
+/// [`ptrace_runner::record::Recorder::spawn`]), so that only the second pass replays.
+pub struct FirstPass {
+    builder: tracer::StructureBuilder,
+    code: Code,
+}
+
+impl FirstPass {
+    /// A first pass over the events of `exe` loaded at `bias`.
+    pub fn new(exe: &symbols::ElfFile, bias: u64) -> FirstPass {
+        FirstPass {
+            builder: tracer::StructureBuilder::new(tracer::function_entries(exe, bias)),
+            code: Code::default(),
+        }
+    }
+}
+
+impl EventSink for FirstPass {
+    fn event(&mut self, ev: &Event<'_>) -> std::io::Result<()> {
+        self.builder.event(ev)?;
+        self.code.event(ev)
+    }
+}
+
 /// Runs the whole back end on a recording.
 pub fn profile(
     source: &(impl EventSource + ?Sized),
@@ -524,32 +745,75 @@ pub fn profile(
     bias: u64,
     opts: &PipelineOptions,
 ) -> Result<Profile, PipelineError> {
-    let entries = tracer::function_entries(exe, bias);
-    // First pass: the control structure, and the code bytes for naming statements.
-    let mut code = Code::default();
-    let mut builder = tracer::StructureBuilder::new(entries.iter().copied());
+    let mut first = FirstPass::new(exe, bias);
     source
-        .replay_into(&mut ptrace_runner::Tee(&mut builder, &mut code))
+        .replay_into(&mut first)
         .map_err(tracer::Error::from)?;
+    profile_after(first, source, exe, bias, opts)
+}
+
+/// Runs the back end on a recording whose first pass is done.
+pub fn profile_after(
+    first: FirstPass,
+    source: &(impl EventSource + ?Sized),
+    exe: &symbols::ElfFile,
+    bias: u64,
+    opts: &PipelineOptions,
+) -> Result<Profile, PipelineError> {
+    let entries = tracer::function_entries(exe, bias);
+    let FirstPass { builder, code } = first;
     let structure = builder.finish();
-    let mut c = Collect {
-        opts: &opts.fold,
-        insns: Streams::new(),
-        deps: Streams::new(),
-        current: None,
-        clock: 0,
-        point: Vec::new(),
-        label: Vec::new(),
-    };
-    let cell = std::cell::RefCell::new(&mut c);
-    let (analysis, _) = tracer::analyze_with_deps_on(
-        source,
-        structure,
-        &entries,
-        DepOptions::default(),
-        |s| cell.borrow_mut().step(s),
-        |d| cell.borrow_mut().dep(d),
-    )?;
+    // The second pass: iteration vectors and dependences on this thread, their folding on
+    // another (the two halves cost about the same), joined by a bounded channel of messages.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u64>>(MESSAGES_IN_FLIGHT);
+    let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u64>>();
+    let (traced, c) = std::thread::scope(|scope| {
+        let folding = std::thread::Builder::new()
+            .name("polyprof-fold".into())
+            .spawn_scoped(scope, || {
+                let mut c = Collect {
+                    opts: &opts.fold,
+                    insns: Streams::new(),
+                    deps: Streams::new(),
+                    current: None,
+                    cursor: 0,
+                    clock: 0,
+                    point: Vec::new(),
+                    label: Vec::new(),
+                };
+                let mut insn = ptrace_runner::Insn::default();
+                for buf in rx {
+                    unpipe(&buf, &mut insn, &mut c);
+                    // The tracing side reuses the buffer, unless it is done.
+                    let _ = back_tx.send(buf);
+                }
+                c
+            });
+        let mut pipe = Pipe {
+            buf: Vec::with_capacity(PIPE_WORDS + 64),
+            tx: Some(tx),
+            back: back_rx,
+        };
+        let cell = std::cell::RefCell::new(&mut pipe);
+        let traced = tracer::analyze_with_deps_on(
+            source,
+            structure,
+            &entries,
+            DepOptions::default(),
+            |s| cell.borrow_mut().step(s),
+            |d| cell.borrow_mut().dep(d),
+        );
+        pipe.close();
+        let c = match folding {
+            Ok(h) => h.join().ok(),
+            Err(_) => None,
+        };
+        (traced, c)
+    });
+    let (analysis, _) = traced?;
+    let c = c.ok_or_else(|| {
+        PipelineError::Folding("the folding thread could not run or panicked".to_string())
+    })?;
     let streams = (c.insns.len(), c.deps.len());
     let dep_ends = c
         .deps

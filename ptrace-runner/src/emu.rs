@@ -2290,6 +2290,30 @@ impl Executor for Emulate {
     fn emulated(&self) -> u64 {
         self.emulated
     }
+
+    fn library_call(
+        &mut self,
+        name: &str,
+        regs: &Regs,
+        returns_ok: &dyn Fn(u64) -> bool,
+    ) -> Option<Regs> {
+        // Other threads could see the bytes change at another time than natively.
+        if self.threaded {
+            return None;
+        }
+        let ret = self.mem.read_int(regs.rsp, 8).ok()?;
+        if !returns_ok(ret) {
+            return None;
+        }
+        let args = crate::libcall::Args(regs.rdi, regs.rsi, regs.rdx);
+        let rax = crate::libcall::call(&mut self.mem, name, args)?;
+        let mut after = *regs;
+        after.rax = rax;
+        after.rip = ret;
+        after.rsp = regs.rsp.wrapping_add(8);
+        self.regs_dirty = true;
+        Some(after)
+    }
 }
 
 impl Emulate {

@@ -16,6 +16,7 @@
 pub mod decode;
 pub mod emu;
 pub mod event;
+pub mod libcall;
 pub mod mem;
 pub mod ptrace;
 pub mod record;
@@ -154,6 +155,8 @@ pub trait Engine {
     fn name(&self) -> &'static str;
     /// The traced process.
     fn pid(&self) -> i32;
+    /// Runtime address minus link-time address of the executable (known from the launch on).
+    fn load_bias(&self) -> u64;
     /// Runs the program to its end (or to a detach) and returns the summary.
     fn run(&mut self, sink: &mut dyn EventSink) -> Result<RunSummary, Error>;
 }

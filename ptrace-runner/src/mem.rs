@@ -287,6 +287,43 @@ impl PageCache {
         self.write(addr, &b[..size as usize])
     }
 
+    /// Reads `out.len()` bytes at `addr`, across pages.
+    pub fn read_bytes(&mut self, addr: u64, out: &mut [u8]) -> Result<(), MemFault> {
+        let mut done = 0;
+        while done < out.len() {
+            let a = addr.checked_add(done as u64).ok_or(MemFault)?;
+            let off = (a as usize) & (PAGE - 1);
+            let n = (PAGE - off).min(out.len() - done);
+            let slot = self.slot(a >> PAGE_SHIFT)?;
+            out[done..done + n].copy_from_slice(&self.slots[slot as usize].data[off..off + n]);
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Writes `bytes` at `addr`, across pages; nothing is written when any byte cannot be.
+    pub fn write_bytes(&mut self, addr: u64, bytes: &[u8]) -> Result<(), MemFault> {
+        let end = addr.checked_add(bytes.len() as u64).ok_or(MemFault)?;
+        let mut page = addr >> PAGE_SHIFT;
+        while !bytes.is_empty() && page << PAGE_SHIFT < end {
+            let slot = self.slot(page)?;
+            if !self.check_writable(slot) {
+                return Err(MemFault);
+            }
+            page += 1;
+        }
+        let mut done = 0;
+        while done < bytes.len() {
+            let a = addr + done as u64;
+            let off = (a as usize) & (PAGE - 1);
+            let n = (PAGE - off).min(bytes.len() - done);
+            let slot = self.slot(a >> PAGE_SHIFT)?;
+            self.commit(slot, off, &bytes[done..done + n]);
+            done += n;
+        }
+        Ok(())
+    }
+
     /// Whether any byte awaits write-back.
     pub fn is_dirty(&self) -> bool {
         !self.dirty.is_empty()

@@ -84,6 +84,18 @@ pub trait Executor {
     fn thread_started(&mut self);
     /// Instructions executed inside the engine so far.
     fn emulated(&self) -> u64;
+    /// Performs the library function `name`, called with `regs` at its first instruction,
+    /// inside the engine when it can (see [`crate::libcall`]), provided the return address
+    /// on top of the stack satisfies `returns_ok`; returns the registers after its return.
+    /// `None`, having changed nothing: the call runs natively.
+    fn library_call(
+        &mut self,
+        _name: &str,
+        _regs: &Regs,
+        _returns_ok: &dyn Fn(u64) -> bool,
+    ) -> Option<Regs> {
+        None
+    }
 }
 
 /// The executor of the `step` engine: single-steps every instruction.
@@ -489,6 +501,10 @@ impl<X: Executor> Runner<X> {
                 }
                 regs = scratch;
                 if !self.in_traced(regs.rip) {
+                    if let Some(back) = self.emulated_call(sink, &d, pc, &regs)? {
+                        regs = back;
+                        continue;
+                    }
                     self.exec.flush(&regs)?;
                     self.leave_traced(sink, &d, pc, &regs)?;
                     return Ok(Next::Native);
@@ -574,12 +590,21 @@ impl<X: Executor> Runner<X> {
     ) -> Result<(), Error> {
         let nr = if native { before.orig_rax } else { before.rax };
         self.exec.syscall_seen(nr);
+        let mut args = [
+            before.rdi, before.rsi, before.rdx, before.r10, before.r8, before.r9,
+        ];
+        if native {
+            // Registers the call does not take hold whatever natively-run code left there,
+            // which depends on whether earlier library calls ran natively or in the engine
+            // (see `crate::libcall`): they are not part of the event.
+            for a in &mut args[syscall_arity(nr)..] {
+                *a = 0;
+            }
+        }
         let s = Syscall {
             pc,
             nr,
-            args: [
-                before.rdi, before.rsi, before.rdx, before.r10, before.r8, before.r9,
-            ],
+            args,
             ret,
             native,
         };
@@ -659,6 +684,56 @@ impl<X: Executor> Runner<X> {
             name,
         };
         Self::emit(sink, Event::LibCall(&call))
+    }
+
+    /// A library call the executor performs itself (a plain call or a PLT stub's jump, the
+    /// return address on top of the stack): the same `LibCall` and `LibReturn` as when it runs
+    /// natively, without the tracee running. The registers after it, or `None`, having
+    /// changed nothing, when it must run natively.
+    fn emulated_call(
+        &mut self,
+        sink: &mut dyn EventSink,
+        d: &Decoded,
+        pc: u64,
+        regs: &Regs,
+    ) -> Result<Option<Regs>, Error> {
+        use crate::event::TransferKind::{Call, Jump};
+        if !matches!(d.transfer_kind(), Some(Call | Jump)) || self.opts.trace_libs {
+            return Ok(None);
+        }
+        let target = regs.rip;
+        let saved = self.pending_plt.clone();
+        let Some(name) = self.callee_name(target) else {
+            self.pending_plt = saved;
+            return Ok(None);
+        };
+        let traced = &self.traced;
+        let returns_ok = |ret: u64| traced.iter().any(|&(s, e)| ret >= s && ret < e);
+        let Some(after) = self.exec.library_call(&name, regs, &returns_ok) else {
+            self.pending_plt = saved;
+            return Ok(None);
+        };
+        let ret = after.rip;
+        let site = if self.last_call.1 == ret {
+            self.last_call.0
+        } else {
+            pc
+        };
+        let call = LibCall {
+            site,
+            target,
+            return_to: ret,
+            name: Some(name),
+        };
+        Self::emit(sink, Event::LibCall(&call))?;
+        Self::emit(
+            sink,
+            Event::LibReturn {
+                pc: ret,
+                rax: after.rax,
+            },
+        )?;
+        Ok(Some(after))
     }
 
     /// Names the callee of a library call: the GOT slot the leaving jump read, else the PLT
@@ -904,6 +979,10 @@ impl<X: Executor> Engine for Runner<X> {
         self.pid
     }
 
+    fn load_bias(&self) -> u64 {
+        self.bias
+    }
+
     fn run(&mut self, sink: &mut dyn EventSink) -> Result<RunSummary, Error> {
         let exit = match self.drive(sink) {
             Ok(status) => status,
@@ -1020,6 +1099,21 @@ pub fn spawn_traced(opts: &RunOptions) -> Result<pid_t, Error> {
             program: opts.program.clone(),
             source,
         }),
+    }
+}
+
+/// Arguments an x86-64 Linux system call takes (6 for calls not listed).
+fn syscall_arity(nr: u64) -> usize {
+    match nr {
+        24 | 39 | 57 | 102 | 104 | 107 | 108 | 110 | 186 | 15 => 0,
+        3 | 12 | 22 | 32 | 60 | 63 | 74 | 87 | 99 | 201 | 218 | 231 => 1,
+        4 | 5 | 6 | 11 | 21 | 33 | 35 | 62 | 76 | 77 | 79 | 82 | 83 | 96 | 97 | 131 | 137 | 138
+        | 158 | 200 | 228 | 273 | 293 | 435 => 2,
+        0 | 1 | 2 | 7 | 8 | 10 | 16 | 19 | 20 | 28 | 41 | 42 | 59 | 72 | 78 | 89 | 234 | 258
+        | 263 | 292 | 318 => 3,
+        13 | 14 | 17 | 18 | 61 | 230 | 257 | 262 | 302 | 334 => 4,
+        23 | 25 | 56 | 332 => 5,
+        _ => 6,
     }
 }
 

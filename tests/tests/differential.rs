@@ -85,6 +85,13 @@ fn libcalls() {
     levels("libcalls", &["-fno-builtin"], &[], b"", 0.9, false);
 }
 
+/// String and memory functions the emulate engine performs itself: the same events and output
+/// as when the step engine runs them natively.
+#[test]
+fn strfuncs() {
+    levels("strfuncs", &["-fno-builtin"], &[], b"", 0.9, false);
+}
+
 #[test]
 fn r#loop() {
     levels("loop", &[], &[], b"", 0.99, false);

@@ -1,0 +1,37 @@
+/* Calls every string and memory function the emulate engine performs itself, on strings that
+   cross a page boundary, plus an overlapping memcpy (left to the native one) and a copy too
+   big to emulate (compile with -fno-builtin so they stay calls). */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char page[3 * 4096] __attribute__((aligned(4096)));
+
+int main(void)
+{
+    char *edge = page + 4096 - 5; /* a string across the first page boundary */
+    strcpy(edge, "0123456789");
+    long sum = (long)strlen(edge) + (long)strnlen(edge, 4) + (long)strnlen(edge, 100);
+    char *c = strchr(edge, '7');
+    sum += c ? c - edge : -1;
+    sum += strchr(edge, 'x') == NULL;
+    sum += strchr(edge, 0) - edge;
+    char dst[32];
+    memset(dst, 'z', sizeof dst);
+    char *end = stpcpy(dst, edge);
+    sum += end - dst;
+    memcpy(dst + 12, dst, 5);
+    memmove(dst + 2, dst, 10);
+    char *p = mempcpy(dst, "abc", 3);
+    sum += p - dst;
+    memcpy(page + 4100, page + 4096 - 5, 8); /* overlapping: run natively */
+    char *big = malloc(200000);
+    memset(big, 1, 200000); /* too big: run natively */
+    memcpy(big + 100000, big, 90000);
+    for (int i = 0; i < 200000; i += 997)
+        sum += big[i];
+    free(big);
+    printf("%ld %.12s %.8s\n", sum, dst, page + 4100);
+    return 0;
+}
