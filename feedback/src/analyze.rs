@@ -5,7 +5,7 @@ use crate::input::{Region, Statement};
 use crate::islx::{self, Tree};
 use crate::legality::{negative_up_to, pct, sched_len, Ctx, Requirement, Verdict};
 use crate::params::Parameterizer;
-use crate::{Error, Feedback, LoopInfo, Metrics, Options, Suggestion};
+use crate::{Error, Feedback, LoopInfo, Metrics, Options, Suggestion, SuggestionKind};
 use isl_rs::Context;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -265,7 +265,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
                         text = format!("{text} Legal after {}.", phrases(&fix.needs));
                     }
                     fb.suggestions.push(Suggestion {
-                        kind: "interchange".into(),
+                        kind: SuggestionKind::Interchange,
                         loops: new_order
                             .iter()
                             .map(|&l| region.loops[l].id.clone())
@@ -359,7 +359,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             )
         };
         fb.suggestions.push(Suggestion {
-            kind: "parallelize".into(),
+            kind: SuggestionKind::Parallelize,
             loops: vec![region.loops[l].id.clone()],
             text,
             sizes: Vec::new(),
@@ -374,7 +374,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         let share = share_along(inner);
         if share >= 50.0 {
             fb.suggestions.push(Suggestion {
-                kind: "vectorize".into(),
+                kind: SuggestionKind::Vectorize,
                 loops: vec![region.loops[inner].id.clone()],
                 text: format!(
                     "Vectorize loop {}: its iterations are independent{} and {:.0}% of its accesses are stride 0 or 1.",
@@ -413,7 +413,16 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             chain.iter().map(|&l| region.loops[l].label.clone()).collect::<Vec<_>>().join(", "),
             rows.join(" and ")
         );
-        from_schedule(&cx, &mut fb, &maps, false, &chain, "skew", text, Vec::new())?;
+        from_schedule(
+            &cx,
+            &mut fb,
+            &maps,
+            false,
+            &chain,
+            SuggestionKind::Skew,
+            text,
+            Vec::new(),
+        )?;
     }
     if tile_depth >= 2 {
         let tiled: Vec<usize> = chain.iter().copied().take(tile_depth).collect();
@@ -425,7 +434,16 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             opts.tile_size
         );
         let sizes = vec![opts.tile_size; tile_depth];
-        from_schedule(&cx, &mut fb, &maps, true, &tiled, "tile", text, sizes)?;
+        from_schedule(
+            &cx,
+            &mut fb,
+            &maps,
+            true,
+            &tiled,
+            SuggestionKind::Tile,
+            text,
+            sizes,
+        )?;
     }
 
     // Fusion and distribution: outermost loops with a real share of the work, before and after.
@@ -464,7 +482,16 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             outer.iter().map(|&l| label(l)).collect::<Vec<_>>().join(", "),
             components_after
         );
-        from_schedule(&cx, &mut fb, &maps, false, &outer, "fuse", text, Vec::new())?;
+        from_schedule(
+            &cx,
+            &mut fb,
+            &maps,
+            false,
+            &outer,
+            SuggestionKind::Fuse,
+            text,
+            Vec::new(),
+        )?;
     } else if components_after > components_before && components_before >= 1 {
         let outer: Vec<usize> = before.keys().flatten().copied().collect();
         let text = format!(
@@ -476,7 +503,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             &maps,
             false,
             &outer,
-            "distribute",
+            SuggestionKind::Distribute,
             text,
             Vec::new(),
         )?;
@@ -490,7 +517,11 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         .extend(crate::storage::contraction(region, &chain));
 
     // Why nothing could be done.
-    if !fb.suggestions.iter().any(|s| s.kind == "parallelize") {
+    if !fb
+        .suggestions
+        .iter()
+        .any(|s| s.kind == SuggestionKind::Parallelize)
+    {
         if let Some((l, why)) = first_blocked {
             let reason = format!("loop {} cannot run in parallel: {why}", label(l));
             fb.why_not = Some(match fb.why_not.take() {
@@ -568,13 +599,13 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         let vectorized = fb
             .suggestions
             .iter()
-            .find(|s| s.kind == "vectorize")
+            .find(|s| s.kind == SuggestionKind::Vectorize)
             .map(|s| s.loops.clone())
             .unwrap_or_default();
         let tiled: Vec<String> = fb
             .suggestions
             .iter()
-            .find(|s| s.kind == "tile")
+            .find(|s| s.kind == SuggestionKind::Tile)
             .map(|s| s.loops.clone())
             .unwrap_or_default();
         let after_flags = |l: usize| -> String {
@@ -609,7 +640,7 @@ fn from_schedule(
     maps: &Option<(String, String)>,
     tiled: bool,
     along: &[usize],
-    kind: &str,
+    kind: SuggestionKind,
     text: String,
     sizes: Vec<u32>,
 ) -> Result<(), Error> {
@@ -617,9 +648,9 @@ fn from_schedule(
         return Ok(());
     };
     let what = match kind {
-        "tile" => "tiling",
-        "skew" => "skewing",
-        "fuse" => "fusion",
+        SuggestionKind::Tile => "tiling",
+        SuggestionKind::Skew => "skewing",
+        SuggestionKind::Fuse => "fusion",
         _ => "distribution",
     };
     let theta = if tiled { tiled_map } else { map };
@@ -634,7 +665,7 @@ fn from_schedule(
         false => format!("{text} Legal after {}.", phrases(&fix.needs)),
     };
     fb.suggestions.push(Suggestion {
-        kind: kind.into(),
+        kind,
         loops: along.iter().map(|&l| region.loops[l].id.clone()).collect(),
         text,
         sizes,

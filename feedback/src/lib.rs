@@ -88,11 +88,55 @@ pub struct LoopInfo {
     pub ops: u64,
 }
 
+/// What a suggestion transforms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SuggestionKind {
+    Interchange,
+    Skew,
+    Tile,
+    Parallelize,
+    Vectorize,
+    Fuse,
+    Distribute,
+    ExpandScalar,
+    MapScalarToArray,
+    ContractArray,
+    TransposeArray,
+    AosToSoa,
+    PadArray,
+}
+
+impl SuggestionKind {
+    /// Its name in report.json and report.txt.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SuggestionKind::Interchange => "interchange",
+            SuggestionKind::Skew => "skew",
+            SuggestionKind::Tile => "tile",
+            SuggestionKind::Parallelize => "parallelize",
+            SuggestionKind::Vectorize => "vectorize",
+            SuggestionKind::Fuse => "fuse",
+            SuggestionKind::Distribute => "distribute",
+            SuggestionKind::ExpandScalar => "expand_scalar",
+            SuggestionKind::MapScalarToArray => "map_scalar_to_array",
+            SuggestionKind::ContractArray => "contract_array",
+            SuggestionKind::TransposeArray => "transpose_array",
+            SuggestionKind::AosToSoa => "aos_to_soa",
+            SuggestionKind::PadArray => "pad_array",
+        }
+    }
+}
+
+impl std::fmt::Display for SuggestionKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A suggested transformation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Suggestion {
-    /// `interchange`, `skew`, `tile`, `parallelize`, `vectorize`, `fuse`, `distribute`.
-    pub kind: String,
+    pub kind: SuggestionKind,
     /// Loop ids; for `interchange`, the new order (outermost first).
     pub loops: Vec<String>,
     /// One sentence a person can act on, naming source lines.

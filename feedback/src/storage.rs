@@ -11,7 +11,7 @@
 use crate::affine::parse_schedule_map;
 use crate::input::{DepKind, Region, Statement, Storage};
 use crate::legality::{line_of, Change, Ctx, Requirement};
-use crate::{Error, Suggestion};
+use crate::{Error, Suggestion, SuggestionKind};
 use std::collections::{BTreeMap, BTreeSet};
 
 fn stmt<'a>(region: &'a Region, name: &str) -> Option<&'a Statement> {
@@ -197,7 +197,7 @@ pub(crate) fn for_schedule(
             Some((t, array)) => {
                 let line = t.label.split(' ').next().unwrap_or("?");
                 sugs.push(Suggestion {
-                    kind: "map_scalar_to_array".into(),
+                    kind: SuggestionKind::MapScalarToArray,
                     loops: vec![region.loops[moved].id.clone()],
                     text: format!(
                         "Keep {} (written at {at}) in the element of {array} that {line} stores it to: that element is dead until then, so {what} needs no extra memory.",
@@ -222,7 +222,7 @@ pub(crate) fn for_schedule(
             None => {
                 let n = region.trips.get(moved).copied().flatten();
                 sugs.push(Suggestion {
-                    kind: "expand_scalar".into(),
+                    kind: SuggestionKind::ExpandScalar,
                     loops: vec![region.loops[moved].id.clone()],
                     text: format!(
                         "Expand {} (written at {at}) into an array along loop {}{}: each of its iterations needs its own copy for {what}.",
@@ -309,7 +309,7 @@ pub(crate) fn layout(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
             let record = stride.unsigned_abs();
             if used < record {
                 out.push(Suggestion {
-                    kind: "aos_to_soa".into(),
+                    kind: SuggestionKind::AosToSoa,
                     loops: vec![region.loops[inner].id.clone()],
                     text: format!(
                         "Turn {name} (records of {record} bytes, accessed at {lines}) into a structure of arrays: loop {} uses only the fields at offsets {} ({used} of {record} bytes, {:.0}%), so each cache line would carry only useful data.",
@@ -339,7 +339,7 @@ pub(crate) fn layout(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
                     .get(d)
                     .map_or("another loop".to_string(), |&l| label(l));
                 out.push(Suggestion {
-                    kind: "transpose_array".into(),
+                    kind: SuggestionKind::TransposeArray,
                     loops: vec![region.loops[inner].id.clone()],
                     text: format!(
                         "Transpose {name} (accessed at {lines}): along the innermost loop {} its accesses step by {} bytes, along {other} by {size}; with its dimensions swapped the innermost loop walks it contiguously.",
@@ -360,7 +360,7 @@ pub(crate) fn layout(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
             .find(|&s| s >= 1024 && s.is_power_of_two());
         if let Some(row) = row {
             out.push(Suggestion {
-                kind: "pad_array".into(),
+                kind: SuggestionKind::PadArray,
                 loops: vec![region.loops[inner].id.clone()],
                 text: format!(
                     "Pad the rows of {name} (accessed at {lines}) by one cache line (64 bytes): rows of {row} bytes, a power of two, map to the same cache sets."
@@ -483,7 +483,7 @@ pub(crate) fn contraction(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
             .flat_map(|d| [line_of(region, &d.source), line_of(region, &d.sink)])
             .collect();
         out.push(Suggestion {
-            kind: "contract_array".into(),
+            kind: SuggestionKind::ContractArray,
             loops: vec![region.loops[outer].id.clone()],
             text: format!(
                 "Contract {name} (accessed at {}): a value written in iteration t of loop {} is last read in iteration t + {m}, so {keep} rows suffice: index its outer dimension as [t % {keep}] instead of [t] ({} bytes instead of {}); {after}.",

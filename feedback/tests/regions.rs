@@ -2,7 +2,7 @@
 
 use feedback::{
     analyze_region, Access, Boundary, DepKind, Dependence, Loop, Options, Region, Statement,
-    Storage,
+    Storage, SuggestionKind,
 };
 
 fn acc(strides: &[i64], size: u32, write: bool) -> Access {
@@ -87,7 +87,9 @@ fn one_loop(deps: Vec<Dependence>) -> Region {
 }
 
 fn parallel(f: &feedback::Feedback) -> Option<&feedback::Suggestion> {
-    f.suggestions.iter().find(|s| s.kind == "parallelize")
+    f.suggestions
+        .iter()
+        .find(|s| s.kind == SuggestionKind::Parallelize)
 }
 
 fn changes(s: &feedback::Suggestion) -> Vec<&'static str> {
@@ -115,7 +117,10 @@ fn an_in_place_shift_reads_a_copy() {
     let p = parallel(&f).expect("parallel after a copy");
     assert_eq!(changes(p), ["copy_in"], "{p:?}");
     assert!(p.text.contains("from a copy"), "{}", p.text);
-    let v = f.suggestions.iter().find(|s| s.kind == "vectorize");
+    let v = f
+        .suggestions
+        .iter()
+        .find(|s| s.kind == SuggestionKind::Vectorize);
     assert!(v.is_none_or(|v| !v.requires.is_empty()), "{v:?}");
 }
 
@@ -196,7 +201,10 @@ fn a_loop_calling_rand_is_serial() {
     ]);
     let f = analyze_region(&r, &Options::default()).unwrap();
     assert!(parallel(&f).is_none());
-    assert!(!f.suggestions.iter().any(|s| s.kind == "vectorize"));
+    assert!(!f
+        .suggestions
+        .iter()
+        .any(|s| s.kind == SuggestionKind::Vectorize));
     let why = f.why_not.expect("why not");
     assert!(why.contains("random number generator"), "{why}");
 }
@@ -244,7 +252,7 @@ fn matmul_ijk() {
     let ic = f
         .suggestions
         .iter()
-        .find(|s| s.kind == "interchange")
+        .find(|s| s.kind == SuggestionKind::Interchange)
         .expect("interchange");
     assert_eq!(ic.loops, ["L0", "L2", "L1"], "k outside j");
     assert_eq!(f.metrics.tile_depth, 3);
@@ -279,7 +287,7 @@ fn column_wise_traversal_is_interchanged() {
     let ic = f
         .suggestions
         .iter()
-        .find(|s| s.kind == "interchange")
+        .find(|s| s.kind == SuggestionKind::Interchange)
         .expect("interchange");
     assert_eq!(ic.loops, ["L1", "L0"]);
     assert_eq!(f.metrics.reuse_percent, 0.0);

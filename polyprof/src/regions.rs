@@ -91,7 +91,7 @@ pub fn region_json(
         .suggestions
         .iter()
         .map(|s| {
-            let mut v = json!({ "kind": s.kind, "loops": s.loops, "text": s.text });
+            let mut v = json!({ "kind": s.kind.as_str(), "loops": s.loops, "text": s.text });
             if !s.sizes.is_empty() {
                 v["sizes"] = json!(s.sizes);
             }
