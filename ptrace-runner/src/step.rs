@@ -854,6 +854,17 @@ impl<X: Executor> Runner<X> {
             .saturating_sub(mark)
             .saturating_sub(st.excluded)
             .saturating_sub(stops);
+        if std::env::var_os("POLYPROF_DEBUG_METER").is_some() {
+            eprintln!(
+                "stretch: raw {} trips {} syscalls {} excluded {} stops {} spent {}",
+                now - mark,
+                st.trips,
+                st.syscalls,
+                st.excluded,
+                stops,
+                spent
+            );
+        }
         let call = self.frames.iter_mut().rev().find_map(|f| match f {
             NativeFrame::Call { cost, .. } => Some(cost),
             NativeFrame::Out => None,
