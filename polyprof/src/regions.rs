@@ -76,9 +76,10 @@ pub fn native_cost(
             instructions_per_second,
             stop_overhead_ns,
             syscall_stop_overhead_ns,
+            page_fault_ns,
         } => (
             Some(instructions_per_second),
-            Some((stop_overhead_ns, syscall_stop_overhead_ns)),
+            Some((stop_overhead_ns, syscall_stop_overhead_ns, page_fault_ns)),
         ),
         _ => (None, None),
     };
@@ -120,6 +121,7 @@ pub fn native_cost(
         instructions_per_second,
         stop_overhead_ns: stop_overhead_ns.map(|s| s.0),
         syscall_stop_overhead_ns: stop_overhead_ns.map(|s| s.1),
+        page_fault_ns: stop_overhead_ns.map(|s| s.2),
         functions,
     }
 }
@@ -329,7 +331,7 @@ pub fn frame_styles(
                     weight / calls.max(1),
                     native.unit()
                 ),
-                native.how(),
+                native.how_brief(),
             ],
             unit: Some(native.unit().to_string()),
         });
@@ -420,10 +422,10 @@ pub fn native_summary(native: &reports::NativeCost) -> Option<String> {
         .map(|f| format!("{} {:.1}%", f.name, f.run_percent))
         .collect();
     Some(format!(
-        "{:.0}% of the run's time in native library calls ({}; measured as {})",
+        "{:.1}% of the run's time in native library calls ({}; {})",
         native.run_percent,
         top.join(", "),
-        native.how()
+        native.how_brief()
     ))
 }
 

@@ -826,6 +826,7 @@ impl<X: Executor> Runner<X> {
     fn run_native(&mut self, sink: &mut dyn EventSink) -> Result<(Next, Option<Regs>), Error> {
         self.stretch = Stretch {
             mark: self.meter.read(),
+            faults: self.meter.faults(),
             ..Stretch::default()
         };
         let r = self.run_native_unmetered(sink);
@@ -850,21 +851,15 @@ impl<X: Executor> Runner<X> {
         let (trap, syscall) = self.meter.overheads();
         let traps = st.trips.saturating_sub(2 * st.syscalls);
         let stops = trap.saturating_mul(traps) + syscall.saturating_mul(st.syscalls);
+        let faults = st
+            .faults
+            .zip(self.meter.faults())
+            .map_or(0, |(a, b)| b.saturating_sub(a));
         let spent = now
             .saturating_sub(mark)
             .saturating_sub(st.excluded)
-            .saturating_sub(stops);
-        if std::env::var_os("POLYPROF_DEBUG_METER").is_some() {
-            eprintln!(
-                "stretch: raw {} trips {} syscalls {} excluded {} stops {} spent {}",
-                now - mark,
-                st.trips,
-                st.syscalls,
-                st.excluded,
-                stops,
-                spent
-            );
-        }
+            .saturating_sub(stops)
+            .saturating_sub(self.meter.fault_cost(faults));
         let call = self.frames.iter_mut().rev().find_map(|f| match f {
             NativeFrame::Call { cost, .. } => Some(cost),
             NativeFrame::Out => None,
@@ -1093,11 +1088,14 @@ impl<X: Executor> Runner<X> {
 
 /// A stretch of native execution, as the meter sees it. The kernel's work inside the system
 /// calls natively-run code makes is excluded (so that, like the instruction counter, the meter
-/// measures user-space work), and so is the work of the stops polyprof causes.
+/// measures user-space work), and so are the work of the stops polyprof causes and the page
+/// faults the code takes.
 #[derive(Default)]
 struct Stretch {
     /// The meter's reading when the stretch began.
     mark: Option<u64>,
+    /// The page faults counted by then.
+    faults: Option<u64>,
     /// Times the tracee was resumed and stopped again since.
     trips: u64,
     /// System calls made (entry and exit seen).
