@@ -241,7 +241,7 @@ fn loop_frames_are_labelled_zoomed_and_searched_by_name_in_a_browser() {
         .filter(|f| f.highlighted())
         .map(|f| f.name().to_string())
         .collect();
-    assert_eq!(hits, [lj.clone()], "search {term}");
+    assert_eq!(hits, std::slice::from_ref(&lj), "search {term}");
     assert!(dom.contains("Matched: "), "no match count shown");
     // And by function name.
     let dom = dump_dom(&chromium, &svg, "?s=^main");
