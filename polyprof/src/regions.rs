@@ -344,7 +344,7 @@ fn region_facts(r: &Region) -> Vec<String> {
     let m = &r.metrics;
     vec![
         format!(
-            "region {}: {:.1}% of traced instructions, {:.1}% of the run's time with native calls",
+            "region {}: {:.1}% of traced instructions, {:.1}% of the run's time with native calls counted",
             r.id, r.ops_percent, r.run_percent
         ),
         format!(
@@ -450,8 +450,8 @@ pub fn summary(regions: &[Region]) -> Vec<String> {
                 .or_else(|| r.why_not.as_ref().map(|w| format!("no suggestion: {w}")))
                 .unwrap_or_default();
             format!(
-                "region {}{} in {} ({:.1}% of traced instructions, {:.1}% of the run's time with \
-                 native calls): {}",
+                "region {}{} in {} ({:.1}% of traced instructions; {:.1}% of the run's time, \
+                 native calls counted): {}",
                 r.id, at, r.function, r.ops_percent, r.run_percent, headline
             )
         })
