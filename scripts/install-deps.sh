@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system packages polyprof's build and tests need, when they are missing:
-# a C compiler (the tests and examples compile C kernels), make, and autoconf, automake and
-# libtool (isl's build, for the polyhedral stages). Uses apt-get (Debian, Ubuntu).
+# a C compiler (the tests and examples compile C kernels), make, autoconf, automake and
+# libtool (isl's build, for the polyhedral stages), and Chromium (the tests load the flame
+# graph in a headless browser). Uses apt-get (Debian, Ubuntu).
 set -euo pipefail
 
 need=()
@@ -10,6 +11,9 @@ command -v make >/dev/null 2>&1 || need+=(make)
 command -v autoconf >/dev/null 2>&1 || need+=(autoconf)
 command -v automake >/dev/null 2>&1 || need+=(automake)
 command -v libtoolize >/dev/null 2>&1 || need+=(libtool)
+# Debian's package is `chromium`; Ubuntu's `chromium-browser` (a snap wrapper) also answers.
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 ||
+    need+=(chromium)
 
 if [ ${#need[@]} -gt 0 ]; then
     echo "install-deps: installing ${need[*]}" >&2

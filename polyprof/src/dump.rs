@@ -90,9 +90,10 @@ impl<W: Write> EventSink for EventDump<'_, W> {
                 c.site,
                 c.return_to
             )?,
-            Event::LibReturn { pc, rax } => {
-                writeln!(self.out, "         return to {pc:#x} rax={rax:#x}")?
-            }
+            Event::LibReturn { pc, rax, cost } => writeln!(
+                self.out,
+                "         return to {pc:#x} rax={rax:#x} cost={cost}"
+            )?,
             Event::Syscall(s) => writeln!(
                 self.out,
                 "         syscall {} ({:#x}, {:#x}, {:#x}) = {}{}",

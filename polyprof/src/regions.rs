@@ -34,12 +34,105 @@ fn function_of(tree: &ScheduleTree, naming: &Naming<'_>, mut n: usize) -> String
     }
 }
 
+/// Shares of the run's time (traced instructions plus native calls) per tree node.
+pub struct RunShares {
+    run: Vec<u64>,
+    native: Vec<u64>,
+}
+
+impl RunShares {
+    pub fn new(tree: &ScheduleTree) -> RunShares {
+        RunShares {
+            run: tree.total_run_weights(),
+            native: tree.total_native_weights(),
+        }
+    }
+
+    fn all(&self) -> f64 {
+        self.run[ScheduleTree::ROOT].max(1) as f64
+    }
+
+    /// Share of the run's time spent under node `n`, native calls included.
+    pub fn run_percent(&self, n: usize) -> f64 {
+        100.0 * self.run[n] as f64 / self.all()
+    }
+
+    /// Share of the run's time spent in native calls under node `n`.
+    pub fn native_percent(&self, n: usize) -> f64 {
+        100.0 * self.native[n] as f64 / self.all()
+    }
+}
+
+/// What the natively-run calls cost: the runner's total, and per function from the tree
+/// (`None` when the analysis failed).
+pub fn native_cost(
+    summary: &ptrace_runner::RunSummary,
+    tree: Option<&ScheduleTree>,
+) -> reports::NativeCost {
+    let total = summary.native_instructions;
+    let all = (summary.instructions + total).max(1) as f64;
+    let (instructions_per_second, stop_overhead_ns) = match summary.native_method {
+        ptrace_runner::NativeCostMethod::CpuTime {
+            instructions_per_second,
+            stop_overhead_ns,
+            syscall_stop_overhead_ns,
+            page_fault_ns,
+        } => (
+            Some(instructions_per_second),
+            Some((stop_overhead_ns, syscall_stop_overhead_ns, page_fault_ns)),
+        ),
+        _ => (None, None),
+    };
+    let mut functions: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut tree_total = 0;
+    if let Some(tree) = tree {
+        for node in &tree.nodes {
+            if let NodeKind::Native { name } = node.kind {
+                let name = tree
+                    .native_names
+                    .get(name as usize)
+                    .cloned()
+                    .unwrap_or_default();
+                let f = functions.entry(name).or_default();
+                f.0 += node.native_calls;
+                f.1 += node.native_weight;
+                tree_total += node.native_weight;
+            }
+        }
+    }
+    // Shares of the run as the flame graph draws it.
+    let run_all = tree.map_or(all, |t| {
+        (t.total_weights()[ScheduleTree::ROOT] + tree_total).max(1) as f64
+    });
+    let mut functions: Vec<reports::NativeFunction> = functions
+        .into_iter()
+        .map(|(name, (calls, instructions))| reports::NativeFunction {
+            name,
+            calls,
+            instructions,
+            run_percent: 100.0 * instructions as f64 / run_all,
+        })
+        .collect();
+    functions.sort_by_key(|f| std::cmp::Reverse(f.instructions));
+    reports::NativeCost {
+        method: summary.native_method.as_str().to_string(),
+        instructions: total,
+        run_percent: 100.0 * total as f64 / all,
+        instructions_per_second,
+        stop_overhead_ns: stop_overhead_ns.map(|s| s.0),
+        syscall_stop_overhead_ns: stop_overhead_ns.map(|s| s.1),
+        page_fault_ns: stop_overhead_ns.map(|s| s.2),
+        functions,
+    }
+}
+
 /// One region of report.json.
 pub fn region_json(
     r: &RegionReport,
     tree: &ScheduleTree,
     naming: &Naming<'_>,
     bias: u64,
+    shares: &RunShares,
 ) -> Region {
     let fb = &r.feedback;
     // The loops along the hottest statement's path, outermost first.
@@ -117,6 +210,8 @@ pub fn region_json(
         function: function_of(tree, naming, r.root),
         location: loc_json(naming.node_location(tree, r.root)),
         ops_percent: r.ops_percent,
+        run_percent: shares.run_percent(r.root),
+        native_percent: shares.native_percent(r.root),
         interprocedural: r.interprocedural,
         affine_percent: r.affine_percent,
         loops,
@@ -149,72 +244,193 @@ pub fn region_json(
 }
 
 /// Flame-graph styles: regions with suggestions highlighted, non-affine regions and library
-/// calls greyed, each region's frames carrying its headline metrics as a tooltip.
+/// calls greyed; each region's frames carry the region's and their own loop's facts, native
+/// frames their calls and how they were measured.
 pub fn frame_styles(
     regions: &[Region],
     reports: &[RegionReport],
     tree: &ScheduleTree,
     naming: &Naming<'_>,
+    native: &reports::NativeCost,
 ) -> BTreeMap<String, FrameStyle> {
     let mut styles = BTreeMap::new();
-    for n in 0..tree.nodes.len() {
-        if let NodeKind::Func { entry, .. } = tree.nodes[n].kind {
-            if naming.import(entry).is_some() {
-                styles.insert(
-                    naming.frame(tree, n),
-                    FrameStyle {
-                        color: Some(GREY),
-                        tooltip: Some(format!(
-                            "{}: a library call run natively, opaque to the analysis",
-                            naming.frame(tree, n)
-                        )),
-                    },
-                );
-            }
-        }
-    }
     for (r, rep) in regions.iter().zip(reports) {
-        // Each kind once (two arrays to transpose are one "transpose_array").
-        let mut kinds: Vec<&str> = Vec::new();
-        for k in r.suggestions.iter().filter_map(|s| s["kind"].as_str()) {
-            if !kinds.contains(&k) {
-                kinds.push(k);
-            }
-        }
         let color = if r.affine_percent < 50.0 {
             GREY
-        } else if !kinds.is_empty() {
+        } else if !r.suggestions.is_empty() {
             HIGHLIGHT
         } else {
             (230, 160, 60)
         };
-        let m = &r.metrics;
-        let tooltip = format!(
-            "{} (region {}): {:.1}% of instructions, affine {:.0}%, parallel ops {:.0}%, SIMD ops {:.0}%, tile depth {}; {}",
-            naming.frame(tree, rep.root),
-            r.id,
-            r.ops_percent,
+        for (k, &n) in std::iter::once(&rep.root)
+            .chain(&rep.loop_nodes)
+            .enumerate()
+        {
+            let mut facts = Vec::new();
+            if k == 0 {
+                facts.extend(region_facts(r));
+            }
+            let id = format!("L{n}");
+            if let Some(l) = r.all_loops.iter().find(|l| l["id"] == id.as_str()) {
+                facts.push(loop_facts(&id, l));
+            }
+            // Its own suggestions: those naming this loop (the region's frame also gets those
+            // naming no loop, such as layout changes).
+            let mut kinds: Vec<&str> = Vec::new();
+            for s in &r.suggestions {
+                let loops = s["loops"].as_array();
+                let mine = loops.is_some_and(|ls| ls.iter().any(|x| x == id.as_str()))
+                    || (k == 0 && loops.is_none_or(|ls| ls.is_empty()));
+                if let Some(kind) = s["kind"].as_str().filter(|_| mine) {
+                    if !kinds.contains(&kind) {
+                        kinds.push(kind);
+                    }
+                }
+            }
+            if !kinds.is_empty() {
+                facts.push(format!("suggests {}", kinds.join(", ")));
+            } else if k == 0 {
+                facts.push(format!("no suggestion, see region {} in report.txt", r.id));
+            }
+            styles.entry(naming.frame(tree, n)).or_insert(FrameStyle {
+                color: Some(color),
+                facts,
+                unit: None,
+            });
+        }
+    }
+    // Native frames of one name (a function called from several contexts) share a title.
+    let mut natives: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for n in 0..tree.nodes.len() {
+        let node = &tree.nodes[n];
+        match node.kind {
+            NodeKind::Func { entry, .. } if naming.import(entry).is_some() => {
+                styles
+                    .entry(naming.frame(tree, n))
+                    .or_insert_with(|| FrameStyle {
+                        color: Some(GREY),
+                        facts: vec![
+                            "the way into a library call run natively, opaque to the analysis"
+                                .to_string(),
+                            "what the call cost is its [native] frame".to_string(),
+                        ],
+                        unit: None,
+                    });
+            }
+            NodeKind::Native { .. } => {
+                let e = natives.entry(naming.frame(tree, n)).or_default();
+                e.0 += node.native_calls;
+                e.1 += node.native_weight;
+            }
+            _ => {}
+        }
+    }
+    for (name, (calls, weight)) in natives {
+        styles.entry(name).or_insert_with(|| FrameStyle {
+            color: Some(GREY),
+            facts: vec![
+                format!(
+                    "{calls} call{} run natively, {} {} per call",
+                    if calls == 1 { "" } else { "s" },
+                    weight / calls.max(1),
+                    native.unit()
+                ),
+                native.how_brief(),
+            ],
+            unit: Some(native.unit().to_string()),
+        });
+    }
+    styles
+}
+
+/// A region's headline facts, for its outermost frame.
+fn region_facts(r: &Region) -> Vec<String> {
+    let m = &r.metrics;
+    vec![
+        format!(
+            "region {}: {:.1}% of traced instructions, {:.1}% of the run's time with native calls counted",
+            r.id, r.ops_percent, r.run_percent
+        ),
+        format!(
+            "affine {:.0}%, parallel ops {:.0}%, SIMD ops {:.0}%, tile depth {}",
             r.affine_percent,
             m["parallel_ops_percent"].as_f64().unwrap_or(0.0),
             m["simd_ops_percent"].as_f64().unwrap_or(0.0),
-            m["tile_depth"].as_u64().unwrap_or(0),
-            if kinds.is_empty() {
-                format!("no suggestion: {}", r.why_not.as_deref().unwrap_or("-"))
-            } else {
-                format!("suggests {}", kinds.join(", "))
-            }
-        );
-        for &n in std::iter::once(&rep.root).chain(&rep.loop_nodes) {
-            styles.insert(
-                naming.frame(tree, n),
-                FrameStyle {
-                    color: Some(color),
-                    tooltip: Some(tooltip.clone()),
-                },
-            );
-        }
+            m["tile_depth"].as_u64().unwrap_or(0)
+        ),
+    ]
+}
+
+/// One loop's facts: `L6: parallel, permutable, stride 0/1 100%`.
+fn loop_facts(id: &str, l: &Value) -> String {
+    format!(
+        "{id}: {}, {}, stride 0/1 {:.0}%",
+        if l["parallel"].as_bool() == Some(true) {
+            "parallel"
+        } else {
+            "not parallel"
+        },
+        if l["permutable"].as_bool() == Some(true) {
+            "permutable"
+        } else {
+            "not permutable"
+        },
+        l["stride01_percent"].as_f64().unwrap_or(0.0)
+    )
+}
+
+/// CPU time per native call below which the CPU-time meter's error dominates: each stop
+/// leaves the program's caches and TLB to refill after polyprof ran, about a microsecond per
+/// call on the virtual machines measured (a 120-instruction `strtol` came out near 0.9 µs).
+const SHORT_CALL_NS: f64 = 2_000.0;
+
+/// Warnings for native functions whose calls are too short for the CPU-time meter.
+pub fn native_warnings(native: &reports::NativeCost) -> Vec<String> {
+    let Some(rate) = native
+        .instructions_per_second
+        .filter(|_| native.method == "cpu_time")
+    else {
+        return Vec::new();
+    };
+    native
+        .functions
+        .iter()
+        .filter(|f| f.run_percent >= 1.0 && f.calls > 0)
+        .filter_map(|f| {
+            let ns = f.instructions as f64 / f.calls as f64 / rate as f64 * 1e9;
+            (ns < SHORT_CALL_NS).then(|| {
+                format!(
+                    "{} calls to {} took {:.2} µs of CPU time each on average, near the error of \
+                     the CPU-time meter (about 1 µs per call): their {:.1}% of the run's time is \
+                     overstated; a machine with hardware performance counters counts their \
+                     instructions exactly",
+                    f.calls,
+                    f.name,
+                    ns / 1e3,
+                    f.run_percent
+                )
+            })
+        })
+        .collect()
+}
+
+/// The line on native library calls: their share of the run's time and the costliest ones.
+pub fn native_summary(native: &reports::NativeCost) -> Option<String> {
+    if native.functions.is_empty() {
+        return None;
     }
-    styles
+    let top: Vec<String> = native
+        .functions
+        .iter()
+        .take(3)
+        .map(|f| format!("{} {:.1}%", f.name, f.run_percent))
+        .collect();
+    Some(format!(
+        "{:.1}% of the run's time in native library calls ({}; {})",
+        native.run_percent,
+        top.join(", "),
+        native.how_brief()
+    ))
 }
 
 /// The closing summary: the hottest regions and their headline suggestion.
@@ -238,8 +454,9 @@ pub fn summary(regions: &[Region]) -> Vec<String> {
                 .or_else(|| r.why_not.as_ref().map(|w| format!("no suggestion: {w}")))
                 .unwrap_or_default();
             format!(
-                "region {}{} in {} ({:.1}% of instructions): {}",
-                r.id, at, r.function, r.ops_percent, headline
+                "region {}{} in {} ({:.1}% of traced instructions; {:.1}% of the run's time, \
+                 native calls counted): {}",
+                r.id, at, r.function, r.ops_percent, r.run_percent, headline
             )
         })
         .collect()

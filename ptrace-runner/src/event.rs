@@ -142,9 +142,12 @@ pub enum Event<'a> {
     /// C runtime calls from inside `__libc_start_main` (its first `Insn` then follows directly).
     LibCall(&'a LibCall),
     /// The native call of the innermost `LibCall` returned to `pc`; `rax` is its return value.
+    /// `cost`: what the call cost natively, in instructions or instruction equivalents (see
+    /// [`crate::NativeCostMethod`]); it differs from run to run.
     LibReturn {
         pc: u64,
         rax: u64,
+        cost: u64,
     },
     Syscall(&'a Syscall),
     /// A signal was delivered to the program while it stood at `pc`.
@@ -202,7 +205,7 @@ pub enum OwnedEvent {
     Code { addr: u64, bytes: Vec<u8> },
     Insn(Insn),
     LibCall(LibCall),
-    LibReturn { pc: u64, rax: u64 },
+    LibReturn { pc: u64, rax: u64, cost: u64 },
     Syscall(Syscall),
     Signal { signo: i32, pc: u64 },
     Detach { pc: u64 },
@@ -218,7 +221,7 @@ impl From<&Event<'_>> for OwnedEvent {
             },
             Event::Insn(i) => OwnedEvent::Insn(i.clone()),
             Event::LibCall(c) => OwnedEvent::LibCall(c.clone()),
-            Event::LibReturn { pc, rax } => OwnedEvent::LibReturn { pc, rax },
+            Event::LibReturn { pc, rax, cost } => OwnedEvent::LibReturn { pc, rax, cost },
             Event::Syscall(s) => OwnedEvent::Syscall(*s),
             Event::Signal { signo, pc } => OwnedEvent::Signal { signo, pc },
             Event::Detach { pc } => OwnedEvent::Detach { pc },
@@ -234,7 +237,11 @@ impl OwnedEvent {
             OwnedEvent::Code { addr, bytes } => Event::Code { addr: *addr, bytes },
             OwnedEvent::Insn(i) => Event::Insn(i),
             OwnedEvent::LibCall(c) => Event::LibCall(c),
-            OwnedEvent::LibReturn { pc, rax } => Event::LibReturn { pc: *pc, rax: *rax },
+            OwnedEvent::LibReturn { pc, rax, cost } => Event::LibReturn {
+                pc: *pc,
+                rax: *rax,
+                cost: *cost,
+            },
             OwnedEvent::Syscall(s) => Event::Syscall(s),
             OwnedEvent::Signal { signo, pc } => Event::Signal {
                 signo: *signo,

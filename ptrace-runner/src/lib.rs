@@ -18,6 +18,7 @@ pub mod emu;
 pub mod event;
 pub mod libcall;
 pub mod mem;
+pub mod meter;
 pub mod ptrace;
 pub mod record;
 pub mod step;
@@ -27,6 +28,7 @@ pub use event::{
     AccessKind, Event, EventSink, ExitStatus, Insn, LibCall, MemAccess, NullSink, OwnedEvent,
     RegWrite, Syscall, Tee, Transfer, TransferKind, VecSink,
 };
+pub use meter::{MeterChoice, NativeCostMethod};
 pub use step::StepEngine;
 
 use std::ffi::OsString;
@@ -106,6 +108,9 @@ pub struct RunOptions {
     /// that interrupted it, and kills the program), tracing stops as soon as the program is
     /// gone, even inside a loop the emulator runs without a system call. Default: none.
     pub interrupt: Option<&'static std::sync::atomic::AtomicI32>,
+    /// How natively-run calls are measured. Default: the instruction counter when the kernel
+    /// grants it, else CPU time.
+    pub meter: MeterChoice,
 }
 
 impl RunOptions {
@@ -123,6 +128,7 @@ impl RunOptions {
             stderr: None,
             fixed_random: false,
             interrupt: None,
+            meter: MeterChoice::Best,
         }
     }
 }
@@ -147,6 +153,11 @@ pub struct RunSummary {
     pub load_bias: u64,
     /// Whether the start point was reached at all.
     pub started: bool,
+    /// How the cost of natively-run calls was measured.
+    pub native_method: NativeCostMethod,
+    /// What the natively-run calls that returned cost in all (the sum of the `cost` of the
+    /// `LibReturn` events), in instructions or instruction equivalents.
+    pub native_instructions: u64,
 }
 
 /// An execution engine: runs the program once and sends its events to a sink.

@@ -22,6 +22,22 @@ pub const MAX_BYTES: u64 = 64 << 10;
 #[derive(Clone, Copy, Debug)]
 pub struct Args(pub u64, pub u64, pub u64);
 
+/// What a call [`call`] performed would have cost natively, in instruction equivalents: 16
+/// instructions plus one per 8 bytes touched (glibc's SSE2 string and memory routines handle
+/// about 16 bytes in two instructions). An estimate: the engine performed the call, so no
+/// counter saw it run.
+pub fn estimated_cost(name: &str, a: Args, rax: u64) -> u64 {
+    let base = name.split('@').next().unwrap_or(name);
+    let bytes = match base {
+        "strlen" | "strnlen" => rax.saturating_add(1),
+        "strchr" if rax != 0 => rax.saturating_sub(a.0).saturating_add(1),
+        "memcpy" | "memmove" | "mempcpy" | "memset" => a.2,
+        "stpcpy" => rax.saturating_sub(a.0).saturating_add(1).saturating_mul(2),
+        _ => 0,
+    };
+    16 + bytes / 8
+}
+
 /// Performs library function `name` (an imported name, possibly versioned: `memcpy@GLIBC_2.14`)
 /// on `mem`; returns its result (rax), or `None` when it runs natively instead.
 pub fn call(mem: &mut PageCache, name: &str, a: Args) -> Option<u64> {

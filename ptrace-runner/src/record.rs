@@ -310,10 +310,11 @@ impl Encoder {
                 put_var(b, name.len() as u64);
                 b.extend_from_slice(name.as_bytes());
             }
-            Event::LibReturn { pc, rax } => {
+            Event::LibReturn { pc, rax, cost } => {
                 b.push(TAG_LIBRETURN);
                 put_var(b, pc);
                 put_var(b, rax);
+                put_var(b, cost);
                 self.model.next_pc = pc;
             }
             Event::Syscall(s) => {
@@ -819,8 +820,9 @@ impl<'a> Replay<'a> {
             TAG_LIBRETURN => {
                 let pc = self.var()?;
                 let rax = self.var()?;
+                let cost = self.var()?;
                 self.st.model.next_pc = pc;
-                Event::LibReturn { pc, rax }
+                Event::LibReturn { pc, rax, cost }
             }
             TAG_SYSCALL => {
                 self.st.sys.pc = self.var()?;
@@ -937,7 +939,11 @@ mod tests {
             return_to: 3,
             name: Some("puts".into()),
         }));
-        v.push(OwnedEvent::LibReturn { pc: 3, rax: 6 });
+        v.push(OwnedEvent::LibReturn {
+            pc: 3,
+            rax: 6,
+            cost: 123_456,
+        });
         v.push(OwnedEvent::Syscall(Syscall {
             pc: 9,
             nr: 1,

@@ -13,6 +13,7 @@
 
 use crate::decode::{DecodeCache, Decoded};
 use crate::event::{Event, EventSink, ExitStatus, Insn, LibCall, Syscall};
+use crate::meter::NativeMeter;
 use crate::ptrace::{self, Regs, Stop};
 use crate::{Engine, Error, RunOptions, RunSummary, StartAt};
 use libc::pid_t;
@@ -28,8 +29,9 @@ const SI_HANDLER_ENTRY: i32 = libc::SIGTRAP;
 /// Code outside traced code that the tracee runs natively, innermost last.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum NativeFrame {
-    /// A call into a library: comes back at `ret` with the stack pointer at `rsp`.
-    Call { ret: u64, rsp: u64 },
+    /// A call into a library: comes back at `ret` with the stack pointer at `rsp`; `cost`: the
+    /// meter's difference over the stretches it ran natively so far (in the meter's unit).
+    Call { ret: u64, rsp: u64, cost: u64 },
     /// Traced code was left some other way (a return into the C runtime, a signal handler
     /// in a library): it comes back after a system call, if ever.
     Out,
@@ -161,6 +163,12 @@ pub struct Runner<X: Executor> {
     pending_signal: i32,
     warnings: Vec<String>,
     untraced_threads: BTreeMap<&'static str, Vec<u64>>,
+    /// Measures what natively-run calls cost.
+    meter: NativeMeter,
+    /// The current native stretch, as metered.
+    stretch: Stretch,
+    /// What the returned native calls cost in all (instructions or equivalents).
+    native_instructions: u64,
     incomplete_addresses: bool,
     complete: bool,
     started: bool,
@@ -193,12 +201,16 @@ impl<X: Executor> Runner<X> {
             pending_signal: 0,
             warnings: Vec::new(),
             untraced_threads: BTreeMap::new(),
+            meter: crate::meter::NativeMeter::none(),
+            stretch: Stretch::default(),
+            native_instructions: 0,
             incomplete_addresses: false,
             complete: true,
             started: false,
             alive: true,
         };
         engine.attach_setup()?;
+        engine.meter = NativeMeter::open(pid, engine.opts.meter);
         Ok(engine)
     }
 
@@ -309,6 +321,9 @@ impl<X: Executor> Runner<X> {
                 Stop::Signal(libc::SIGTRAP)
                     if ptrace::hw_breakpoint_hit(pid).map_err(Error::trace("reading DR6"))? =>
                 {
+                    if let Some(next) = self.calibrate_meter(sink)? {
+                        return Ok(next);
+                    }
                     ptrace::set_hw_breakpoint(pid, None)
                         .map_err(Error::trace("clearing a hardware breakpoint"))?;
                     self.started = true;
@@ -327,6 +342,130 @@ impl<X: Executor> Runner<X> {
                 Stop::Killed(s) => return self.ended(sink, ExitStatus::Signal(s)),
             }
         }
+    }
+
+    /// Measures, for the CPU-time meter, what the kernel's work to stop and resume the tracee
+    /// costs it: every native call pays it, and it is no part of the call's cost. Standing on
+    /// the start breakpoint, the tracee is resumed as for a library call (PTRACE_SYSCALL) with
+    /// the resume flag cleared, so the breakpoint fires again before any instruction runs; then
+    /// it is made to run `getpid` from a `syscall` instruction of its libraries, to time the
+    /// pair of stops PTRACE_SYSCALL makes around a system call. Its registers are restored.
+    fn calibrate_meter(&mut self, sink: &mut dyn EventSink) -> Result<Option<Next>, Error> {
+        const RF: u64 = 1 << 16;
+        const TRIPS: usize = 31;
+        if !matches!(self.meter.method(), crate::NativeCostMethod::CpuTime { .. }) {
+            return Ok(None);
+        }
+        let pid = self.pid;
+        let saved = ptrace::get_regs(pid).map_err(Error::trace("GETREGS"))?;
+        let mut trap = saved;
+        trap.eflags &= !RF;
+        let mut traps = Vec::with_capacity(TRIPS);
+        let mut syscalls = Vec::with_capacity(TRIPS);
+        let mut ended = None;
+        'trips: {
+            for _ in 0..TRIPS {
+                match self.calibration_trip(sink, &trap, 1)? {
+                    Trip::Cost(c) => traps.push(c),
+                    Trip::GaveUp => break 'trips,
+                    Trip::Ended(next) => {
+                        ended = Some(next);
+                        break 'trips;
+                    }
+                }
+            }
+            let Some(at) = self.syscall_instruction() else {
+                break 'trips;
+            };
+            let mut call = saved;
+            call.rip = at;
+            call.rax = libc::SYS_getpid as u64;
+            for _ in 0..TRIPS {
+                match self.calibration_trip(sink, &call, 2)? {
+                    Trip::Cost(c) => syscalls.push(c),
+                    Trip::GaveUp => break 'trips,
+                    Trip::Ended(next) => {
+                        ended = Some(next);
+                        break 'trips;
+                    }
+                }
+            }
+        }
+        if ended.is_some() {
+            return Ok(ended);
+        }
+        ptrace::set_regs(pid, &saved).map_err(Error::trace("SETREGS"))?;
+        let median = |v: &mut Vec<u64>| {
+            v.sort_unstable();
+            v.get(v.len() / 2).copied()
+        };
+        let trap = median(&mut traps).unwrap_or(0);
+        // Without a syscall instruction to time, the breakpoint's figure stands for both.
+        let syscall = median(&mut syscalls).unwrap_or(trap);
+        self.meter.set_overheads(trap, syscall);
+        Ok(None)
+    }
+
+    /// Resumes the tracee from `regs` with PTRACE_SYSCALL until `stops` stops of the kind
+    /// calibration expects (the breakpoint, or a system call's entry and exit) and returns
+    /// what its CPU clock advanced up to the first: a resume and a stop, as a native stretch
+    /// pays them (the time from a system call's entry stop to its exit stop is not charged).
+    fn calibration_trip(
+        &mut self,
+        sink: &mut dyn EventSink,
+        regs: &Regs,
+        stops: usize,
+    ) -> Result<Trip, Error> {
+        let pid = self.pid;
+        ptrace::set_regs(pid, regs).map_err(Error::trace("SETREGS"))?;
+        let Some(before) = self.meter.read() else {
+            return Ok(Trip::GaveUp);
+        };
+        let mut first = None;
+        for _ in 0..stops {
+            ptrace::cont_syscall(pid, 0).map_err(Error::trace("PTRACE_SYSCALL"))?;
+            match ptrace::wait(pid).map_err(Error::trace("waitpid"))? {
+                Stop::Signal(libc::SIGTRAP)
+                    if stops == 1
+                        && ptrace::hw_breakpoint_hit(pid)
+                            .map_err(Error::trace("reading DR6"))? => {}
+                Stop::Syscall if stops == 2 => {}
+                Stop::Signal(s) => {
+                    // A signal came in between: it is delivered once tracing starts.
+                    self.pending_signal = self.forward_signal(s);
+                    return Ok(Trip::GaveUp);
+                }
+                Stop::Exited(c) => return Ok(Trip::Ended(self.ended(sink, ExitStatus::Code(c))?)),
+                Stop::Killed(s) => {
+                    return Ok(Trip::Ended(self.ended(sink, ExitStatus::Signal(s))?))
+                }
+                Stop::Syscall | Stop::Event(_) => return Ok(Trip::GaveUp),
+            }
+            if first.is_none() {
+                first = self.meter.read();
+            }
+        }
+        Ok(match first {
+            Some(after) => Trip::Cost(after.saturating_sub(before)),
+            None => Trip::GaveUp,
+        })
+    }
+
+    /// The address of a `syscall` instruction (bytes 0f 05) in the tracee's libraries or vDSO.
+    fn syscall_instruction(&self) -> Option<u64> {
+        let text = std::fs::read_to_string(format!("/proc/{}/maps", self.pid)).ok()?;
+        let maps = symbols::parse_proc_maps(&text);
+        let mut buf = vec![0u8; 1 << 16];
+        maps.iter()
+            .filter(|m| m.is_exec() && !self.in_traced(m.start))
+            .find_map(|m| {
+                let n = ptrace::read_memory(self.pid, m.start, &mut buf[..]);
+                let n = n.min((m.end - m.start) as usize);
+                buf[..n]
+                    .windows(2)
+                    .position(|w| w == [0x0f, 0x05])
+                    .map(|i| m.start + i as u64)
+            })
     }
 
     /// A signal arriving while the tracee runs natively before the start or after a detach:
@@ -670,6 +809,7 @@ impl<X: Executor> Runner<X> {
         self.frames.push(NativeFrame::Call {
             ret,
             rsp: regs.rsp.wrapping_add(8 * k + 8),
+            cost: 0,
         });
         // Name the call in the program's code, not the PLT stub that left it.
         let site = if self.last_call.1 == ret {
@@ -713,6 +853,8 @@ impl<X: Executor> Runner<X> {
             self.pending_plt = saved;
             return Ok(None);
         };
+        let args = crate::libcall::Args(regs.rdi, regs.rsi, regs.rdx);
+        let cost = crate::libcall::estimated_cost(&name, args, after.rax);
         let ret = after.rip;
         let site = if self.last_call.1 == ret {
             self.last_call.0
@@ -731,6 +873,7 @@ impl<X: Executor> Runner<X> {
             Event::LibReturn {
                 pc: ret,
                 rax: after.rax,
+                cost,
             },
         )?;
         Ok(Some(after))
@@ -757,8 +900,57 @@ impl<X: Executor> Runner<X> {
         })
     }
 
-    /// Runs natively until execution comes back to traced code.
+    /// Runs natively until execution comes back to traced code, metering the stretch.
     fn run_native(&mut self, sink: &mut dyn EventSink) -> Result<(Next, Option<Regs>), Error> {
+        self.stretch = Stretch {
+            mark: self.meter.read(),
+            faults: self.meter.faults(),
+            ..Stretch::default()
+        };
+        let r = self.run_native_unmetered(sink);
+        self.charge_native();
+        r
+    }
+
+    /// Charges what the tracee spent since the current native stretch began, less what the
+    /// kernel spent stopping and resuming it for polyprof, to the innermost pending library
+    /// call (code a library runs outside any call, such as the C runtime after `main`
+    /// returns, is charged to nothing).
+    fn charge_native(&mut self) {
+        let st = std::mem::take(&mut self.stretch);
+        let Some(mark) = st.mark else {
+            return;
+        };
+        let Some(now) = self.meter.read() else {
+            return;
+        };
+        // Each system call left one stop outside the time excluded (its entry stop and the
+        // resume after its exit stop); every other trip was a breakpoint or a single step.
+        let (trap, syscall) = self.meter.overheads();
+        let traps = st.trips.saturating_sub(2 * st.syscalls);
+        let stops = trap.saturating_mul(traps) + syscall.saturating_mul(st.syscalls);
+        let faults = st
+            .faults
+            .zip(self.meter.faults())
+            .map_or(0, |(a, b)| b.saturating_sub(a));
+        let spent = now
+            .saturating_sub(mark)
+            .saturating_sub(st.excluded)
+            .saturating_sub(stops)
+            .saturating_sub(self.meter.fault_cost(faults));
+        let call = self.frames.iter_mut().rev().find_map(|f| match f {
+            NativeFrame::Call { cost, .. } => Some(cost),
+            NativeFrame::Out => None,
+        });
+        if let Some(cost) = call {
+            *cost += spent;
+        }
+    }
+
+    fn run_native_unmetered(
+        &mut self,
+        sink: &mut dyn EventSink,
+    ) -> Result<(Next, Option<Regs>), Error> {
         let pid = self.pid;
         self.clear_stray_trap_flag();
         self.arm_innermost_call()?;
@@ -767,6 +959,7 @@ impl<X: Executor> Runner<X> {
             let sig = std::mem::take(&mut self.pending_signal);
             if sig != 0 {
                 // Deliver with a single step, to see whether a traced handler gets control.
+                self.stretch.trips += 1;
                 match self.step_once(sig, sink)? {
                     StepOutcome::HandlerEntered(regs) if self.in_traced(regs.rip) => {
                         return Ok((Next::Step, Some(regs)));
@@ -794,16 +987,18 @@ impl<X: Executor> Runner<X> {
                     ReturnCheck::Passed | ReturnCheck::NotOurs => {}
                 }
             }
+            self.stretch.trips += 1;
             ptrace::cont_syscall(pid, 0).map_err(Error::trace("PTRACE_SYSCALL"))?;
             match ptrace::wait(pid).map_err(Error::trace("waitpid"))? {
                 Stop::Syscall => {
+                    self.stretch.syscall_stop(&self.meter, in_syscall.is_none());
                     let regs = ptrace::get_regs(pid).map_err(Error::trace("GETREGS"))?;
                     match in_syscall.take() {
                         None => in_syscall = Some(regs),
                         Some(entry) => {
                             let pc = entry.rip.wrapping_sub(2);
                             self.emit_syscall(sink, pc, &entry, Some(regs.rax as i64), true)?;
-                            if self.frames.last() == Some(&NativeFrame::Out)
+                            if matches!(self.frames.last(), Some(NativeFrame::Out))
                                 && self.in_traced(regs.rip)
                             {
                                 self.frames.pop();
@@ -902,17 +1097,28 @@ impl<X: Executor> Runner<X> {
             self.callback_entry = None;
             return Ok(ReturnCheck::Back(regs));
         }
-        let here = NativeFrame::Call {
-            ret: regs.rip,
-            rsp: regs.rsp,
-        };
-        if let Some(i) = self.frames.iter().rposition(|f| *f == here) {
+        let here = self.frames.iter().rposition(|f| {
+            matches!(*f, NativeFrame::Call { ret, rsp, .. } if ret == regs.rip && rsp == regs.rsp)
+        });
+        if let Some(i) = here {
+            self.charge_native();
+            // Calls inside it that never returned (a longjmp out of them) are part of it.
+            let spent: u64 = self.frames[i..]
+                .iter()
+                .map(|f| match *f {
+                    NativeFrame::Call { cost, .. } => cost,
+                    NativeFrame::Out => 0,
+                })
+                .sum();
+            let cost = self.meter.instructions(spent);
+            self.native_instructions += cost;
             self.frames.truncate(i);
             Self::emit(
                 sink,
                 Event::LibReturn {
                     pc: regs.rip,
                     rax: regs.rax,
+                    cost,
                 },
             )?;
             return Ok(ReturnCheck::Back(regs));
@@ -920,6 +1126,7 @@ impl<X: Executor> Runner<X> {
         // The return address ran at another stack depth (code reached again from inside the
         // library): step over it with the breakpoints off, then re-arm.
         self.disarm()?;
+        self.stretch.trips += 1;
         match self.step_once(0, sink)? {
             StepOutcome::Ended(status) => return Ok(ReturnCheck::Ended(self.ended(sink, status)?)),
             StepOutcome::Exec => return Ok(ReturnCheck::Ended(self.detach(sink, 0)?)),
@@ -955,6 +1162,49 @@ impl<X: Executor> Runner<X> {
         }
         w
     }
+}
+
+/// A stretch of native execution, as the meter sees it. The kernel's work inside the system
+/// calls natively-run code makes is excluded (so that, like the instruction counter, the meter
+/// measures user-space work), and so are the work of the stops polyprof causes and the page
+/// faults the code takes.
+#[derive(Default)]
+struct Stretch {
+    /// The meter's reading when the stretch began.
+    mark: Option<u64>,
+    /// The page faults counted by then.
+    faults: Option<u64>,
+    /// Times the tracee was resumed and stopped again since.
+    trips: u64,
+    /// System calls made (entry and exit seen).
+    syscalls: u64,
+    /// The meter's reading at the entry of the system call under way.
+    syscall_entry: Option<u64>,
+    /// The meter's advance inside system calls, from their entry stop to their exit stop.
+    excluded: u64,
+}
+
+impl Stretch {
+    /// The tracee stopped at a system call's entry (`entry`) or exit.
+    fn syscall_stop(&mut self, meter: &NativeMeter, entry: bool) {
+        let now = meter.read();
+        if entry {
+            self.syscall_entry = now;
+        } else if let (Some(from), Some(to)) = (self.syscall_entry.take(), now) {
+            self.syscalls += 1;
+            self.excluded += to.saturating_sub(from);
+        }
+    }
+}
+
+/// How one calibration round trip went.
+enum Trip {
+    /// What the tracee's CPU clock advanced (nanoseconds).
+    Cost(u64),
+    /// Something else happened (a signal): calibration stops there.
+    GaveUp,
+    /// The program ended.
+    Ended(Next),
 }
 
 // Short-lived return value; boxing the register file would only add an allocation.
@@ -1010,6 +1260,8 @@ impl<X: Executor> Engine for Runner<X> {
             warnings: self.warnings(),
             load_bias: self.bias,
             started: self.started,
+            native_method: self.meter.method(),
+            native_instructions: self.native_instructions,
         })
     }
 }

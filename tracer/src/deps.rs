@@ -798,7 +798,7 @@ impl DepTracker {
                 self.code.insert(addr, u);
             }
             Event::LibCall(c) => self.lib_call(c, out),
-            Event::LibReturn { pc, rax } => self.lib_return(pc, rax, out),
+            Event::LibReturn { pc, rax, .. } => self.lib_return(pc, rax, out),
             Event::Syscall(s) => self.syscall(s),
             _ => {}
         }
@@ -1447,7 +1447,11 @@ mod tests {
             };
             self.event(&Event::LibCall(&c));
             inside(self);
-            self.event(&Event::LibReturn { pc: CALL + 5, rax });
+            self.event(&Event::LibReturn {
+                pc: CALL + 5,
+                rax,
+                cost: 0,
+            });
         }
 
         fn call(&mut self, coords: &[u64], name: &str, rax: u64) {

@@ -113,11 +113,14 @@ impl<'a> Naming<'a> {
                 let f = *self.structure.components[component].headers.first()?;
                 self.location(self.structure.funcs[f].entry)
             }
+            // Where the call is: its context's location (the call site, for a PLT stub).
+            NodeKind::Native { .. } => self.node_location(tree, tree.nodes[n].parent?),
         }
     }
 
     /// The frame name of a node, as REPORT.md specifies: a function's name, `loop <file>:<line>`,
-    /// `call <name>` for a library call; `recursion <function>` for a recursive loop.
+    /// `call <name>` for a library call; `recursion <function>` for a recursive loop;
+    /// `call <name> [native]` for what natively-run calls cost.
     pub fn frame(&self, tree: &ScheduleTree, n: NodeId) -> String {
         match tree.nodes[n].kind {
             NodeKind::Root => "all".to_string(),
@@ -141,14 +144,22 @@ impl<'a> Naming<'a> {
                     .collect();
                 format!("recursion {}", names.join(","))
             }
+            NodeKind::Native { name } => format!(
+                "call {} [native]",
+                tree.native_names
+                    .get(name as usize)
+                    .map_or("?", String::as_str)
+            ),
         }
     }
 
-    /// The folded stacks (`frame;frame;... count`), one line per distinct stack, sorted.
+    /// The folded stacks (`frame;frame;... count`), one line per distinct stack, sorted. The
+    /// count is traced instructions, and for `[native]` frames what the native calls cost.
     pub fn folded(&self, tree: &ScheduleTree) -> Vec<String> {
         let mut stacks: std::collections::BTreeMap<String, u64> = Default::default();
         for (n, node) in tree.nodes.iter().enumerate() {
-            if node.self_weight == 0 {
+            let weight = node.self_weight + node.native_weight;
+            if weight == 0 {
                 continue;
             }
             let names: Vec<String> = tree
@@ -159,7 +170,7 @@ impl<'a> Naming<'a> {
             if names.is_empty() {
                 continue;
             }
-            *stacks.entry(names.join(";")).or_default() += node.self_weight;
+            *stacks.entry(names.join(";")).or_default() += weight;
         }
         stacks
             .into_iter()

@@ -35,6 +35,11 @@ pub enum NodeKind {
     Recursion {
         component: usize,
     },
+    /// Library calls run natively from the parent context, to the function named
+    /// `ScheduleTree::native_names[name]`: their measured cost is the node's `native_weight`.
+    Native {
+        name: u32,
+    },
 }
 
 /// A node of the dynamic schedule tree.
@@ -44,6 +49,11 @@ pub struct TreeNode {
     pub parent: Option<NodeId>,
     /// Dynamic instructions executed directly in this context.
     pub self_weight: u64,
+    /// What the native calls of this context cost, in instructions or instruction equivalents
+    /// (only `Native` nodes have any).
+    pub native_weight: u64,
+    /// Native calls that returned to this context (only `Native` nodes have any).
+    pub native_calls: u64,
     /// Number of loop dimensions from the root to this node (its coordinates' length).
     pub depth: usize,
     /// Index of the traced instruction that first entered this node.
@@ -57,6 +67,8 @@ pub struct ScheduleTree {
     children: HashMap<(NodeId, NodeKind), NodeId>,
     /// Instructions seen so far (the clock of `TreeNode::first`).
     pub instructions: u64,
+    /// Names of the natively-run functions (`NodeKind::Native`), without symbol versions.
+    pub native_names: Vec<String>,
 }
 
 impl Default for ScheduleTree {
@@ -66,11 +78,14 @@ impl Default for ScheduleTree {
                 kind: NodeKind::Root,
                 parent: None,
                 self_weight: 0,
+                native_weight: 0,
+                native_calls: 0,
                 depth: 0,
                 first: 0,
             }],
             children: HashMap::default(),
             instructions: 0,
+            native_names: Vec::new(),
         }
     }
 }
@@ -92,6 +107,8 @@ impl ScheduleTree {
             kind: kind.clone(),
             parent: Some(parent),
             self_weight: 0,
+            native_weight: 0,
+            native_calls: 0,
             depth,
             first: self.instructions,
         });
@@ -110,9 +127,24 @@ impl ScheduleTree {
         p
     }
 
-    /// Total weight of each node (its own plus its descendants').
+    /// Total weight of each node (its own plus its descendants'): traced instructions only.
     pub fn total_weights(&self) -> Vec<u64> {
-        let mut total: Vec<u64> = self.nodes.iter().map(|n| n.self_weight).collect();
+        self.sum_up(|n| n.self_weight)
+    }
+
+    /// Total weight of each node counting what native calls cost too: the run's time, in
+    /// instructions and instruction equivalents.
+    pub fn total_run_weights(&self) -> Vec<u64> {
+        self.sum_up(|n| n.self_weight + n.native_weight)
+    }
+
+    /// Total cost of native calls under each node.
+    pub fn total_native_weights(&self) -> Vec<u64> {
+        self.sum_up(|n| n.native_weight)
+    }
+
+    fn sum_up(&self, weight: impl Fn(&TreeNode) -> u64) -> Vec<u64> {
+        let mut total: Vec<u64> = self.nodes.iter().map(weight).collect();
         // Children always have larger ids than their parents.
         for n in (1..self.nodes.len()).rev() {
             if let Some(p) = self.nodes[n].parent {
@@ -160,6 +192,8 @@ impl ScheduleTree {
                         .copied()
                         .unwrap_or(u32::MAX / 2)
                 }
+                // Native calls are leaves: no instruction runs under them.
+                NodeKind::Native { .. } => 0,
                 // A recursive loop is entered by the call that follows it on the path.
                 NodeKind::Recursion { .. } => match path.get(i + 1).map(|&c| &self.nodes[c].kind) {
                     Some(NodeKind::Func { site, .. }) => 2 * rank(func, *site) + 1,
@@ -180,6 +214,25 @@ impl ScheduleTree {
             level.push(2 * rank(func, pc));
         }
         levels
+    }
+
+    /// Charges a native call to `name` from context `parent` what it cost.
+    fn native_call(&mut self, parent: NodeId, name: u32, cost: u64) {
+        let n = self.child(parent, NodeKind::Native { name });
+        self.nodes[n].native_weight += cost;
+        self.nodes[n].native_calls += 1;
+    }
+
+    fn native_name(&mut self, name: &str) -> u32 {
+        // Few distinct names per run: a linear search is enough.
+        let name = name.split('@').next().unwrap_or(name);
+        match self.native_names.iter().position(|n| n == name) {
+            Some(i) => i as u32,
+            None => {
+                self.native_names.push(name.to_string());
+                (self.native_names.len() - 1) as u32
+            }
+        }
     }
 
     /// Whether `n` is `ancestor` or below it.
@@ -248,6 +301,9 @@ pub struct Scheduler<'s> {
     path: Vec<Elem>,
     coords: Vec<u64>,
     comps: Vec<CompState>,
+    /// Native calls under way, innermost last: (the context that made it, where it returns,
+    /// the callee's name).
+    native: Vec<(NodeId, u64, u32)>,
 }
 
 impl<'s> Scheduler<'s> {
@@ -260,6 +316,7 @@ impl<'s> Scheduler<'s> {
             path: Vec::new(),
             coords: Vec::new(),
             comps: vec![CompState::default(); s.components.len()],
+            native: Vec::new(),
         }
     }
 
@@ -470,6 +527,25 @@ impl Scheduler<'_> {
     pub fn process(&mut self, ev: &Event<'_>, on_step: &mut dyn FnMut(&Step<'_>)) {
         let mut actions = std::mem::take(&mut self.actions);
         let Event::Insn(insn) = ev else {
+            match *ev {
+                Event::LibCall(c) => {
+                    let name = match &c.name {
+                        Some(n) => self.tree.native_name(n),
+                        None => self.tree.native_name(&format!("{:#x}", c.target)),
+                    };
+                    self.native.push((self.cur(), c.return_to, name));
+                }
+                Event::LibReturn { pc, cost, .. } => {
+                    // Calls that never returned (left by a longjmp) end with the one that did,
+                    // which the runner charged for them.
+                    if let Some(i) = self.native.iter().rposition(|c| c.1 == pc) {
+                        let (parent, _, name) = self.native[i];
+                        self.native.truncate(i);
+                        self.tree.native_call(parent, name, cost);
+                    }
+                }
+                _ => {}
+            }
             self.walker.other_event(ev, &mut actions);
             for a in &actions {
                 if let Action::Leave { func, depth } = *a {
