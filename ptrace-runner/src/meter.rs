@@ -74,6 +74,9 @@ pub struct NativeMeter {
     /// What the kernel's work for one stop costs the tracee, in the meter's unit: at a
     /// breakpoint or single step, at a system call's entry or exit.
     overheads: (u64, u64),
+    /// The kernel refused the instruction counter for want of permission (rather than for
+    /// want of a counter).
+    counter_refused: bool,
 }
 
 // `struct perf_event_attr` up to `config1` (PERF_ATTR_SIZE_VER0): the fields used here.
@@ -258,15 +261,21 @@ fn add_chain(iterations: u64) {
 impl NativeMeter {
     /// A meter of process `pid` (its main thread for the instruction counter).
     pub fn open(pid: pid_t, choice: MeterChoice) -> NativeMeter {
+        let mut counter_refused = false;
         if choice == MeterChoice::Best {
-            if let Ok(fd) = perf_counter(pid, PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS) {
-                if read_counter(&fd).is_some() {
+            match perf_counter(pid, PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS) {
+                Ok(fd) if read_counter(&fd).is_some() => {
                     return NativeMeter {
                         source: Source::Counter(fd),
                         faults: None,
                         method: NativeCostMethod::Instructions,
                         overheads: (0, 0),
+                        counter_refused,
                     };
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    counter_refused = matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM))
                 }
             }
         }
@@ -283,6 +292,7 @@ impl NativeMeter {
             return NativeMeter {
                 source: Source::Clock(clock),
                 faults,
+                counter_refused,
                 method: NativeCostMethod::CpuTime {
                     instructions_per_second: cycles_per_second(),
                     stop_overhead_ns: 0,
@@ -292,7 +302,15 @@ impl NativeMeter {
                 overheads: (0, 0),
             };
         }
-        NativeMeter::none()
+        NativeMeter {
+            counter_refused,
+            ..NativeMeter::none()
+        }
+    }
+
+    /// Whether the kernel refused the instruction counter for want of permission.
+    pub fn counter_refused(&self) -> bool {
+        self.counter_refused
     }
 
     /// A meter that measures nothing (engines driven without a process, tests).
@@ -302,6 +320,7 @@ impl NativeMeter {
             faults: None,
             method: NativeCostMethod::Unmeasured,
             overheads: (0, 0),
+            counter_refused: false,
         }
     }
 

@@ -211,6 +211,17 @@ impl<X: Executor> Runner<X> {
         };
         engine.attach_setup()?;
         engine.meter = NativeMeter::open(pid, engine.opts.meter);
+        if engine.meter.counter_refused() {
+            let level = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "?".to_string());
+            engine.warnings.push(format!(
+                "the kernel refused a counter of the program's instructions \
+                 (kernel.perf_event_paranoid is {level}): library calls run natively are \
+                 charged their CPU time instead; `sudo sysctl kernel.perf_event_paranoid=2` \
+                 lets polyprof count their instructions"
+            ));
+        }
         Ok(engine)
     }
 

@@ -351,10 +351,8 @@ fn native_library_calls_weigh_what_they_cost() {
     let qsort = weight(";call qsort;call qsort [native]");
     let memcpy = weight(";call memcpy;call memcpy [native]");
     assert!(qsort > 2 * traced, "qsort weighs {qsort}: {stacks:?}");
-    assert!(
-        memcpy > 0 && memcpy < qsort,
-        "memcpy weighs {memcpy}: {stacks:?}"
-    );
+    // 16 KiB copies take microseconds: with the CPU-time meter, near its error.
+    assert!(memcpy < qsort, "memcpy weighs {memcpy}: {stacks:?}");
 
     let q = function(native, "qsort");
     assert_eq!(q["calls"], 8, "{native:#}");

@@ -29,11 +29,27 @@ fn analyze(k: &Kernel, t: &Traced) -> Analyzed {
     }
 }
 
+/// The stacks of the folded lines, but for `[native]` frames: those show what native calls
+/// cost, as measured, and a call measured at nothing has none.
 fn stacks(folded: &[String]) -> BTreeSet<String> {
     folded
         .iter()
         .map(|l| l.rsplit_once(' ').expect("folded line").0.to_string())
+        .filter(|s| !s.ends_with(" [native]"))
         .collect()
+}
+
+/// Total widths of the `[native]` stacks and of the others.
+fn widths<S: AsRef<str>>(folded: &[S]) -> (u64, u64) {
+    folded.iter().fold((0, 0), |(n, t), l| {
+        let (stack, w) = l.as_ref().rsplit_once(' ').expect("folded line");
+        let w: u64 = w.parse().expect("a width");
+        if stack.ends_with(" [native]") {
+            (n + w, t)
+        } else {
+            (n, t + w)
+        }
+    })
 }
 
 fn loop_frames(folded: &[String]) -> BTreeSet<String> {
@@ -56,13 +72,11 @@ fn two_dimensional_nest_gives_two_nested_loop_frames() {
         "no stack {want} in {:#?}",
         a.folded
     );
-    // Widths add up to the traced instructions.
-    let total: u64 = a
-        .folded
-        .iter()
-        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
-        .sum();
-    assert_eq!(total, t.summary.instructions);
+    // Widths add up to the traced instructions, and to what the native calls cost in their
+    // `[native]` frames.
+    let (native, traced) = widths(&a.folded);
+    assert_eq!(traced, t.summary.instructions);
+    assert_eq!(native, t.summary.native_instructions);
     assert_eq!(a.analysis.tree.max_depth(), 2);
 }
 
@@ -239,11 +253,13 @@ fn cli_writes_the_flame_graph_and_folded_stacks() {
     assert_eq!(run.output.code(), 0, "{}", run.output.stderr);
     let report = run.report();
     let folded = std::fs::read_to_string(run.out.join("stacks.folded")).unwrap();
-    let total: u64 = folded
-        .lines()
-        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
-        .sum();
-    assert_eq!(Some(total), report["trace"]["instructions"].as_u64());
+    let lines: Vec<&str> = folded.lines().collect();
+    let (native, traced) = widths(&lines);
+    assert_eq!(Some(traced), report["trace"]["instructions"].as_u64());
+    assert_eq!(
+        Some(native),
+        report["trace"]["native_cost"]["instructions"].as_u64()
+    );
     assert!(
         folded.lines().any(|l| l.starts_with("main;call printf ")),
         "{folded}"
