@@ -17,21 +17,8 @@ use ptrace_runner::{Engine, NullSink, RunOptions, StartAt, StepEngine};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-fn main_start(exe: &Path) -> Result<StartAt> {
-    let elf = symbols::ElfFile::open(exe)?;
-    let addr = elf.symbol_address("main").context("no main symbol")?;
-    Ok(StartAt::Address {
-        addr,
-        name: "main".into(),
-    })
-}
-
 fn options(exe: &Path, steps: &str) -> Result<RunOptions> {
-    Ok(RunOptions::new(
-        exe.to_path_buf(),
-        vec![steps.into()],
-        main_start(exe)?,
-    ))
+    bench::main_options(exe, &[steps])
 }
 
 /// The bare loop: run natively to `main` like the engine does, then PTRACE_SINGLESTEP +

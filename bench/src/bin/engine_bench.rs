@@ -12,24 +12,16 @@
 //! The valgrind tools run the whole program (dynamic loader and libc start-up included), polyprof
 //! traces from `main`: each rate divides the instructions that tool processed by its own time.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use ptrace_runner::record::Recorder;
-use ptrace_runner::{EmulateEngine, Engine, NullSink, RunOptions, StartAt, StepEngine};
+use ptrace_runner::{EmulateEngine, Engine, NullSink, RunOptions, StepEngine};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-fn options(exe: &Path, steps: &str) -> Result<RunOptions> {
-    let elf = symbols::ElfFile::open(exe)?;
-    let addr = elf.symbol_address("main").context("no main symbol")?;
-    let mut o = RunOptions::new(
-        exe.to_path_buf(),
-        vec![steps.into()],
-        StartAt::Address {
-            addr,
-            name: "main".into(),
-        },
-    );
+/// `exe steps` from `main`, its output discarded.
+fn main_options(exe: &Path, steps: &str) -> Result<RunOptions> {
+    let mut o = bench::main_options(exe, &[steps])?;
     o.stdout = Some(PathBuf::from("/dev/null"));
     Ok(o)
 }
@@ -53,16 +45,6 @@ fn valgrind(tool_args: &[&str], exe: &Path, steps: &str) -> Option<f64> {
     status.success().then(|| t0.elapsed().as_secs_f64())
 }
 
-/// Total instructions (`Ir`) from a callgrind output file.
-fn callgrind_total(path: &Path) -> Option<u64> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("summary:"))
-        .or_else(|| text.lines().find(|l| l.starts_with("totals:")))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let steps = args.first().cloned().unwrap_or_else(|| "2500".into());
@@ -73,7 +55,7 @@ fn main() -> Result<()> {
 
     // emulate, end to end through the recording.
     let t0 = Instant::now();
-    let mut engine = EmulateEngine::launch(options(&exe, &steps)?)?;
+    let mut engine = EmulateEngine::launch(main_options(&exe, &steps)?)?;
     let mut rec = Recorder::new_temp(None)?;
     let s = engine.run(&mut rec)?;
     let recording = rec.finish()?;
@@ -105,13 +87,13 @@ fn main() -> Result<()> {
 
     // emulate into a null sink: the engine alone.
     let t0 = Instant::now();
-    let mut engine = EmulateEngine::launch(options(&exe, &steps)?)?;
+    let mut engine = EmulateEngine::launch(main_options(&exe, &steps)?)?;
     let s_null = engine.run(&mut NullSink)?;
     let null_secs = t0.elapsed().as_secs_f64();
     drop(engine);
 
     // step, on a prefix.
-    let mut o = options(&exe, &steps)?;
+    let mut o = main_options(&exe, &steps)?;
     o.max_instructions = Some(prefix);
     let t0 = Instant::now();
     let mut engine = StepEngine::launch(o)?;
@@ -124,7 +106,7 @@ fn main() -> Result<()> {
     let cg_out = dir.path().join("callgrind.out");
     let cg_arg = format!("--callgrind-out-file={}", cg_out.display());
     let cg_secs = valgrind(&["--tool=callgrind", &cg_arg], &exe, &steps);
-    let cg_total = callgrind_total(&cg_out);
+    let cg_total = bench::callgrind_total(&cg_out);
     let lk_secs = valgrind(
         &["--tool=lackey", "--trace-mem=yes", "--log-file=/dev/null"],
         &exe,

@@ -8,41 +8,18 @@
 //! long calls, overstated for calls of a few microseconds. Usage:
 //! `cargo run --release -p bench --bin native_bench`
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use ptrace_runner::record::Recorder;
-use ptrace_runner::{EmulateEngine, Engine, RunOptions, StartAt};
+use ptrace_runner::{EmulateEngine, Engine};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use tracer::{NodeKind, ScheduleTree};
-
-fn compile(dir: &Path) -> Result<PathBuf> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/kernels/native_sort.c");
-    let out = dir.join("native_sort");
-    let status = Command::new("cc")
-        .args(["-O2", "-g", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .context("running cc")?;
-    if !status.success() {
-        bail!("cc failed on {}", src.display());
-    }
-    Ok(out)
-}
 
 /// polyprof's figures: (method, qsort's share, all native calls' share, mean µs per qsort call
 /// when timed).
 fn polyprof(exe: &Path, args: &[&str]) -> Result<(String, f64, f64, Option<f64>)> {
     let elf = symbols::ElfFile::open(exe)?;
-    let addr = elf.symbol_address("main").context("no main symbol")?;
-    let mut o = RunOptions::new(
-        exe.to_path_buf(),
-        args.iter().map(Into::into).collect(),
-        StartAt::Address {
-            addr,
-            name: "main".into(),
-        },
-    );
+    let mut o = bench::main_options(exe, args)?;
     o.stdout = Some(PathBuf::from("/dev/null"));
     let mut engine = EmulateEngine::launch(o)?;
     let mut rec = Recorder::new_temp(None)?;
@@ -119,7 +96,12 @@ fn callgrind(exe: &Path, args: &[&str], dir: &Path) -> Option<(f64, f64)> {
 
 fn main() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let exe = compile(dir.path())?;
+    let exe = dir.path().join("native_sort");
+    bench::compile_c(
+        &bench::kernel("../../tests/kernels/native_sort.c"),
+        &exe,
+        &["-O2", "-g"],
+    )?;
     println!("native library calls: polyprof against callgrind, tests/kernels/native_sort.c -O2");
     println!(
         "{:<14} {:>13} {:>15} {:>6} {:>13} {:>15} {:>12}  method",

@@ -19,22 +19,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-/// The polyprof binary built beside this one.
-fn polyprof_binary() -> Result<PathBuf> {
-    let me = std::env::current_exe()?;
-    let p = me
-        .parent()
-        .context("no directory for the benchmark binary")?
-        .join("polyprof");
-    if !p.exists() {
-        bail!(
-            "{} is missing: run `cargo build --release -p polyprof` first (`make bench` does)",
-            p.display()
-        );
-    }
-    Ok(p)
-}
-
 /// What one run of a command cost.
 #[derive(Clone, Copy, Debug)]
 struct Cost {
@@ -124,47 +108,10 @@ fn polyprof(bin: &Path, exe: &Path, args: &[&str], dir: &Path, repeats: usize) -
     })
 }
 
-fn compile(src: &str, dir: &Path, name: &str, flags: &[&str]) -> Result<PathBuf> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("kernels")
-        .join(src);
-    let out = dir.join(name);
-    let status = Command::new("cc")
-        .args(flags)
-        .arg("-o")
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .context("running cc")?;
-    if !status.success() {
-        bail!("cc failed on {}", src.display());
-    }
-    Ok(out)
-}
-
-/// Total instructions (`Ir`) from a callgrind output file.
-fn callgrind_total(path: &Path) -> Option<u64> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("summary:"))
-        .or_else(|| text.lines().find(|l| l.starts_with("totals:")))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
 /// Bytes per instruction of the event recording of `exe steps` (emulate engine).
 fn recording_bytes(exe: &Path, steps: &str) -> Result<f64> {
-    use ptrace_runner::{EmulateEngine, Engine, RunOptions, StartAt};
-    let elf = symbols::ElfFile::open(exe)?;
-    let addr = elf.symbol_address("main").context("no main symbol")?;
-    let mut o = RunOptions::new(
-        exe.to_path_buf(),
-        vec![steps.into()],
-        StartAt::Address {
-            addr,
-            name: "main".into(),
-        },
-    );
+    use ptrace_runner::{EmulateEngine, Engine};
+    let mut o = bench::main_options(exe, &[steps])?;
     o.stdout = Some(PathBuf::from("/dev/null"));
     let mut engine = EmulateEngine::launch(o)?;
     let mut rec = ptrace_runner::record::Recorder::new_temp(None)?;
@@ -177,13 +124,13 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let steps: u64 = args.first().and_then(|s| s.parse().ok()).unwrap_or(500);
     let repeats: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3).max(1);
-    let bin = polyprof_binary()?;
+    let bin = bench::polyprof_binary()?;
     let dir = tempfile::tempdir()?;
     let exe = bench::compile_bench_loop(dir.path())?;
-    let calls = compile(
-        "calls.c",
-        dir.path(),
-        "calls",
+    let calls = dir.path().join("calls");
+    bench::compile_c(
+        &bench::kernel("calls.c"),
+        &calls,
         &["-O1", "-g", "-fno-builtin"],
     )?;
     println!(
@@ -228,7 +175,7 @@ fn main() -> Result<()> {
             .arg(&exe)
             .arg(&long),
     );
-    let cg_total = callgrind_total(&cg_out);
+    let cg_total = bench::callgrind_total(&cg_out);
     let lk = measure(
         Command::new("valgrind")
             .args(["--tool=lackey", "--trace-mem=yes", "--log-file=/dev/null"])

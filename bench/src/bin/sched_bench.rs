@@ -1,39 +1,15 @@
 //! The scheduler's benchmark: how long isl takes per region, and which scheduler answered,
 //! on the triangular nests of PolyBench's shapes (trmm, lu, nussinov) at the test sizes and
 //! at PolyBench's SMALL-like sizes, compiled at -O0 and -O2. Runs the release polyprof binary
-//! (built first if missing) and reads report.json.
+//! and reads report.json.
 //!
-//! Usage: `cargo run --release -p bench --bin sched_bench`
+//! Usage: `cargo build --release -p polyprof && cargo run --release -p bench --bin sched_bench`
 
 use anyhow::{bail, Context, Result};
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The workspace root (this file is bench/src/bin/sched_bench.rs).
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default()
-}
-
-fn polyprof() -> Result<PathBuf> {
-    let bin = root().join("target/release/polyprof");
-    if !bin.exists() {
-        let ok = Command::new("cargo")
-            .args(["build", "--release", "-p", "polyprof"])
-            .current_dir(root())
-            .status()?
-            .success();
-        if !ok {
-            bail!("building polyprof failed");
-        }
-    }
-    Ok(bin)
-}
-
 fn main() -> Result<()> {
-    let bin = polyprof()?;
+    let bin = bench::polyprof_binary()?;
     let dir = tempfile::tempdir()?;
     let kernels: [(&str, &[&str]); 6] = [
         ("sched_trmm", &[]),
@@ -50,19 +26,11 @@ fn main() -> Result<()> {
     );
     for (name, defs) in kernels {
         for opt in ["-O0", "-O2"] {
-            let src = root().join(format!("tests/kernels/{name}.c"));
+            let src = bench::kernel(&format!("../../tests/kernels/{name}.c"));
             let exe = dir.path().join(format!("{name}{}{opt}", defs.join("")));
-            let ok = Command::new("cc")
-                .args(["-g", opt])
-                .args(defs)
-                .arg("-o")
-                .arg(&exe)
-                .arg(&src)
-                .status()?
-                .success();
-            if !ok {
-                bail!("compiling {}", src.display());
-            }
+            let mut flags = vec!["-g", opt];
+            flags.extend_from_slice(defs);
+            bench::compile_c(&src, &exe, &flags)?;
             let out = exe.with_extension("out");
             let run = Command::new(&bin).arg("-o").arg(&out).arg(&exe).output()?;
             if !run.status.success() {
