@@ -417,9 +417,8 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             &cx,
             &mut fb,
             &maps,
-            false,
-            &chain,
             SuggestionKind::Skew,
+            &chain,
             text,
             Vec::new(),
         )?;
@@ -438,9 +437,8 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             &cx,
             &mut fb,
             &maps,
-            true,
-            &tiled,
             SuggestionKind::Tile,
+            &tiled,
             text,
             sizes,
         )?;
@@ -474,39 +472,31 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         Tree::Band { .. } => 1,
         Tree::Leaf => 0,
     };
-    if components_before >= 2 && components_after < components_before && components_after > 0 {
-        let outer: Vec<usize> = before.keys().flatten().copied().collect();
-        let text =
-            format!(
-            "Fuse the loops {} into {} nest(s): the dependences allow it and it improves locality.",
-            outer.iter().map(|&l| label(l)).collect::<Vec<_>>().join(", "),
-            components_after
-        );
-        from_schedule(
-            &cx,
-            &mut fb,
-            &maps,
-            false,
-            &outer,
+    let outer: Vec<usize> = before.keys().flatten().copied().collect();
+    let restructure = if components_before >= 2
+        && components_after < components_before
+        && components_after > 0
+    {
+        Some((
             SuggestionKind::Fuse,
-            text,
-            Vec::new(),
-        )?;
+            format!(
+                "Fuse the loops {} into {} nest(s): the dependences allow it and it improves locality.",
+                outer.iter().map(|&l| label(l)).collect::<Vec<_>>().join(", "),
+                components_after
+            ),
+        ))
     } else if components_after > components_before && components_before >= 1 {
-        let outer: Vec<usize> = before.keys().flatten().copied().collect();
-        let text = format!(
-            "Distribute the loop nest into {components_after} nests so that each can be optimised on its own."
-        );
-        from_schedule(
-            &cx,
-            &mut fb,
-            &maps,
-            false,
-            &outer,
+        Some((
             SuggestionKind::Distribute,
-            text,
-            Vec::new(),
-        )?;
+            format!(
+                "Distribute the loop nest into {components_after} nests so that each can be optimised on its own."
+            ),
+        ))
+    } else {
+        None
+    };
+    if let Some((kind, text)) = restructure {
+        from_schedule(&cx, &mut fb, &maps, kind, &outer, text, Vec::new())?;
     }
 
     timing.mark("tile");
@@ -628,19 +618,17 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
 }
 
 /// Storage changes for a sentence: "privatizing `t` and reading `a` from a copy ...".
-/// Adds a suggestion that follows isl's schedule (`tiled`: after tiling its permutable
+/// Adds a suggestion that follows isl's schedule (for tiling: after tiling its permutable
 /// bands), with the storage changes that schedule needs for the dependences isl was not given
 /// (anti and output dependences through registers and scalars), then those storage
 /// suggestions (expansion, mapping) unless already there. When no storage change makes it
 /// legal there is no suggestion, and the reason goes to the region's `why_not`.
-#[allow(clippy::too_many_arguments)]
 fn from_schedule(
     cx: &Ctx<'_>,
     fb: &mut Feedback,
     maps: &Option<(String, String)>,
-    tiled: bool,
-    along: &[usize],
     kind: SuggestionKind,
+    along: &[usize],
     text: String,
     sizes: Vec<u32>,
 ) -> Result<(), Error> {
@@ -653,7 +641,11 @@ fn from_schedule(
         SuggestionKind::Fuse => "fusion",
         _ => "distribution",
     };
-    let theta = if tiled { tiled_map } else { map };
+    let theta = if kind == SuggestionKind::Tile {
+        tiled_map
+    } else {
+        map
+    };
     let fix = crate::storage::for_schedule(cx, along, theta, what, false)?;
     if let Some(why) = fix.blocked {
         fb.why_not.get_or_insert(format!("no {what} advice: {why}"));

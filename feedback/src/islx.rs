@@ -445,28 +445,46 @@ pub(crate) fn forward(deps: UnionMap, schedule: &UnionMap) -> Result<UnionMap, E
     deps.intersect(ordered).map_err(e())
 }
 
-/// Whether `schedule` runs the sink of some pair of `deps` (source → sink) no later than its
-/// source. Compared in time space, the pairs' images against "not earlier" on the schedule's
-/// own time spaces, rather than against every ordered pair of instances, which costs
-/// seconds on a skewed triangular nest. Every statement's time must live in one space (isl's
-/// flat schedules and [`crate::legality::schedule_text`] pad to one dimension).
-pub(crate) fn violated(deps: &UnionMap, schedule: &UnionMap) -> Result<bool, Error> {
-    let e = || isl("checking dependences");
-    let copy = |m: &UnionMap| m.copy().map_err(e());
-    let times = copy(deps)?
-        .apply_domain(copy(schedule)?)
-        .and_then(|t| t.apply_range(schedule.copy()?))
-        .map_err(e())?;
-    let spaces = copy(schedule)?
-        .range()
-        .and_then(UnionSet::universe)
-        .map_err(e())?;
-    let not_earlier = spaces
-        .copy()
-        .and_then(|u| u.lex_ge_union_set(spaces))
-        .map_err(e())?;
-    let bad = times.intersect(not_earlier).map_err(e())?;
-    empty(&bad).map(|none| !none)
+/// A schedule, ready to check dependences against: pairs are compared in time space, their
+/// images against "not earlier" on the schedule's own time spaces, rather than against every
+/// ordered pair of instances, which costs seconds on a skewed triangular nest. Every
+/// statement's time must live in one space (isl's flat schedules and
+/// [`crate::legality::schedule_text`] pad to one dimension).
+pub(crate) struct TimeOrder {
+    schedule: UnionMap,
+    not_earlier: UnionMap,
+}
+
+impl TimeOrder {
+    pub fn new(schedule: UnionMap) -> Result<TimeOrder, Error> {
+        let e = || isl("ordering times");
+        let spaces = schedule
+            .copy()
+            .and_then(UnionMap::range)
+            .and_then(UnionSet::universe)
+            .map_err(e())?;
+        let not_earlier = spaces
+            .copy()
+            .and_then(|u| u.lex_ge_union_set(spaces))
+            .map_err(e())?;
+        Ok(TimeOrder {
+            schedule,
+            not_earlier,
+        })
+    }
+
+    /// Whether the schedule runs the sink of some pair of `deps` (source → sink) no later
+    /// than its source.
+    pub fn violated(&self, deps: &UnionMap) -> Result<bool, Error> {
+        let e = || isl("checking dependences");
+        let copy = |m: &UnionMap| m.copy().map_err(e());
+        let bad = copy(deps)?
+            .apply_domain(copy(&self.schedule)?)
+            .and_then(|t| t.apply_range(self.schedule.copy()?))
+            .and_then(|t| t.intersect(self.not_earlier.copy()?))
+            .map_err(e())?;
+        empty(&bad).map(|none| !none)
+    }
 }
 
 /// True when `m` holds nothing.

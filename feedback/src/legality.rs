@@ -361,10 +361,10 @@ impl<'a> Ctx<'a> {
 
     /// The first dependence of `which` that schedule `theta` breaks, if any.
     pub fn first_violated(&self, which: &[usize], theta: &str) -> Result<Option<usize>, Error> {
-        let theta_m = union_map(self.isl, theta)?;
+        let order = islx::TimeOrder::new(union_map(self.isl, theta)?)?;
         let violated = |deps: &[usize]| -> Result<bool, Error> {
             match self.deps_map(deps)? {
-                Some(d) => islx::violated(&d, &theta_m),
+                Some(d) => order.violated(&d),
                 None => Ok(false),
             }
         };
@@ -381,11 +381,11 @@ impl<'a> Ctx<'a> {
 
     /// The dependences of `which` that schedule `theta` breaks.
     pub fn all_violated(&self, which: &[usize], theta: &str) -> Result<Vec<usize>, Error> {
-        let theta_m = union_map(self.isl, theta)?;
+        let order = islx::TimeOrder::new(union_map(self.isl, theta)?)?;
         let mut out = Vec::new();
         for &i in which {
             if let Some(d) = self.deps_map(&[i])? {
-                if islx::violated(&d, &theta_m)? {
+                if order.violated(&d)? {
                     out.push(i);
                 }
             }

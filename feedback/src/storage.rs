@@ -18,44 +18,18 @@ fn stmt<'a>(region: &'a Region, name: &str) -> Option<&'a Statement> {
     region.statements.iter().find(|s| s.name == name)
 }
 
-/// Some flow dependence through `storage` links different iterations of a loop.
-fn crosses_iterations(region: &Region, storage: &Storage) -> bool {
-    region
-        .dependences
-        .iter()
-        .filter(|d| d.kind == DepKind::Flow && &d.storage == storage)
-        .any(|d| {
-            let (Some(sink), Some(src)) = (stmt(region, &d.sink), stmt(region, &d.source)) else {
-                return true;
-            };
-            // Loops both ends share, outermost first: the dependence stays in one iteration of
-            // each when the producer's coordinate there is the consumer's own.
-            let common = sink
-                .loops
-                .iter()
-                .zip(&src.loops)
-                .take_while(|(a, b)| a == b)
-                .count();
-            parse_schedule_map(&d.relation).iter().any(|rows| {
-                (0..common).any(|k| match rows.rows.get(k).cloned().flatten() {
-                    Some(r) => r.single_dim() != Some(k) || r.coeffs[k] != 1 || r.constant != 0,
-                    None => true,
-                })
-            })
-        })
-}
-
-/// Loops along which values of `storage` flow from one iteration to the next.
-fn carrying_loops(region: &Region, storage: &Storage) -> BTreeSet<usize> {
+/// Loops along which values of `storage` flow from one iteration to the next: for each
+/// flow dependence through it, the loops both ends share whose coordinate differs between
+/// producer and consumer. `None` when a dependence names a statement the region lacks.
+fn carrying_loops(region: &Region, storage: &Storage) -> Option<BTreeSet<usize>> {
     let mut out = BTreeSet::new();
     for d in region
         .dependences
         .iter()
         .filter(|d| d.kind == DepKind::Flow && &d.storage == storage)
     {
-        let (Some(sink), Some(src)) = (stmt(region, &d.sink), stmt(region, &d.source)) else {
-            continue;
-        };
+        let (sink, src) = (stmt(region, &d.sink)?, stmt(region, &d.source)?);
+        // Loops both ends share, outermost first.
         let common = sink
             .loops
             .iter()
@@ -73,7 +47,12 @@ fn carrying_loops(region: &Region, storage: &Storage) -> BTreeSet<usize> {
             }
         }
     }
-    out
+    Some(out)
+}
+
+/// Some flow dependence through `storage` links different iterations of a loop.
+fn crosses_iterations(region: &Region, storage: &Storage) -> bool {
+    carrying_loops(region, storage).is_none_or(|loops| !loops.is_empty())
 }
 
 /// Some value of `storage` is produced on one source line and used on another.
@@ -163,7 +142,7 @@ pub(crate) fn for_schedule(
         // Each value lives along the loops that carry it (an accumulator along its
         // reduction loop); different values must get different homes along the other
         // reordered loops.
-        let carriers = carrying_loops(region, storage);
+        let carriers = carrying_loops(region, storage).unwrap_or_default();
         let mut needed: Vec<usize> = along
             .iter()
             .copied()

@@ -822,19 +822,23 @@ impl<X: Executor> Runner<X> {
             rsp: regs.rsp.wrapping_add(8 * k + 8),
             cost: 0,
         });
-        // Name the call in the program's code, not the PLT stub that left it.
-        let site = if self.last_call.1 == ret {
-            self.last_call.0
-        } else {
-            pc
-        };
         let call = LibCall {
-            site,
+            site: self.call_site(pc, ret),
             target,
             return_to: ret,
             name,
         };
         Self::emit(sink, Event::LibCall(&call))
+    }
+
+    /// Where a library call returning to `ret` was made, left at `pc`: the call in the
+    /// program's code, not the PLT stub that left it.
+    fn call_site(&self, pc: u64, ret: u64) -> u64 {
+        if self.last_call.1 == ret {
+            self.last_call.0
+        } else {
+            pc
+        }
     }
 
     /// A library call the executor performs itself (a plain call or a PLT stub's jump, the
@@ -867,13 +871,8 @@ impl<X: Executor> Runner<X> {
         let args = crate::libcall::Args(regs.rdi, regs.rsi, regs.rdx);
         let cost = crate::libcall::estimated_cost(&name, args, after.rax);
         let ret = after.rip;
-        let site = if self.last_call.1 == ret {
-            self.last_call.0
-        } else {
-            pc
-        };
         let call = LibCall {
-            site,
+            site: self.call_site(pc, ret),
             target,
             return_to: ret,
             name: Some(name),
