@@ -69,6 +69,24 @@ pub struct ScheduleTree {
     pub instructions: u64,
     /// Names of the natively-run functions (`NodeKind::Native`), without symbol versions.
     pub native_names: Vec<String>,
+    /// Where the last signal delivered to the program reached it: for a program killed by a
+    /// signal, the loop context of its death.
+    pub last_signal: Option<SignalPoint>,
+}
+
+/// Where a signal reached the program: the context and iteration vector of the last traced
+/// instruction before it (a faulting instruction never completes, so it has no step).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SignalPoint {
+    pub signo: i32,
+    /// Where the program stood (runtime address): for a fault, the faulting instruction.
+    pub pc: u64,
+    pub context: NodeId,
+    /// The iteration vector there: one counter per loop on the context's path, outermost
+    /// first.
+    pub coords: Vec<u64>,
+    /// The natively-run function under way, when the signal came during a library call.
+    pub native: Option<String>,
 }
 
 impl Default for ScheduleTree {
@@ -86,6 +104,7 @@ impl Default for ScheduleTree {
             children: HashMap::default(),
             instructions: 0,
             native_names: Vec::new(),
+            last_signal: None,
         }
     }
 }
@@ -534,6 +553,18 @@ impl Scheduler<'_> {
                         None => self.tree.native_name(&format!("{:#x}", c.target)),
                     };
                     self.native.push((self.cur(), c.return_to, name));
+                }
+                Event::Signal { signo, pc } => {
+                    let native = self.native.last().and_then(|&(_, _, name)| {
+                        self.tree.native_names.get(name as usize).cloned()
+                    });
+                    self.tree.last_signal = Some(SignalPoint {
+                        signo,
+                        pc,
+                        context: self.cur(),
+                        coords: self.coords.clone(),
+                        native,
+                    });
                 }
                 Event::LibReturn { pc, cost, .. } => {
                     // Calls that never returned (left by a longjmp) end with the one that did,
