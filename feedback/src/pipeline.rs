@@ -854,6 +854,8 @@ pub fn profile_after(
     let regions = select_regions(&analysis.tree, opts)
         .into_iter()
         .enumerate()
+        // Once cancelled, the regions analysed so far are what is reported.
+        .take_while(|_| !opts.feedback.cancelled())
         .map(|(i, root)| {
             build_region(
                 i,
@@ -1214,7 +1216,11 @@ fn build_region(
     };
     // A region isl cannot schedule is still reported, with the reason.
     let feedback = analyze_region(&input, &opts.feedback).unwrap_or_else(|e| Feedback {
-        why_not: Some(format!("the polyhedral analysis failed: {e}")),
+        why_not: Some(if opts.feedback.cancelled() {
+            "not analysed: polyprof was interrupted during its analysis".to_string()
+        } else {
+            format!("the polyhedral analysis failed: {e}")
+        }),
         ..Feedback::default()
     });
     Ok(RegionReport {
