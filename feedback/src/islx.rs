@@ -79,7 +79,11 @@ impl Watchdog {
                 let left = deadline.map_or(std::time::Duration::MAX, |d| {
                     d.saturating_duration_since(std::time::Instant::now())
                 });
-                let step = if cancel.is_some() { left.min(POLL) } else { left };
+                let step = if cancel.is_some() {
+                    left.min(POLL)
+                } else {
+                    left
+                };
                 match wait.recv_timeout(step) {
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                         let cancelled =

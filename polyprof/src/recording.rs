@@ -203,9 +203,8 @@ pub fn start(out_dir: &Path, exe: &symbols::ElfFile) -> anyhow::Result<std::fs::
         )
     })?;
     if let Some(debug) = exe.debug_file() {
-        std::fs::copy(debug, paths.debug()).with_context(|| {
-            format!("copying {} into {}", debug.display(), paths.dir.display())
-        })?;
+        std::fs::copy(debug, paths.debug())
+            .with_context(|| format!("copying {} into {}", debug.display(), paths.dir.display()))?;
     }
     let events = paths.events();
     std::fs::OpenOptions::new()
@@ -258,7 +257,12 @@ pub fn load(out_dir: &Path) -> Result<Loaded, LoadError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(LoadError::Unfinished(shown, run.display().to_string()))
         }
-        Err(e) => return Err(LoadError::Unreadable(run.display().to_string(), e.to_string())),
+        Err(e) => {
+            return Err(LoadError::Unreadable(
+                run.display().to_string(),
+                e.to_string(),
+            ))
+        }
     };
     // The format numbers first: a newer layout may not parse as this one.
     #[derive(Deserialize)]
@@ -335,7 +339,9 @@ mod tests {
         assert!(out.join("thesis.tex").is_file());
         let file = tmp.path().join("file");
         std::fs::write(&file, "x").unwrap();
-        assert!(prepare_output(&file).unwrap_err().contains("not a directory"));
+        assert!(prepare_output(&file)
+            .unwrap_err()
+            .contains("not a directory"));
         // A foreign DIR.old is not removed either.
         let out = tmp.path().join("run");
         std::fs::create_dir_all(out.join(DIR)).unwrap();
@@ -358,7 +364,10 @@ mod tests {
         )
         .unwrap();
         let e = load(out).err().expect("format 999 is refused").to_string();
-        assert!(e.contains("polyprof 9.9.9 in recording format 999.1"), "{e}");
+        assert!(
+            e.contains("polyprof 9.9.9 in recording format 999.1"),
+            "{e}"
+        );
         assert!(e.contains(&format!("reads format {FORMAT}.")), "{e}");
         assert!(e.contains("record the program again"), "{e}");
     }

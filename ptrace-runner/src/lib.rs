@@ -230,7 +230,9 @@ impl SignalInfo {
             "FPE_INTOVF" => "integer overflow",
             "FPE_FLTDIV" => "floating-point division by zero",
             "FPE_FLTINV" => "invalid floating-point operation",
-            "SI_KERNEL" => "raised by the kernel (often a general-protection fault: a non-canonical address)",
+            "SI_KERNEL" => {
+                "raised by the kernel (often a general-protection fault: a non-canonical address)"
+            }
             "SI_USER" => "sent by kill()",
             "SI_TKILL" => "sent by tgkill(), as raise() and abort() do",
             "SI_QUEUE" => "sent by sigqueue()",

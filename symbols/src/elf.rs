@@ -387,13 +387,20 @@ impl ElfFile {
             _ => None,
         };
         let debug_symbols = debug_elf.iter().flat_map(|d| d.symbols());
-        let has_symtab = own_symtab || debug_elf.as_ref().is_some_and(|d| d.symbol_table().is_some());
+        let has_symtab = own_symtab
+            || debug_elf
+                .as_ref()
+                .is_some_and(|d| d.symbol_table().is_some());
 
         // Symbols.
         let mut by_name: HashMap<String, u64> = HashMap::new();
         let mut cands: Vec<(u64, u64, String, Rank)> = Vec::new();
         let mut data: Vec<FunctionSym> = Vec::new();
-        for sym in elf.symbols().chain(elf.dynamic_symbols()).chain(debug_symbols) {
+        for sym in elf
+            .symbols()
+            .chain(elf.dynamic_symbols())
+            .chain(debug_symbols)
+        {
             let Ok(raw) = sym.name() else { continue };
             if raw.is_empty() {
                 continue;

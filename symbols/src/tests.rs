@@ -702,7 +702,11 @@ fn separate_debug_file_by_build_id() {
     std::fs::create_dir_all(debug.parent().unwrap()).unwrap();
     run_tool(
         "objcopy",
-        &["--only-keep-debug".as_ref(), prog.as_os_str(), debug.as_os_str()],
+        &[
+            "--only-keep-debug".as_ref(),
+            prog.as_os_str(),
+            debug.as_os_str(),
+        ],
     );
     run_tool("objcopy", &["--strip-all".as_ref(), prog.as_os_str()]);
 

@@ -209,10 +209,15 @@ fn crash_report_names_the_faulting_line_and_loops() {
             .is_some_and(|f| f.ends_with("segv_loop.c")),
         "{ctx}"
     );
-    assert!(crash["instruction"].as_str().is_some_and(|i| i.contains('[')), "{ctx}");
+    assert!(
+        crash["instruction"]
+            .as_str()
+            .is_some_and(|i| i.contains('[')),
+        "{ctx}"
+    );
     // The faulting load's address is the executable's: its line is the fault's.
-    let pc = u64::from_str_radix(crash["pc"].as_str().unwrap().trim_start_matches("0x"), 16)
-        .unwrap();
+    let pc =
+        u64::from_str_radix(crash["pc"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
     assert_eq!(k.elf().location(pc).map(|l| l.line), Some(fault), "{ctx}");
     let loops: Vec<(u64, u64)> = crash["loops"]
         .as_array()
@@ -228,10 +233,13 @@ fn crash_report_names_the_faulting_line_and_loops() {
     let outer = u64::from(tests::line_of("segv_loop", "OUTER"));
     let inner = u64::from(tests::line_of("segv_loop", "INNER"));
     assert_eq!(loops, [(outer, 5), (inner, 0)], "{ctx}");
-    let said = format!("killed by SIGSEGV (address not mapped: 0x10) at segv_loop.c:{fault} in main");
+    let said =
+        format!("killed by SIGSEGV (address not mapped: 0x10) at segv_loop.c:{fault} in main");
     assert!(
-        out.polyprof_lines().iter().any(|l| l.contains(&said)
-            && l.contains(&format!("loop segv_loop.c:{outer} (iteration 5)"))),
+        out.polyprof_lines()
+            .iter()
+            .any(|l| l.contains(&said)
+                && l.contains(&format!("loop segv_loop.c:{outer} (iteration 5)"))),
         "stderr does not say {said:?} with the loops:\n{}",
         out.stderr
     );
@@ -491,7 +499,10 @@ fn sigterm_from_timeout_leaves_a_partial_report() {
             .any(|w| w.contains("interrupted (SIGTERM)")),
         "{r:#}"
     );
-    assert!(r["hot_loops"].as_array().is_some_and(|l| !l.is_empty()), "{r:#}");
+    assert!(
+        r["hot_loops"].as_array().is_some_and(|l| !l.is_empty()),
+        "{r:#}"
+    );
     assert!(out.join("report.txt").is_file());
 }
 
@@ -537,7 +548,10 @@ fn a_signal_during_the_analysis_skips_to_the_reports() {
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(128 + libc::SIGHUP), "{stderr}");
-    assert!(stderr.contains("skipping the rest of the analysis"), "{stderr}");
+    assert!(
+        stderr.contains("skipping the rest of the analysis"),
+        "{stderr}"
+    );
     let r = tests::load_report(&out).unwrap_or_else(|e| panic!("{e}\n{stderr}"));
     let w = warnings(&r);
     assert!(
@@ -546,9 +560,15 @@ fn a_signal_during_the_analysis_skips_to_the_reports() {
                 && w.contains("the analysis was skipped")),
         "{w:?}"
     );
-    assert!(w.iter().any(|w| w.contains("events.txt is incomplete")), "{w:?}");
+    assert!(
+        w.iter().any(|w| w.contains("events.txt is incomplete")),
+        "{w:?}"
+    );
     assert!(instructions(&r) > 1000, "{r:#}");
-    assert!(r["regions"].as_array().is_some_and(|r| r.is_empty()), "{r:#}");
+    assert!(
+        r["regions"].as_array().is_some_and(|r| r.is_empty()),
+        "{r:#}"
+    );
 }
 
 /// A stripped program whose symbols and DWARF are in a separate debug file under the debug
@@ -566,7 +586,11 @@ fn debug_files_are_found_by_build_id() {
         .join(format!("{}.debug", &id[2..]));
     std::fs::create_dir_all(debug.parent().unwrap()).unwrap();
     for args in [
-        vec!["--only-keep-debug".as_ref(), k.path.as_os_str(), debug.as_os_str()],
+        vec![
+            "--only-keep-debug".as_ref(),
+            k.path.as_os_str(),
+            debug.as_os_str(),
+        ],
         vec!["--strip-all".as_ref(), k.path.as_os_str()],
     ] {
         let st = Command::new("objcopy").args(&args).status().unwrap();
@@ -601,7 +625,11 @@ fn debug_files_are_found_by_build_id() {
         .arg(&run.out)
         .output()
         .unwrap();
-    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
     let r2 = tests::load_report(&run.out).unwrap();
     assert_eq!(r2["hot_loops"], r["hot_loops"]);
 }

@@ -107,12 +107,7 @@ fn one_step_runs_keep_their_recording_and_the_earlier_output() {
     let r1 = load_report(&out).unwrap();
 
     let again = dir.path().join("again");
-    let rep = polyprof(&[
-        os("report"),
-        out.as_os_str(),
-        os("-o"),
-        again.as_os_str(),
-    ]);
+    let rep = polyprof(&[os("report"), out.as_os_str(), os("-o"), again.as_os_str()]);
     assert_eq!(rep.code(), 0, "{}", rep.stderr);
     assert_eq!(rep.stdout, "");
     assert_eq!(
@@ -182,7 +177,13 @@ fn unreadable_recordings_are_refused() {
 
     let k = compile("busy", &["-O1", "-g"]);
     let out = dir.path().join("out");
-    let rec = polyprof(&[os("record"), os("-q"), os("-o"), out.as_os_str(), k.path.as_os_str()]);
+    let rec = polyprof(&[
+        os("record"),
+        os("-q"),
+        os("-o"),
+        out.as_os_str(),
+        k.path.as_os_str(),
+    ]);
     assert_eq!(rec.code(), 0, "{}", rec.stderr);
     let run_json = out.join("recording/run.json");
     let text = std::fs::read_to_string(&run_json).unwrap();
@@ -193,7 +194,8 @@ fn unreadable_recordings_are_refused() {
     let other = polyprof(&[os("report"), out.as_os_str()]);
     assert_eq!(other.code(), 2, "{}", other.stderr);
     assert!(
-        other.stderr.contains("recording format") && other.stderr.contains("record the program again"),
+        other.stderr.contains("recording format")
+            && other.stderr.contains("record the program again"),
         "{}",
         other.stderr
     );
@@ -202,7 +204,11 @@ fn unreadable_recordings_are_refused() {
     std::fs::remove_file(&run_json).unwrap();
     let unfinished = polyprof(&[os("report"), out.as_os_str()]);
     assert_eq!(unfinished.code(), 2, "{}", unfinished.stderr);
-    assert!(unfinished.stderr.contains("did not finish"), "{}", unfinished.stderr);
+    assert!(
+        unfinished.stderr.contains("did not finish"),
+        "{}",
+        unfinished.stderr
+    );
 }
 
 /// An output directory polyprof did not write is neither moved nor written into, and the
@@ -215,7 +221,11 @@ fn a_foreign_output_directory_is_refused() {
     let run = polyprof(&[os("-o"), dir.path().as_os_str(), k.path.as_os_str()]);
     assert_eq!(run.code(), 2, "{}", run.stderr);
     assert_eq!(run.stdout, "", "the program ran");
-    assert!(run.stderr.contains("polyprof did not write"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("polyprof did not write"),
+        "{}",
+        run.stderr
+    );
     assert_eq!(
         std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(),
         "mine"
@@ -229,7 +239,13 @@ fn a_foreign_output_directory_is_refused() {
 fn completions_and_manual_pages() {
     let bash = polyprof(&[os("completions"), os("bash")]);
     assert_eq!(bash.code(), 0, "{}", bash.stderr);
-    for word in ["_polyprof", "record", "report", "--region-threshold", "--format"] {
+    for word in [
+        "_polyprof",
+        "record",
+        "report",
+        "--region-threshold",
+        "--format",
+    ] {
         assert!(bash.stdout.contains(word), "no {word} in:\n{}", bash.stdout);
     }
     let zsh = polyprof(&[os("completions"), os("zsh")]);
@@ -238,7 +254,11 @@ fn completions_and_manual_pages() {
 
     let man = polyprof(&[os("man")]);
     assert_eq!(man.code(), 0, "{}", man.stderr);
-    assert!(man.stdout.starts_with(".ie") || man.stdout.contains(".TH polyprof"), "{}", man.stdout);
+    assert!(
+        man.stdout.starts_with(".ie") || man.stdout.contains(".TH polyprof"),
+        "{}",
+        man.stdout
+    );
     assert!(man.stdout.contains("region\\-threshold"), "{}", man.stdout);
     let dir = tempfile::tempdir().unwrap();
     let pages = dir.path().join("man1");
