@@ -138,10 +138,13 @@ impl Watchdog {
                 std::thread::sleep(Duration::from_millis(50));
             }
             std::thread::sleep(GRACE);
-            let taken = watched.lock().ok().and_then(|mut f| f.take());
-            if let Some(write) = taken {
-                let code = write();
-                std::process::exit(code);
+            // The lock is held while writing: the main thread, done meanwhile, waits for the
+            // exit instead of writing the same files.
+            if let Ok(mut slot) = watched.lock() {
+                if let Some(write) = slot.take() {
+                    let code = write();
+                    std::process::exit(code);
+                }
             }
         });
         Watchdog { fallback: slot }
