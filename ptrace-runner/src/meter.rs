@@ -402,11 +402,27 @@ const _: () = assert!(std::mem::size_of::<PerfEventAttr>() == 64);
 mod tests {
     use super::*;
 
+    /// This thread's CPU time, in nanoseconds.
+    fn thread_cpu_ns() -> u64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes the timespec it is given.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+
+    /// Spins until this thread has run `ms` milliseconds of CPU time: on a loaded machine
+    /// that takes longer than `ms` of wall-clock time, and the clocks under test must still
+    /// see `ms`.
     fn burn(ms: u64) {
-        let t = std::time::Instant::now();
+        let start = thread_cpu_ns();
         let mut x = 0u64;
-        while t.elapsed().as_millis() < u128::from(ms) {
-            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        while thread_cpu_ns() - start < ms * 1_000_000 {
+            for _ in 0..1000 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+            }
         }
     }
 
