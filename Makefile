@@ -4,7 +4,7 @@
 CARGO ?= cargo
 # Where `make install` puts polyprof: PREFIX/bin, PREFIX/share/man/man1 and
 # PREFIX/share/bash-completion/completions. Default: cargo's own root, ~/.cargo (rustup puts
-# ~/.cargo/bin in PATH; man and bash-completion look beside the PATH entries).
+# ~/.cargo/bin in PATH; man, and bash-completion from 2.12 on, look beside the PATH entries).
 PREFIX ?= $(or $(CARGO_INSTALL_ROOT),$(CARGO_HOME),$(HOME)/.cargo)
 
 deps:
