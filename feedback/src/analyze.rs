@@ -5,7 +5,7 @@ use crate::input::{Region, Statement};
 use crate::islx::{self, Tree};
 use crate::legality::{negative_up_to, pct, sched_len, Ctx, Requirement, Verdict};
 use crate::params::Parameterizer;
-use crate::{Error, Feedback, LoopInfo, Metrics, Options, Suggestion, SuggestionKind};
+use crate::{Error, Feedback, LoopInfo, Metrics, Options, Rating, Suggestion, SuggestionKind};
 use isl_rs::Context;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -37,7 +37,11 @@ impl Timing {
 
 /// Analyses one region.
 pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error> {
-    islx::limited(opts, |isl| analyze_in(region, opts, isl))
+    let mut fb = islx::limited(opts, |isl| analyze_in(region, opts, isl))?;
+    // The models read the region's instructions one by one (before they were grouped into
+    // blocks): each statement's executions are then its iterations.
+    crate::gain::rate(region, &mut fb, &opts.gain);
+    Ok(fb)
 }
 
 /// Share of a region's operations, in percent, at data-dependent addresses from which the
@@ -273,8 +277,14 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
                         text,
                         sizes: Vec::new(),
                         requires: fix.needs.clone(),
+                        array: None,
+                        rating: Rating::default(),
                     });
-                    fb.suggestions.extend(fix.suggestions);
+                    fb.suggestions
+                        .extend(fix.suggestions.into_iter().map(|mut s| {
+                            s.rating.enables.push(SuggestionKind::Interchange);
+                            s
+                        }));
                     renamed = fix.renamed;
                     interchange_needs = fix.needs;
                     order = new_order;
@@ -368,6 +378,8 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             } else {
                 after_interchange(needs)
             },
+            array: None,
+            rating: Rating::default(),
         });
     }
     if let (Some(&inner), Some(Verdict::Legal(needs))) = (order.last(), verdicts.last()) {
@@ -384,6 +396,8 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
                 ),
                 sizes: Vec::new(),
                 requires: after_interchange(needs),
+                array: None,
+                rating: Rating::default(),
             });
         }
     }
@@ -442,6 +456,21 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             text,
             sizes,
         )?;
+        // Skewing is what makes such a band tilable: it serves the tiling.
+        if skewed_tree
+            && fb
+                .suggestions
+                .iter()
+                .any(|s| s.kind == SuggestionKind::Tile)
+        {
+            for s in fb
+                .suggestions
+                .iter_mut()
+                .filter(|s| s.kind == SuggestionKind::Skew)
+            {
+                s.rating.enables.push(SuggestionKind::Tile);
+            }
+        }
     }
 
     // Fusion and distribution: outermost loops with a real share of the work, before and after.
@@ -662,17 +691,28 @@ fn from_schedule(
         text,
         sizes,
         requires: fix.needs,
+        array: None,
+        rating: Rating::default(),
     });
     // The same storage change asked for by several transformations is one suggestion (its
     // first sentence names the storage and its home).
     let head = |t: &str| t.split(':').next().unwrap_or(t).to_string();
-    for s in fix.suggestions {
-        if !fb
+    for mut s in fix.suggestions {
+        // Either way the storage change now also serves this transformation.
+        match fb
             .suggestions
-            .iter()
-            .any(|t| t.kind == s.kind && head(&t.text) == head(&s.text))
+            .iter_mut()
+            .find(|t| t.kind == s.kind && head(&t.text) == head(&s.text))
         {
-            fb.suggestions.push(s);
+            Some(t) => {
+                if !t.rating.enables.contains(&kind) {
+                    t.rating.enables.push(kind);
+                }
+            }
+            None => {
+                s.rating.enables.push(kind);
+                fb.suggestions.push(s);
+            }
         }
     }
     Ok(())

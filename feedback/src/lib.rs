@@ -7,6 +7,7 @@
 pub mod affine;
 mod analyze;
 mod coarsen;
+pub mod gain;
 pub mod input;
 mod islx;
 pub mod legality;
@@ -15,6 +16,7 @@ pub mod pipeline;
 mod storage;
 
 pub use analyze::analyze_region;
+pub use gain::{Gain, GainModel, GainOptions, Rating, Skip, SkipReason};
 pub use input::{Access, Boundary, DepKind, Dependence, Loop, Region, Statement, Storage};
 pub use islx::Strategy;
 
@@ -54,6 +56,8 @@ pub struct Options {
     pub isl_max_operations: u64,
     /// Time budget of the same isl computations, in seconds. Default: 10.
     pub isl_max_seconds: f64,
+    /// The models that estimate each suggestion's gain and rank them (see [`gain`]).
+    pub gain: GainOptions,
 }
 
 impl Default for Options {
@@ -65,6 +69,7 @@ impl Default for Options {
             component_share: 5.0,
             isl_max_operations: 2_000_000,
             isl_max_seconds: 10.0,
+            gain: GainOptions::default(),
         }
     }
 }
@@ -145,6 +150,25 @@ pub struct Suggestion {
     pub sizes: Vec<u32>,
     /// Storage changes without which the transformation is not legal.
     pub requires: Vec<legality::Requirement>,
+    /// The array a layout or storage suggestion is about, as the accesses name it.
+    pub array: Option<String>,
+    /// Its estimated gain, rank and alternatives (set by [`gain::rate`]).
+    pub rating: Rating,
+}
+
+impl Suggestion {
+    /// A suggestion with no sizes, requirements, array or rating yet.
+    pub fn new(kind: SuggestionKind, loops: Vec<String>, text: String) -> Suggestion {
+        Suggestion {
+            kind,
+            loops,
+            text,
+            sizes: Vec::new(),
+            requires: Vec::new(),
+            array: None,
+            rating: Rating::default(),
+        }
+    }
 }
 
 /// The metrics of Tables 3 and 5.

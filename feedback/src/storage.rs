@@ -11,7 +11,7 @@
 use crate::affine::parse_schedule_map;
 use crate::input::{DepKind, Region, Statement, Storage};
 use crate::legality::{line_of, Change, Ctx, Requirement};
-use crate::{Error, Suggestion, SuggestionKind};
+use crate::{Error, Rating, Suggestion, SuggestionKind};
 use std::collections::{BTreeMap, BTreeSet};
 
 fn stmt<'a>(region: &'a Region, name: &str) -> Option<&'a Statement> {
@@ -184,6 +184,8 @@ pub(crate) fn for_schedule(
                     ),
                     sizes: Vec::new(),
                     requires: Vec::new(),
+                    array: Some(array.clone()),
+                    rating: Rating::default(),
                 });
                 needs.push(Requirement {
                     change: Change::MapToArray,
@@ -211,6 +213,8 @@ pub(crate) fn for_schedule(
                     ),
                     sizes: n.map(|n| vec![u32::try_from(n).unwrap_or(u32::MAX)]).unwrap_or_default(),
                     requires: Vec::new(),
+                    array: None,
+                    rating: Rating::default(),
                 });
                 needs.push(Requirement {
                     change: Change::Expand,
@@ -302,6 +306,8 @@ pub(crate) fn layout(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
                     ),
                     sizes: vec![u32::try_from(record).unwrap_or(u32::MAX)],
                     requires: Vec::new(),
+                    array: Some(name.clone()),
+                    rating: Rating::default(),
                 });
                 continue;
             }
@@ -327,6 +333,8 @@ pub(crate) fn layout(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
                     ),
                     sizes: Vec::new(),
                     requires: Vec::new(),
+                    array: Some(name.clone()),
+                    rating: Rating::default(),
                 });
             }
         }
@@ -346,6 +354,8 @@ pub(crate) fn layout(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
                 ),
                 sizes: vec![u32::try_from(row + 64).unwrap_or(u32::MAX)],
                 requires: Vec::new(),
+                array: Some(name.clone()),
+                rating: Rating::default(),
             });
         }
     }
@@ -476,6 +486,8 @@ pub(crate) fn contraction(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
                 u32::try_from(keep * row).unwrap_or(u32::MAX),
             ],
             requires: Vec::new(),
+            array: Some(name.to_string()),
+            rating: Rating::default(),
         });
     }
     out
