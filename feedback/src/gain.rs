@@ -43,14 +43,21 @@ pub struct GainOptions {
     /// The cache a tile's data must fit in to keep its reuse, in bytes. Default: 32 KiB, a
     /// level-1 data cache.
     pub cache_bytes: u64,
-    /// Time to bring one cache line from beyond the cache, in instructions' time. Default:
-    /// 12. Hardware prefetching hides much of the latency of a regular stride, and lines a
-    /// long stride walks often come from the level-2 cache: `gain_bench` measured this
-    /// machine's ratios (README, "Benchmarks").
+    /// Cycles to bring one cache line from beyond the cache. Default: 12. Hardware
+    /// prefetching hides much of the latency of a regular stride, and lines a long stride
+    /// walks often come from the level-2 cache: `gain_bench` compares the estimates with
+    /// measurements (README, "Benchmarks").
     pub line_cost: f64,
-    /// Instructions of loop control per iteration of the innermost loop (increment, compare,
-    /// branch: scalar evolutions, which are not statements). Default: 2.
+    /// Instructions of loop control per iteration of the innermost loop (pointer increments,
+    /// compare and branch: scalar evolutions and control, which are not statements).
+    /// Default: 3.
     pub loop_overhead: f64,
+    /// Instructions per cycle a core sustains on a loop body whose data is in the cache.
+    /// Default: 2.
+    pub ipc: f64,
+    /// Cycles an iteration waits for the previous one's result when the innermost loop
+    /// carries a dependence (an accumulator: a floating-point add's latency). Default: 4.
+    pub chain_latency: f64,
     /// Threads a parallel loop runs on; `None`: this machine's cores, as OpenMP starts by
     /// default. Default: `None`.
     pub threads: Option<usize>,
@@ -74,7 +81,9 @@ impl Default for GainOptions {
             line_bytes: 64,
             cache_bytes: 32 * 1024,
             line_cost: 12.0,
-            loop_overhead: 2.0,
+            loop_overhead: 3.0,
+            ipc: 2.0,
+            chain_latency: 4.0,
             threads: None,
             fork_join_cost: 4_000.0,
             vector_bytes: 16,
@@ -207,6 +216,16 @@ pub fn rate(region: &Region, fb: &mut Feedback, opts: &GainOptions) {
 /// Stores of at most this many bytes apart are taken to share cache lines.
 fn same_line(a: Option<i64>, b: Option<i64>, line: u64) -> bool {
     matches!((a, b), (Some(a), Some(b)) if a.abs_diff(b) < line)
+}
+
+/// One side of a cache-lines comparison: per iteration of the innermost loop, the
+/// instructions of its statements, the lines it brings (in all and per array), and whether it
+/// waits for the previous iteration.
+struct Side<'p> {
+    instructions: f64,
+    lines: f64,
+    per: &'p BTreeMap<String, f64>,
+    chained: bool,
 }
 
 /// A stream of accesses of the hottest nest: one access of one statement.
@@ -386,9 +405,41 @@ impl<'a> Model<'a> {
         (all, per)
     }
 
-    /// Time per iteration of the innermost loop, in instructions.
-    fn time(&self, instructions: f64, lines: f64) -> f64 {
-        instructions + self.opts.loop_overhead + self.opts.line_cost * lines
+    /// Cycles per iteration of the innermost loop: its instructions at [`GainOptions::ipc`],
+    /// or the latency of a dependence it carries, whichever is longer, plus its lines.
+    fn time(&self, side: &Side<'_>) -> f64 {
+        let issue = (side.instructions + self.opts.loop_overhead) / self.opts.ipc.max(1e-9);
+        let wait = if side.chained {
+            self.opts.chain_latency
+        } else {
+            0.0
+        };
+        issue.max(wait) + self.opts.line_cost * side.lines
+    }
+
+    /// Whether the loop at chain position `k` carries a dependence as written: each of its
+    /// iterations then waits for the previous one.
+    fn chained(&self, k: usize) -> bool {
+        let id = &self.region.loops[self.chain[k]].id;
+        self.loops
+            .iter()
+            .find(|i| &i.id == id)
+            .is_some_and(|i| !i.parallel)
+    }
+
+    /// One side of a comparison.
+    fn side<'p>(
+        &self,
+        instructions: f64,
+        (lines, per): (f64, &'p BTreeMap<String, f64>),
+        inner: usize,
+    ) -> Side<'p> {
+        Side {
+            instructions,
+            lines,
+            per,
+            chained: self.chained(inner),
+        }
     }
 
     /// Bytes the region's accesses span at this input, per array summed.
@@ -467,19 +518,33 @@ impl<'a> Model<'a> {
     /// A cache-lines gain, or a skip when it is below the least worth advising.
     fn cache_gain(
         &self,
-        before: (f64, f64, &BTreeMap<String, f64>),
-        after: (f64, f64, &BTreeMap<String, f64>),
+        before: Side<'_>,
+        after: Side<'_>,
         what: &str,
     ) -> (Option<Gain>, Option<Skip>) {
-        let (t0, t1) = (self.time(before.0, before.1), self.time(after.0, after.1));
+        let (t0, t1) = (self.time(&before), self.time(&after));
         let estimate = t0 / t1.max(1e-9);
+        let waits = |chained: bool| {
+            if chained {
+                format!(
+                    ", waiting {:.0} cycles for the previous iteration",
+                    self.opts.chain_latency
+                )
+            } else {
+                String::new()
+            }
+        };
         let basis = format!(
-            "cache lines from beyond the cache per iteration of the innermost loop: {:.2} now ({}), {:.2} {what} ({}); at {:.0} instructions per iteration plus {:.0} per line: {:.1} against {:.1}, {estimate:.2}x{}",
-            before.1,
-            per_array(before.2),
-            after.1,
-            per_array(after.2),
-            before.0 + self.opts.loop_overhead,
+            "cache lines from beyond the cache per iteration of the innermost loop: {:.2} now ({}), {:.2} {what} ({}); {:.0} instructions per iteration now{}, {:.0} {what}{}; at {:.0} instructions per cycle and {:.0} cycles per line: {:.1} cycles per iteration against {:.1}, {estimate:.2}x{}",
+            before.lines,
+            per_array(before.per),
+            after.lines,
+            per_array(after.per),
+            before.instructions + self.opts.loop_overhead,
+            waits(before.chained),
+            after.instructions + self.opts.loop_overhead,
+            waits(after.chained),
+            self.opts.ipc,
             self.opts.line_cost,
             t0,
             t1,
@@ -494,7 +559,7 @@ impl<'a> Model<'a> {
             reason: SkipReason::NoGain,
             text: format!(
                 "the cache model expects {estimate:.2}x, under the {:.2}x worth advising: {:.2} lines per iteration now, {:.2} {what}",
-                self.opts.min_gain, before.1, after.1
+                self.opts.min_gain, before.lines, after.lines
             ),
         });
         (Some(gain), skip)
@@ -536,9 +601,10 @@ impl<'a> Model<'a> {
         }
         let after = self.dedup(after);
         let (l1, p1) = self.lines(&after, &order);
+        let inner = self.chain.len() - 1;
         self.cache_gain(
-            (instructions, l0, &p0),
-            (instructions + extra, l1, &p1),
+            self.side(instructions, (l0, &p0), inner),
+            self.side(instructions + extra, (l1, &p1), inner_of(&order)),
             "after",
         )
     }
@@ -615,9 +681,10 @@ impl<'a> Model<'a> {
             return self.no_tile_gain(instructions, l0, &p0, &why);
         }
         let l1: f64 = per.values().sum();
+        let inner = self.chain.len() - 1;
         self.cache_gain(
-            (instructions, l0, &p0),
-            (instructions, l1, &per),
+            self.side(instructions, (l0, &p0), inner),
+            self.side(instructions, (l1, &per), inner),
             &format!("with tiles of {size} ({} each)", kib(bytes)),
         )
     }
@@ -710,7 +777,11 @@ impl<'a> Model<'a> {
         }
         let after = self.dedup(after);
         let (l1, p1) = self.lines(&after, &identity);
-        self.cache_gain((instructions, l0, &p0), (instructions, l1, &p1), "after")
+        self.cache_gain(
+            self.side(instructions, (l0, &p0), inner),
+            self.side(instructions, (l1, &p1), inner),
+            "after",
+        )
     }
 
     fn parallel(
@@ -853,6 +924,11 @@ impl<'a> Model<'a> {
                     .is_some_and(|x| x == 0 || x.unsigned_abs() == u64::from(s.size))
             })
     }
+}
+
+/// The innermost position of an order.
+fn inner_of(order: &[usize]) -> usize {
+    order.last().copied().unwrap_or(0)
 }
 
 fn kib(bytes: u64) -> String {
