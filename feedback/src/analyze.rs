@@ -41,6 +41,21 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
     // The models read the region's instructions one by one (before they were grouped into
     // blocks): each statement's executions are then its iterations.
     crate::gain::rate(region, &mut fb, &opts.gain);
+    // The code before and after, from the ranked advice; without it the loop trees remain.
+    let code = islx::limited(opts, |isl| {
+        let coarse = crate::coarsen::coarsen(region, isl);
+        crate::codegen::region_code(&coarse, &fb, isl)
+    });
+    match code {
+        Ok((before, after)) => {
+            fb.code_before = before;
+            fb.code_after = after;
+        }
+        Err(e) if std::env::var_os("POLYPROF_DEBUG_SCHEDULE").is_some() => {
+            eprintln!("polyprof: no code for the region: {e}");
+        }
+        Err(_) => {}
+    }
     Ok(fb)
 }
 
@@ -114,6 +129,11 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         Ok(s) => {
             fb.schedule = s.text;
             fb.strategy = Some(s.strategy);
+            fb.isl_schedule = Some(crate::IslSchedule {
+                map: s.map.clone(),
+                tiled: s.tiled.clone(),
+                params: cx.params.fixed(),
+            });
             maps = Some((s.map, s.tiled));
             (s.tree, None)
         }
@@ -758,7 +778,7 @@ fn permuted(region: &Region, chain: &[usize], order: &[usize], p: &Parameterizer
 /// that changes place is distributed first: the statements it holds besides the chain's
 /// (code before or after the inner loops of an imperfect nest) go to nests of their own,
 /// before or after the permuted one, as their position in the program says.
-fn layout(
+pub(crate) fn layout(
     region: &Region,
     chain: &[usize],
     order: &[usize],

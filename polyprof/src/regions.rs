@@ -237,6 +237,8 @@ pub fn region_json(
         }),
         ast_before: fb.ast_before.clone(),
         ast_after: fb.ast_after.clone(),
+        code_before: fb.code_before.clone(),
+        code_after: fb.code_after.clone(),
         why_not: fb.why_not.clone(),
         scheduler: fb.schedule_seconds.map(|seconds| reports::SchedulerRun {
             strategy: fb.strategy.map(|s| s.as_str().to_string()),
