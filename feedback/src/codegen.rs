@@ -44,10 +44,7 @@ enum Role {
 /// map isl computed (with its parameters fixed by `params`).
 enum Plan {
     Rows(BTreeMap<String, Vec<Role>>),
-    Isl {
-        map: String,
-        params: Option<String>,
-    },
+    Isl { map: String, params: Option<String> },
 }
 
 /// What the printed loops are marked with.
@@ -342,7 +339,9 @@ struct Printer<'a> {
 }
 
 fn c_expr(e: &ASTExpr) -> Result<String, Error> {
-    Ok(e.to_C_str().map_err(isl("printing an expression"))?.to_string())
+    Ok(e.to_C_str()
+        .map_err(isl("printing an expression"))?
+        .to_string())
 }
 
 impl Printer<'_> {
@@ -407,8 +406,7 @@ impl Printer<'_> {
             }
         });
         let parallel = role.as_ref().is_some_and(|(r, l)| {
-            Some(*l) == self.marks.parallel
-                && (matches!(r, Role::Tile(..)) || !self.tiled(*l))
+            Some(*l) == self.marks.parallel && (matches!(r, Role::Tile(..)) || !self.tiled(*l))
         });
         let simd = role
             .as_ref()
@@ -420,7 +418,10 @@ impl Printer<'_> {
             self.line(depth, "#pragma omp simd");
         }
         if n.for_is_degenerate().map_err(e())? {
-            self.line(depth, &format!("{{ int {it} = {init};{what}, one iteration"));
+            self.line(
+                depth,
+                &format!("{{ int {it} = {init};{what}, one iteration"),
+            );
         } else {
             let cond = c_expr(&n.for_get_cond().map_err(e())?)?;
             let inc = c_expr(&n.for_get_inc().map_err(e())?)?;

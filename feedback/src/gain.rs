@@ -13,9 +13,11 @@
 //!   [`GainOptions::line_cost`] per cache line it brings from beyond the cache. A stream of
 //!   accesses with stride `s` bytes along the innermost loop brings `min(1, |s| / 64)` new
 //!   lines per iteration; one invariant in the innermost loop costs its line once per run of
-//!   that loop. Reuse carried by an outer loop is assumed lost: its distance grows with the
-//!   data, so the estimate is for inputs whose data outgrows the cache (the basis says when
-//!   this input's data fits). A tile keeps that reuse when every loop inside it is tiled or
+//!   that loop. A stream the loop just outside reuses whole (the same addresses in each of
+//!   its iterations) keeps its lines when one run of the innermost loop fits in
+//!   [`GainOptions::cache_bytes`]; reuse carried further out is assumed lost: its distance
+//!   grows with the data, so the estimate is for inputs whose data outgrows the cache (the
+//!   basis says when this input's data fits). A tile keeps that reuse when every loop inside it is tiled or
 //!   of fixed size and its footprint fits in [`GainOptions::cache_bytes`]: its lines are then
 //!   brought once per tile.
 //! - **Amdahl** (`parallelize`): the share of the region's instructions inside the loop runs
@@ -43,7 +45,7 @@ pub struct GainOptions {
     /// The cache a tile's data must fit in to keep its reuse, in bytes. Default: 32 KiB, a
     /// level-1 data cache.
     pub cache_bytes: u64,
-    /// Cycles to bring one cache line from beyond the cache. Default: 12. Hardware
+    /// Cycles to bring one cache line from beyond the cache. Default: 8. Hardware
     /// prefetching hides much of the latency of a regular stride, and lines a long stride
     /// walks often come from the level-2 cache: `gain_bench` compares the estimates with
     /// measurements (README, "Benchmarks").
@@ -53,7 +55,7 @@ pub struct GainOptions {
     /// Default: 3.
     pub loop_overhead: f64,
     /// Instructions per cycle a core sustains on a loop body whose data is in the cache.
-    /// Default: 2.
+    /// Default: 3.
     pub ipc: f64,
     /// Cycles an iteration waits for the previous one's result when the innermost loop
     /// carries a dependence (an accumulator: a floating-point add's latency). Default: 4.
@@ -80,9 +82,9 @@ impl Default for GainOptions {
         GainOptions {
             line_bytes: 64,
             cache_bytes: 32 * 1024,
-            line_cost: 12.0,
+            line_cost: 8.0,
             loop_overhead: 3.0,
-            ipc: 2.0,
+            ipc: 3.0,
             chain_latency: 4.0,
             threads: None,
             fork_join_cost: 4_000.0,
@@ -371,8 +373,14 @@ impl<'a> Model<'a> {
 
     /// New lines a stream brings per iteration of the innermost loop of `order` (chain
     /// positions, outermost first), reuse carried by outer loops being lost.
-    fn stream_lines(&self, s: &Stream, order: &[usize]) -> f64 {
+    fn stream_lines(&self, s: &Stream, order: &[usize], run_fits: bool) -> f64 {
         let line = self.opts.line_bytes as f64;
+        // Data the next loop out reuses whole (a row of `C` in `C[i][j] += A[i][k] *
+        // B[k][j]`, the same for every `k`) stays in the cache when one run of the innermost
+        // loop fits in it: its lines are brought once.
+        let reused = order.len() >= 2
+            && run_fits
+            && s.strides.get(order[order.len() - 2]).copied().flatten() == Some(0);
         // Invariant in the innermost loops: one line per run of them.
         let mut runs = 1.0;
         for &k in order.iter().rev() {
@@ -386,6 +394,7 @@ impl<'a> Model<'a> {
                         _ => return 0.0,
                     }
                 }
+                Some(_) if reused && runs == 1.0 => return 0.0,
                 Some(st) => return s.weight * (st.unsigned_abs() as f64 / line).min(1.0) / runs,
             }
         }
@@ -396,13 +405,24 @@ impl<'a> Model<'a> {
     fn lines(&self, streams: &[Stream], order: &[usize]) -> (f64, BTreeMap<String, f64>) {
         let mut per: BTreeMap<String, f64> = BTreeMap::new();
         let mut all = 0.0;
+        let run_fits = self.run_bytes(streams, order) <= self.opts.cache_bytes;
         for s in streams {
-            let l = self.stream_lines(s, order);
+            let l = self.stream_lines(s, order, run_fits);
             all += l;
             *per.entry(s.array.clone().unwrap_or_else(|| "unnamed memory".into()))
                 .or_default() += l;
         }
         (all, per)
+    }
+
+    /// Bytes one run of the innermost loop of `order` touches, at this input's trip count.
+    fn run_bytes(&self, streams: &[Stream], order: &[usize]) -> u64 {
+        let Some(&k) = order.last() else {
+            return 0;
+        };
+        let n = self.trips(self.chain[k]).unwrap_or(1).max(1);
+        let lines: f64 = streams.iter().map(|s| self.tile_lines(s, &[(k, n)])).sum();
+        (lines * self.opts.line_bytes as f64) as u64
     }
 
     /// Cycles per iteration of the innermost loop: its instructions at [`GainOptions::ipc`],

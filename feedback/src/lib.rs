@@ -6,8 +6,8 @@
 
 pub mod affine;
 mod analyze;
-mod codegen;
 mod coarsen;
+mod codegen;
 pub mod gain;
 pub mod input;
 mod islx;

@@ -131,7 +131,9 @@ fn main() -> Result<()> {
             }
         }
     }
-    println!("(estimate in parentheses: advice polyprof marked as not paying at the profiled size)");
+    println!(
+        "(estimate in parentheses: advice polyprof marked as not paying at the profiled size)"
+    );
     Ok(())
 }
 
