@@ -1106,3 +1106,161 @@ fn rank(suggestions: &mut Vec<Suggestion>, model: &Model<'_>, interchange: Optio
         suggestions.push(s);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::{Loop, Statement};
+    use crate::legality::Requirement;
+
+    fn access(strides: &[i64], array: &str, write: bool) -> Access {
+        Access {
+            strides: strides.iter().map(|&s| Some(s)).collect(),
+            size: 8,
+            write,
+            base: Some(0),
+            array: Some(array.into()),
+        }
+    }
+
+    /// `C[i][j] += A[i][k] * B[k][j]` over 64^3, k innermost, the accumulator in a register.
+    fn matmul() -> (Region, Vec<LoopInfo>) {
+        let row = 8 * 64;
+        let region = Region {
+            loops: ["k.c:1", "k.c:2", "k.c:3"]
+                .iter()
+                .enumerate()
+                .map(|(k, l)| Loop {
+                    id: format!("L{k}"),
+                    label: l.to_string(),
+                })
+                .collect(),
+            statements: vec![
+                Statement {
+                    name: "S0".into(),
+                    label: "k.c:4".into(),
+                    loops: vec![0, 1, 2],
+                    positions: vec![0, 0, 0, 0],
+                    domain: String::new(),
+                    ops: 64 * 64 * 64,
+                    accesses: vec![
+                        access(&[row, 0, 8], "A", false),
+                        access(&[0, 8, row], "B", false),
+                    ],
+                    fp: true,
+                    exact: true,
+                },
+                Statement {
+                    name: "S1".into(),
+                    label: "k.c:2".into(),
+                    loops: vec![0, 1],
+                    positions: vec![0, 0, 1],
+                    domain: String::new(),
+                    ops: 64 * 64,
+                    accesses: vec![access(&[row, 8], "C", true)],
+                    fp: false,
+                    exact: true,
+                },
+            ],
+            trips: vec![Some(64); 3],
+            ..Region::default()
+        };
+        let loops = (0..3)
+            .map(|k| LoopInfo {
+                id: format!("L{k}"),
+                label: format!("k.c:{}", k + 1),
+                depth: k,
+                parallel: k < 2,
+                permutable: true,
+                stride01_percent: 50.0,
+                ops: 64 * 64 * 64,
+            })
+            .collect();
+        (region, loops)
+    }
+
+    fn suggestion(kind: SuggestionKind, loops: &[&str]) -> Suggestion {
+        Suggestion::new(
+            kind,
+            loops.iter().map(|l| l.to_string()).collect(),
+            kind.as_str().into(),
+        )
+    }
+
+    #[test]
+    fn ranking_orders_groups_and_never_adds() {
+        let (region, loops) = matmul();
+        let mut map = suggestion(SuggestionKind::MapScalarToArray, &["L1"]);
+        map.rating.enables = vec![SuggestionKind::Interchange];
+        let mut ic = suggestion(SuggestionKind::Interchange, &["L0", "L2", "L1"]);
+        ic.requires = vec![Requirement {
+            change: Change::MapToArray,
+            storage: "register xmm1 onto C".into(),
+            lines: vec![],
+        }];
+        let mut tr = suggestion(SuggestionKind::TransposeArray, &["L2"]);
+        tr.array = Some("B".into());
+        let mut fb = Feedback {
+            loops,
+            suggestions: vec![
+                suggestion(SuggestionKind::Fuse, &["L0"]),
+                map,
+                tr,
+                ic,
+                suggestion(SuggestionKind::Tile, &["L0", "L1"]),
+            ],
+            ..Feedback::default()
+        };
+        let before: Vec<SuggestionKind> = fb.suggestions.iter().map(|s| s.kind).collect();
+        rate(&region, &mut fb, &GainOptions::default());
+        let mut after: Vec<SuggestionKind> = fb.suggestions.iter().map(|s| s.kind).collect();
+        let order = after.clone();
+        let mut sorted = before.clone();
+        sorted.sort();
+        after.sort();
+        assert_eq!(sorted, after, "ranking adds or drops nothing");
+        // The interchange, then what it needs, then its alternative; unestimated last.
+        let ic = order
+            .iter()
+            .position(|&k| k == SuggestionKind::Interchange)
+            .unwrap();
+        assert_eq!(order[ic + 1], SuggestionKind::MapScalarToArray, "{order:?}");
+        let s = |k: SuggestionKind| fb.suggestions.iter().find(|s| s.kind == k).unwrap();
+        assert_eq!(
+            s(SuggestionKind::TransposeArray).rating.group,
+            s(SuggestionKind::Interchange).rating.group,
+            "transposing B is an alternative to the interchange"
+        );
+        assert_eq!(
+            s(SuggestionKind::MapScalarToArray).rating.group,
+            s(SuggestionKind::Interchange).rating.group
+        );
+        // Unestimated advice after the estimated, skipped advice last.
+        assert_eq!(
+            order[3..],
+            [SuggestionKind::Fuse, SuggestionKind::Tile],
+            "{order:?}"
+        );
+        // The tile of the two outer loops leaves k untiled: the model expects nothing.
+        let tile = s(SuggestionKind::Tile);
+        assert_eq!(
+            tile.rating.skipped.as_ref().map(|k| k.reason),
+            Some(SkipReason::NoGain)
+        );
+        let ic = s(SuggestionKind::Interchange);
+        assert_eq!(ic.rating.rank, 1);
+        assert!(ic.rating.gain.as_ref().is_some_and(|g| g.estimate > 1.5));
+    }
+
+    #[test]
+    fn a_stride_brings_lines_in_proportion() {
+        let (region, loops) = matmul();
+        let opts = GainOptions::default();
+        let m = Model::new(&region, &loops, &opts);
+        let (body, _) = m.body_streams();
+        let (lines, per) = m.lines(&m.dedup(body), &[0, 1, 2]);
+        // B: a new line per iteration of k; A's row is the same for every j (reused).
+        assert!((lines - 1.0).abs() < 1e-9, "{lines} {per:?}");
+        assert!((per["B"] - 1.0).abs() < 1e-9);
+    }
+}

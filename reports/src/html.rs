@@ -632,3 +632,115 @@ fn glossary(h: &mut String) {
     }
     h.push_str("</dl>");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Loc, NativeCost, Program, Trace};
+    use serde_json::json;
+
+    fn report(file: &str) -> Report {
+        let mut r = Report::new(
+            Program {
+                path: "./k".into(),
+                args: vec![],
+                exit_code: Some(0),
+                signal: None,
+            },
+            Trace {
+                engine: "emulate".into(),
+                instructions: 1000,
+                emulated_percent: 100.0,
+                stepped_percent: 0.0,
+                complete: true,
+                warnings: vec![],
+                start: "main".into(),
+                trace_libs: false,
+                native_calls: 0,
+                syscalls: 0,
+                signals: 0,
+                interrupted: false,
+                seconds: 0.1,
+                native_cost: NativeCost::default(),
+            },
+        );
+        let loc = |line: u32| json!({ "file": file, "line": line });
+        r.regions.push(Region {
+            id: "R1".into(),
+            function: "main".into(),
+            location: Some(Loc {
+                file: file.into(),
+                line: 2,
+            }),
+            ops_percent: 90.0,
+            run_percent: 80.0,
+            native_percent: 0.0,
+            interprocedural: false,
+            affine_percent: 100.0,
+            loops: vec![],
+            all_loops: vec![
+                json!({ "id": "L1", "location": loc(2), "parallel": true, "permutable": true, "stride01_percent": 50.0 }),
+                json!({ "id": "L2", "location": loc(3), "parallel": false, "permutable": true, "stride01_percent": 100.0 }),
+            ],
+            statements: vec![json!({ "id": "S3", "location": loc(4) })],
+            dependences: vec![],
+            suggestions: vec![
+                json!({ "kind": "interchange", "loops": ["L2", "L1"], "text": "Swap <them>.", "rank": 1, "group": 1,
+                        "gain": { "model": "cache_lines", "estimate": 2.5, "run_estimate": 2.0, "basis": "lines 1 -> 0.25" } }),
+                json!({ "kind": "tile", "loops": ["L1", "L2"], "text": "Tile.", "rank": 2, "group": 2,
+                        "skipped": { "reason": "few_iterations", "text": "too few" } }),
+            ],
+            metrics: json!({}),
+            ast_before: String::new(),
+            ast_after: String::new(),
+            code_before: "for (int c1 = 0; c1 <= 7; c1++) {  // k.c:2 (L1)\n  S3(c1);  // k.c:4 store\n}\n".into(),
+            code_after: String::new(),
+            why_not: None,
+            scheduler: None,
+        });
+        r
+    }
+
+    const SOURCE: &str = "int main() {\n  for (i = 0; i < n; i++)\n    for (j = 0; j < n; j++)\n      a[j][i] = 0;\n}\n";
+
+    #[test]
+    fn advice_sits_beside_its_loop_with_its_gain() {
+        let r = report("/src/k.c");
+        let page = render_html(&r, None, &Sources::from_texts(&[("/src/k.c", SOURCE)]));
+        // The interchange names L2 first: it sits on L2's line, 3.
+        let row3 = &page[page.find("<td class=\"n\">3</td>").unwrap()..];
+        let row3 = &row3[..row3.find("</tr>").unwrap()];
+        assert!(
+            row3.contains("#1 interchange") && row3.contains("2.50x"),
+            "{row3}"
+        );
+        let row2 = &page[page.find("<td class=\"n\">2</td>").unwrap()..];
+        let row2 = &row2[..row2.find("</tr>").unwrap()];
+        assert!(row2.contains("tile: not worth it here"), "{row2}");
+        assert!(page.contains("Swap &lt;them&gt;."), "escaped");
+        assert!(page.contains("a[j][i] = 0;"));
+        // The generated code's comments completed with the source text.
+        assert!(page.contains("⟵ a[j][i] = 0;"), "{page}");
+        assert!(page.contains("Legal, but not worth it here"));
+        assert!(page.contains("id=\"pp-g-preuse\""));
+        assert!(page.contains("No flame graph"));
+    }
+
+    #[test]
+    fn a_missing_source_file_is_said() {
+        let r = report("/nowhere/k.c");
+        let page = render_html(&r, None, &Sources::default());
+        assert!(
+            page.contains(
+                "The source file /nowhere/k.c is not on this machine: lines 2, 3, 4 only."
+            ),
+            "{page}"
+        );
+    }
+
+    #[test]
+    fn close_lines_are_shown_together() {
+        assert_eq!(stretches(&[2, 3, 4], 10), [(1, 5)]);
+        assert_eq!(stretches(&[2, 30], 40), [(1, 3), (29, 31)]);
+    }
+}
