@@ -1032,11 +1032,16 @@ fn rank(suggestions: &mut Vec<Suggestion>, model: &Model<'_>, interchange: Optio
                     .iter()
                     .map(|&j| suggestions[j].kind.as_str())
                     .collect();
+                let (needs, pay) = if kinds.len() == 1 {
+                    ("needs", "it does")
+                } else {
+                    ("need", "they do")
+                };
                 suggestions[k].rating.skipped = Some(Skip {
                     reason: SkipReason::OnlyForSkipped,
                     text: format!(
-                        "only {} need it, and they do not pay here",
-                        kinds.join(", ")
+                        "only the {} {needs} it, and {pay} not pay here",
+                        kinds.join(" and the ")
                     ),
                 });
             }
