@@ -96,6 +96,23 @@ fn esc(s: &str) -> String {
     out
 }
 
+/// Prose for a person: escaped, with `code` in backticks shown as code.
+fn prose(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 16);
+    for (k, part) in esc(s).split('`').enumerate() {
+        if k % 2 == 1 {
+            let _ = write!(out, "<code>{part}</code>");
+        } else {
+            out.push_str(part);
+        }
+    }
+    // An odd number of backticks: the last one was not a pair; keep the text as it was.
+    if s.matches('`').count() % 2 == 1 {
+        return esc(s);
+    }
+    out
+}
+
 /// A link to the glossary's entry for `id`, showing `text`.
 fn term(id: &str, text: &str) -> String {
     format!("<a class=\"term\" href=\"#pp-g-{id}\">{}</a>", esc(text))
@@ -328,7 +345,7 @@ fn advice(h: &mut String, r: &Region) {
                 "<li value=\"{rank}\" id=\"pp-{}-{rank}\"><b>{}</b>{lead}{gain}: {}",
                 esc(&r.id),
                 esc(s["kind"].as_str().unwrap_or("?")),
-                esc(s["text"].as_str().unwrap_or(""))
+                prose(s["text"].as_str().unwrap_or(""))
             );
             if let Some(b) = s["gain"]["basis"].as_str() {
                 let model = s["gain"]["model"].as_str().unwrap_or("");
@@ -341,7 +358,7 @@ fn advice(h: &mut String, r: &Region) {
                     h,
                     "<div class=\"model\">{}: {}</div>",
                     term(id, "model"),
-                    esc(b)
+                    prose(b)
                 );
             }
             h.push_str("</li>");
@@ -359,8 +376,8 @@ fn advice(h: &mut String, r: &Region) {
                 h,
                 "<li><b>{}</b>: {} <i>Skipped: {}.</i></li>",
                 esc(s["kind"].as_str().unwrap_or("?")),
-                esc(s["text"].as_str().unwrap_or("")),
-                esc(s["skipped"]["text"].as_str().unwrap_or(""))
+                prose(s["text"].as_str().unwrap_or("")),
+                prose(s["skipped"]["text"].as_str().unwrap_or(""))
             );
         }
         h.push_str("</ul>");
