@@ -46,6 +46,7 @@ const NOT_AFFINE_SHARE: f64 = 50.0;
 
 fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback, Error> {
     let mut timing = Timing::new();
+    let fine = region;
     let coarse = crate::coarsen::coarsen(region, isl);
     let region = &coarse;
     let mut fb = Feedback::default();
@@ -56,6 +57,8 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     }
     let params = Parameterizer::new(opts.param_threshold, opts.param_spread);
     let mut cx = Ctx::new(region, isl, params);
+    // Reductions are recognised on instructions, before they were grouped into blocks.
+    cx.reductions = crate::reduction::Reductions::new(fine, isl);
     cx.keep_forward()?;
     cx.parse()?;
     let domain = cx.domain();

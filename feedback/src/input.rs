@@ -55,6 +55,51 @@ pub struct Statement {
     pub fp: bool,
     /// Whether the domain was folded exactly.
     pub exact: bool,
+    /// What the instruction computes, when it can take part in a reduction (a copy or an
+    /// associative update); `None` for anything else, and for blocks of instructions.
+    pub update: Option<Update>,
+}
+
+/// An associative and commutative operator a reduction combines values with (subtraction
+/// counts as addition of the negated value).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ReduceOp {
+    Add,
+    Mul,
+    Min,
+    Max,
+    And,
+    Or,
+    Xor,
+}
+
+impl ReduceOp {
+    /// The operator as OpenMP's `reduction` clause spells it.
+    pub fn clause(&self) -> &'static str {
+        match self {
+            ReduceOp::Add => "+",
+            ReduceOp::Mul => "*",
+            ReduceOp::Min => "min",
+            ReduceOp::Max => "max",
+            ReduceOp::And => "&",
+            ReduceOp::Or => "|",
+            ReduceOp::Xor => "^",
+        }
+    }
+}
+
+/// An instruction that copies a value or combines it with another by an associative operator:
+/// a link of a reduction's chain from reading the accumulator to writing it back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Update {
+    /// `None`: a copy (load, store, register move); else `dst = acc op other`.
+    pub op: Option<ReduceOp>,
+    /// Registers (full names, `rax`, `xmm0`) through which the accumulated value may come in:
+    /// the copy's source, or the operands the operator lets play the accumulator (both for
+    /// commutative ones, the first for a subtraction).
+    pub acc_registers: Vec<String>,
+    /// Whether the memory operand may bring the accumulated value in.
+    pub acc_memory: bool,
 }
 
 /// A dependence between two statements of the region: flow (read after write), anti (write

@@ -19,7 +19,8 @@
 //!   renamed: a loop that calls `printf` or `rand` is serial.
 
 use crate::affine::strip_braces;
-use crate::input::{DepKind, Region, Statement, Storage};
+use crate::input::{DepKind, ReduceOp, Region, Statement, Storage};
+use crate::reduction::Reductions;
 use crate::islx::{self, empty, union_map, union_set};
 use crate::params::Parameterizer;
 use crate::Error;
@@ -41,6 +42,10 @@ pub enum Change {
     Expand,
     /// A scalar lives in an array element that is dead meanwhile (DeLICM).
     MapToArray,
+    /// Each thread accumulates a partial result, combined with `op` after the loop (OpenMP's
+    /// `reduction(op: var)`). `fp`: the operator is floating point, and combining partial
+    /// results reassociates it (the result may differ in the last bits).
+    Reduction { op: ReduceOp, fp: bool },
 }
 
 impl Change {
@@ -52,6 +57,7 @@ impl Change {
             Change::CopyIn => "copy_in",
             Change::Expand => "expand",
             Change::MapToArray => "map_to_array",
+            Change::Reduction { .. } => "reduction",
         }
     }
 }
@@ -91,6 +97,16 @@ impl Requirement {
             // Their storage already says where (`xmm1 onto `C` (line k.c:18)`).
             Change::Expand => format!("expanding {}", self.storage),
             Change::MapToArray => format!("mapping {}", self.storage),
+            Change::Reduction { op, fp } => format!(
+                "accumulating {} per thread and combining the partial results (`reduction({}: ...)`){at}{}",
+                self.storage,
+                op.clause(),
+                if fp {
+                    "; this reassociates floating-point arithmetic, so the result may differ in the last bits"
+                } else {
+                    ""
+                }
+            ),
         }
     }
 }
@@ -177,6 +193,9 @@ pub(crate) struct Ctx<'a> {
     maps: Vec<Option<UnionMap>>,
     /// Per live-out border of the region: its rewritten relation (without braces).
     outs: Vec<String>,
+    /// The reductions of the loops, found on demand on the region's instructions (before
+    /// they were grouped into blocks).
+    pub reductions: Reductions<'a>,
 }
 
 /// Which way a value crosses a loop's border.
@@ -212,6 +231,7 @@ impl<'a> Ctx<'a> {
             n: sched_len(region),
             maps: Vec::new(),
             outs,
+            reductions: Reductions::none(),
         }
     }
 
@@ -428,20 +448,35 @@ impl<'a> Ctx<'a> {
         theta: &str,
         renamed: &BTreeSet<String>,
     ) -> Result<Verdict, Error> {
-        let within = self.deps_within(l);
         let deps = &self.region.dependences;
         let rel = carried_at(self.n, lvl, &self.prefix());
-        // A carried flow dependence: nothing makes the iterations independent.
-        let flows: Vec<usize> = within
-            .iter()
-            .copied()
-            .filter(|&i| deps[i].kind == DepKind::Flow)
-            .collect();
-        if let Some(i) = self.first_related(&flows, theta, &rel)? {
-            return Ok(Verdict::Blocked(format!(
-                "it carries {}",
-                self.describe_dep(i)
-            )));
+        let mut within = self.deps_within(l);
+        let mut needs = Vec::new();
+        // A carried flow dependence: nothing makes the iterations independent, unless it
+        // belongs to a reduction, whose storage is then accumulated per thread: all of that
+        // storage's dependences are set aside, and the reduction named.
+        loop {
+            let flows: Vec<usize> = within
+                .iter()
+                .copied()
+                .filter(|&i| deps[i].kind == DepKind::Flow)
+                .collect();
+            let Some(i) = self.first_related(&flows, theta, &rel)? else {
+                break;
+            };
+            let root = deps[i].storage.root();
+            let Some(r) = self.reductions.of(l, &root)? else {
+                return Ok(Verdict::Blocked(format!(
+                    "it carries {}",
+                    self.describe_dep(i)
+                )));
+            };
+            needs.push(Requirement {
+                change: Change::Reduction { op: r.op, fp: r.fp },
+                storage: r.storage.describe(),
+                lines: r.lines.clone(),
+            });
+            within.retain(|&k| deps[k].storage.root() != root);
         }
         // Anti and output dependences, a storage at a time (one question each): when one of
         // a storage's is carried, all of its are taken as carried, which only widens the
@@ -478,7 +513,6 @@ impl<'a> Ctx<'a> {
         }
         let by_storage = merged;
         let inside = self.inside(l);
-        let mut needs = Vec::new();
         for (storage, idx) in by_storage {
             let lines = |ends: &mut dyn Iterator<Item = &str>| -> Vec<String> {
                 ends.map(|n| line_of(self.region, n))

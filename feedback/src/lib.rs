@@ -9,13 +9,17 @@ mod analyze;
 mod coarsen;
 pub mod input;
 mod islx;
+mod reduction;
 pub mod legality;
 pub mod params;
 pub mod pipeline;
 mod storage;
 
 pub use analyze::analyze_region;
-pub use input::{Access, Boundary, DepKind, Dependence, Loop, Region, Statement, Storage};
+pub use input::{
+    Access, Boundary, DepKind, Dependence, Loop, ReduceOp, Region, Statement, Storage, Update,
+};
+pub use reduction::Reduction;
 pub use islx::Strategy;
 
 /// Errors of the feedback stage.

@@ -6,7 +6,7 @@
 //! iteration vector (loop counters, address arithmetic) leaves the statement set, and the
 //! dependences out of it are dropped, since they would serialize every loop.
 
-use crate::input::{Access, Boundary, Dependence, Loop, Region, Statement, Storage};
+use crate::input::{ReduceOp, Update, Access, Boundary, Dependence, Loop, Region, Statement, Storage};
 use crate::{analyze_region, Feedback, Options};
 use folder::{FoldOptions, Folded, Label, StreamFolder};
 use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter, Mnemonic};
@@ -627,6 +627,153 @@ fn writes_data(insn: &iced_x86::Instruction, info: &mut iced_x86::InstructionInf
     })
 }
 
+/// The full name of a register as dependences name it (`rax` for `eax`, `xmm0` for `ymm0`).
+fn full_name(r: iced_x86::Register) -> Option<String> {
+    let full = r.full_register();
+    if full.is_gpr64() {
+        let n = full.number();
+        return GPR_NAMES.get(n).map(|s| s.to_string());
+    }
+    if r.is_xmm() || r.is_ymm() || r.is_zmm() {
+        return Some(format!("xmm{}", full.number()));
+    }
+    None
+}
+
+/// What an instruction computes, when it may be a link of a reduction: a copy, or
+/// `dst = acc op other` with an associative operator. Each operand that may carry the
+/// accumulated value in is named; an instruction reading one register twice (`add eax, eax`,
+/// `xor eax, eax`) is no link: its result is not `acc op other`.
+fn update_of(insn: &iced_x86::Instruction) -> Option<Update> {
+    use iced_x86::OpKind;
+    use Mnemonic as M;
+    let m = insn.mnemonic();
+    let copy = matches!(
+        m,
+        M::Mov
+            | M::Movsd
+            | M::Movss
+            | M::Movaps
+            | M::Movapd
+            | M::Movups
+            | M::Movupd
+            | M::Movdqa
+            | M::Movdqu
+            | M::Movq
+            | M::Movd
+            | M::Movzx
+            | M::Movsx
+            | M::Movsxd
+            | M::Vmovsd
+            | M::Vmovss
+            | M::Vmovaps
+            | M::Vmovapd
+            | M::Vmovups
+            | M::Vmovupd
+            | M::Vmovdqa
+            | M::Vmovdqu
+            | M::Vmovq
+            | M::Vmovd
+    );
+    // (operator, commutative)
+    let op = match m {
+        M::Add | M::Inc | M::Lea | M::Addsd | M::Addss | M::Addpd | M::Addps | M::Paddb
+        | M::Paddw | M::Paddd | M::Paddq | M::Vaddsd | M::Vaddss | M::Vaddpd | M::Vaddps
+        | M::Vpaddb | M::Vpaddw | M::Vpaddd | M::Vpaddq => Some((ReduceOp::Add, true)),
+        M::Sub | M::Dec | M::Subsd | M::Subss | M::Subpd | M::Subps | M::Psubb | M::Psubw
+        | M::Psubd | M::Psubq | M::Vsubsd | M::Vsubss | M::Vsubpd | M::Vsubps | M::Vpsubb
+        | M::Vpsubw | M::Vpsubd | M::Vpsubq => Some((ReduceOp::Add, false)),
+        M::Imul | M::Mulsd | M::Mulss | M::Mulpd | M::Mulps | M::Pmulld | M::Vmulsd
+        | M::Vmulss | M::Vmulpd | M::Vmulps | M::Vpmulld => Some((ReduceOp::Mul, true)),
+        M::Minsd | M::Minss | M::Minpd | M::Minps | M::Pminsb | M::Pminsw | M::Pminsd
+        | M::Pminub | M::Pminuw | M::Pminud | M::Vminsd | M::Vminss | M::Vminpd | M::Vminps
+        | M::Vpminsd | M::Vpminud => Some((ReduceOp::Min, true)),
+        M::Maxsd | M::Maxss | M::Maxpd | M::Maxps | M::Pmaxsb | M::Pmaxsw | M::Pmaxsd
+        | M::Pmaxub | M::Pmaxuw | M::Pmaxud | M::Vmaxsd | M::Vmaxss | M::Vmaxpd | M::Vmaxps
+        | M::Vpmaxsd | M::Vpmaxud => Some((ReduceOp::Max, true)),
+        M::And | M::Pand | M::Andps | M::Andpd | M::Vpand | M::Vandps | M::Vandpd => {
+            Some((ReduceOp::And, true))
+        }
+        M::Or | M::Por | M::Orps | M::Orpd | M::Vpor | M::Vorps | M::Vorpd => {
+            Some((ReduceOp::Or, true))
+        }
+        M::Xor | M::Pxor | M::Xorps | M::Xorpd | M::Vpxor | M::Vxorps | M::Vxorpd => {
+            Some((ReduceOp::Xor, true))
+        }
+        _ => None,
+    };
+    if !copy && op.is_none() {
+        return None;
+    }
+    // The operands whose values are combined (or copied).
+    let count = insn.op_count();
+    let sources: Vec<u32> = if copy {
+        vec![1]
+    } else if m == M::Lea {
+        Vec::new()
+    } else if count == 1 {
+        // `inc`, `dec`; the one-operand `imul` writes rdx:rax, no link.
+        if m == M::Imul {
+            return None;
+        }
+        vec![0]
+    } else if count == 3 && m == M::Imul {
+        // `imul r, r/m, imm`: the product of the second operand and a constant.
+        vec![1]
+    } else if count == 3 {
+        // VEX forms: `vaddsd xmm0, xmm1, xmm2`.
+        vec![1, 2]
+    } else {
+        vec![0, 1]
+    };
+    let commutative = op.is_none_or(|(_, c)| c);
+    let mut acc_registers: Vec<String> = Vec::new();
+    let mut acc_memory = false;
+    let mut seen: Vec<String> = Vec::new();
+    if m == M::Lea {
+        // `lea d, [b + i*1 + c]`: the addends are the base and an unscaled index.
+        let base = full_name(insn.memory_base());
+        let index = (insn.memory_index_scale() == 1)
+            .then(|| full_name(insn.memory_index()))
+            .flatten();
+        if base.is_some() && base == index {
+            return None;
+        }
+        if insn.memory_base() == iced_x86::Register::RIP {
+            return None;
+        }
+        acc_registers.extend(base.into_iter().chain(index));
+        if acc_registers.is_empty() {
+            return None;
+        }
+    } else {
+        for (k, &o) in sources.iter().enumerate() {
+            let may_acc = commutative || k == 0;
+            match insn.op_kind(o) {
+                OpKind::Register => {
+                    let Some(r) = full_name(insn.op_register(o)) else {
+                        return None;
+                    };
+                    if seen.contains(&r) {
+                        return None;
+                    }
+                    seen.push(r.clone());
+                    if may_acc {
+                        acc_registers.push(r);
+                    }
+                }
+                OpKind::Memory => acc_memory |= may_acc,
+                _ => {}
+            }
+        }
+    }
+    Some(Update {
+        op: op.map(|(o, _)| o),
+        acc_registers,
+        acc_memory,
+    })
+}
+
 fn fp_op(m: Mnemonic) -> bool {
     let name = format!("{m:?}");
     let arith = [
@@ -1087,6 +1234,7 @@ fn build_region(
             accesses,
             fp: fp_op(insn.mnemonic()),
             exact: f.is_exact(),
+            update: update_of(&insn),
         });
         reports.push(StatementReport {
             name: name.clone(),

@@ -1,6 +1,7 @@
 //! Regions in the report's terms: report.json entries, flame-graph styles, and the closing
 //! summary.
 
+use feedback::legality::Change;
 use feedback::pipeline::RegionReport;
 use reports::{FrameStyle, Region, GREY, HIGHLIGHT};
 use serde_json::{json, Value};
@@ -193,13 +194,35 @@ pub fn region_json(
                     .requires
                     .iter()
                     .map(|r| {
-                        json!({
+                        let mut v = json!({
                             "change": r.change.as_str(),
                             "storage": r.storage,
                             "lines": r.lines,
-                        })
+                        });
+                        if let Change::Reduction { op, fp } = r.change {
+                            v["op"] = json!(op.clause());
+                            v["reassociates"] = json!(fp);
+                        }
+                        v
                     })
                     .collect();
+                // The reductions again on their own: "parallel with reduction(+: s)".
+                let reductions: Vec<Value> = s
+                    .requires
+                    .iter()
+                    .filter_map(|r| match r.change {
+                        Change::Reduction { op, fp } => Some(json!({
+                            "op": op.clause(),
+                            "storage": r.storage,
+                            "lines": r.lines,
+                            "reassociates": fp,
+                        })),
+                        _ => None,
+                    })
+                    .collect();
+                if !reductions.is_empty() {
+                    v["reduction"] = json!(reductions);
+                }
             }
             v
         })
