@@ -3,7 +3,7 @@
 
 use crate::input::{Region, Statement};
 use crate::islx::{self, Tree};
-use crate::legality::{negative_up_to, pct, sched_len, Ctx, Requirement, Verdict};
+use crate::legality::{negative_up_to, pct, sched_len, Change, Ctx, Requirement, Verdict};
 use crate::params::Parameterizer;
 use crate::{Error, Feedback, LoopInfo, Metrics, Options, Suggestion, SuggestionKind};
 use isl_rs::Context;
@@ -349,17 +349,47 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         } else {
             String::new()
         };
-        let text = if needs.is_empty() {
+        let (clauses, others) = split_reductions(needs);
+        let text = if clauses.is_empty() && others.is_empty() {
             format!(
                 "Run loop {} in parallel (e.g. `#pragma omp parallel for`){inside}: no dependence of any kind is carried by it.",
                 label(l)
             )
-        } else {
+        } else if clauses.is_empty() {
             format!(
                 "Run loop {} in parallel (e.g. `#pragma omp parallel for`){inside} after {}: then no dependence is carried by it.",
                 label(l),
                 phrases(needs)
             )
+        } else {
+            let mut text = format!(
+                "Run loop {} in parallel as a reduction (e.g. `#pragma omp parallel for {}`){inside}: each thread accumulates {} in a copy of its own, combined after the loop",
+                label(l),
+                clauses.join(" "),
+                reduced_storage(needs)
+            );
+            if !others.is_empty() {
+                let _ = write!(text, ", after {}", phrases(&others));
+            }
+            text.push('.');
+            text.push_str(&reduction_notes(needs));
+            // An array reduction costs a copy of the array per thread: name a loop inside
+            // that is parallel without one.
+            let array = needs
+                .iter()
+                .any(|r| matches!(r.change, Change::Reduction { array: true, .. }));
+            let plain = order[lvl + 1..]
+                .iter()
+                .zip(&verdicts[lvl + 1..])
+                .find(|(_, v)| matches!(v, Verdict::Legal(n) if split_reductions(n).0.is_empty()));
+            if let (true, Some((&inner, _))) = (array, plain) {
+                let _ = write!(
+                    text,
+                    " Alternatively, loop {} is parallel without a reduction, at the cost of a parallel region per iteration of the loops around it.",
+                    label(inner)
+                );
+            }
+            text
         };
         fb.suggestions.push(Suggestion {
             kind: SuggestionKind::Parallelize,
@@ -379,12 +409,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             fb.suggestions.push(Suggestion {
                 kind: SuggestionKind::Vectorize,
                 loops: vec![region.loops[inner].id.clone()],
-                text: format!(
-                    "Vectorize loop {}: its iterations are independent{} and {:.0}% of its accesses are stride 0 or 1.",
-                    label(inner),
-                    if needs.is_empty() { String::new() } else { format!(" after {}", phrases(needs)) },
-                    share
-                ),
+                text: vectorize_text(&label(inner), needs, share),
                 sizes: Vec::new(),
                 requires: after_interchange(needs),
             });
@@ -679,6 +704,67 @@ fn from_schedule(
         }
     }
     Ok(())
+}
+
+/// The reduction clauses among `needs`, and the other storage changes.
+fn split_reductions(needs: &[Requirement]) -> (Vec<String>, Vec<Requirement>) {
+    let clauses = needs.iter().filter_map(Requirement::clause).collect();
+    let others = needs
+        .iter()
+        .filter(|r| r.clause().is_none())
+        .cloned()
+        .collect();
+    (clauses, others)
+}
+
+/// The storage of the reductions among `needs`, with their lines: "`y` (at k.c:36)".
+fn reduced_storage(needs: &[Requirement]) -> String {
+    needs
+        .iter()
+        .filter(|r| r.clause().is_some())
+        .map(|r| {
+            if r.lines.is_empty() {
+                r.storage.clone()
+            } else {
+                format!("{} (at {})", r.storage, r.lines.join(", "))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
+/// What a person must know before making a reduction parallel: floating point reassociates.
+fn reduction_notes(needs: &[Requirement]) -> String {
+    let fp = needs
+        .iter()
+        .any(|r| matches!(r.change, Change::Reduction { fp: true, .. }));
+    if fp {
+        " Combining partial results reassociates floating-point arithmetic: the result may differ in the last bits.".to_string()
+    } else {
+        String::new()
+    }
+}
+
+/// The vectorize suggestion's sentence.
+fn vectorize_text(label: &str, needs: &[Requirement], share: f64) -> String {
+    let (clauses, others) = split_reductions(needs);
+    let after = if others.is_empty() {
+        String::new()
+    } else {
+        format!(" after {}", phrases(&others))
+    };
+    if clauses.is_empty() {
+        format!(
+            "Vectorize loop {label}: its iterations are independent{after} and {share:.0}% of its accesses are stride 0 or 1."
+        )
+    } else {
+        format!(
+            "Vectorize loop {label} as a reduction (e.g. `#pragma omp simd {}`){after}: each vector lane accumulates {}, and {share:.0}% of its accesses are stride 0 or 1.{}",
+            clauses.join(" "),
+            reduced_storage(needs),
+            reduction_notes(needs)
+        )
+    }
 }
 
 fn phrases(needs: &[Requirement]) -> String {

@@ -20,9 +20,9 @@
 
 use crate::affine::strip_braces;
 use crate::input::{DepKind, ReduceOp, Region, Statement, Storage};
-use crate::reduction::Reductions;
 use crate::islx::{self, empty, union_map, union_set};
 use crate::params::Parameterizer;
+use crate::reduction::Reductions;
 use crate::Error;
 use isl_rs::{Context, UnionMap, UnionSet};
 use std::collections::{BTreeMap, BTreeSet};
@@ -45,7 +45,9 @@ pub enum Change {
     /// Each thread accumulates a partial result, combined with `op` after the loop (OpenMP's
     /// `reduction(op: var)`). `fp`: the operator is floating point, and combining partial
     /// results reassociates it (the result may differ in the last bits).
-    Reduction { op: ReduceOp, fp: bool },
+    /// `array`: the partial results are an array's elements (each thread needs a copy of the
+    /// array).
+    Reduction { op: ReduceOp, fp: bool, array: bool },
 }
 
 impl Change {
@@ -73,6 +75,20 @@ pub struct Requirement {
 }
 
 impl Requirement {
+    /// The OpenMP clause of a reduction: `reduction(+: s)`, with the variable's name when the
+    /// storage has one a person can type.
+    pub fn clause(&self) -> Option<String> {
+        let Change::Reduction { op, .. } = self.change else {
+            return None;
+        };
+        let name = variable(&self.storage);
+        let name = match name.strip_prefix('`').and_then(|n| n.strip_suffix('`')) {
+            Some(n) => n.to_string(),
+            None => format!("<{name}>"),
+        };
+        Some(format!("reduction({}: {name})", op.clause()))
+    }
+
     /// For a sentence: "privatizing `t` (written at k.c:7)".
     pub fn phrase(&self) -> String {
         let at = if self.lines.is_empty() {
@@ -97,16 +113,9 @@ impl Requirement {
             // Their storage already says where (`xmm1 onto `C` (line k.c:18)`).
             Change::Expand => format!("expanding {}", self.storage),
             Change::MapToArray => format!("mapping {}", self.storage),
-            Change::Reduction { op, fp } => format!(
-                "accumulating {} per thread and combining the partial results (`reduction({}: ...)`){at}{}",
-                self.storage,
-                op.clause(),
-                if fp {
-                    "; this reassociates floating-point arithmetic, so the result may differ in the last bits"
-                } else {
-                    ""
-                }
-            ),
+            Change::Reduction { .. } => {
+                format!("a reduction on {}{at}", self.storage)
+            }
         }
     }
 }
@@ -472,7 +481,11 @@ impl<'a> Ctx<'a> {
                 )));
             };
             needs.push(Requirement {
-                change: Change::Reduction { op: r.op, fp: r.fp },
+                change: Change::Reduction {
+                    op: r.op,
+                    fp: r.fp,
+                    array: matches!(r.storage, Storage::Array { .. }),
+                },
                 storage: r.storage.describe(),
                 lines: r.lines.clone(),
             });

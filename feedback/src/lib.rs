@@ -9,18 +9,18 @@ mod analyze;
 mod coarsen;
 pub mod input;
 mod islx;
-mod reduction;
 pub mod legality;
 pub mod params;
 pub mod pipeline;
+mod reduction;
 mod storage;
 
 pub use analyze::analyze_region;
 pub use input::{
     Access, Boundary, DepKind, Dependence, Loop, ReduceOp, Region, Statement, Storage, Update,
 };
-pub use reduction::Reduction;
 pub use islx::Strategy;
+pub use reduction::Reduction;
 
 /// Errors of the feedback stage.
 #[derive(Debug, thiserror::Error)]

@@ -6,7 +6,9 @@
 //! iteration vector (loop counters, address arithmetic) leaves the statement set, and the
 //! dependences out of it are dropped, since they would serialize every loop.
 
-use crate::input::{ReduceOp, Update, Access, Boundary, Dependence, Loop, Region, Statement, Storage};
+use crate::input::{
+    Access, Boundary, Dependence, Loop, ReduceOp, Region, Statement, Storage, Update,
+};
 use crate::{analyze_region, Feedback, Options};
 use folder::{FoldOptions, Folded, Label, StreamFolder};
 use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter, Mnemonic};
@@ -677,20 +679,86 @@ fn update_of(insn: &iced_x86::Instruction) -> Option<Update> {
     );
     // (operator, commutative)
     let op = match m {
-        M::Add | M::Inc | M::Lea | M::Addsd | M::Addss | M::Addpd | M::Addps | M::Paddb
-        | M::Paddw | M::Paddd | M::Paddq | M::Vaddsd | M::Vaddss | M::Vaddpd | M::Vaddps
-        | M::Vpaddb | M::Vpaddw | M::Vpaddd | M::Vpaddq => Some((ReduceOp::Add, true)),
-        M::Sub | M::Dec | M::Subsd | M::Subss | M::Subpd | M::Subps | M::Psubb | M::Psubw
-        | M::Psubd | M::Psubq | M::Vsubsd | M::Vsubss | M::Vsubpd | M::Vsubps | M::Vpsubb
-        | M::Vpsubw | M::Vpsubd | M::Vpsubq => Some((ReduceOp::Add, false)),
-        M::Imul | M::Mulsd | M::Mulss | M::Mulpd | M::Mulps | M::Pmulld | M::Vmulsd
-        | M::Vmulss | M::Vmulpd | M::Vmulps | M::Vpmulld => Some((ReduceOp::Mul, true)),
-        M::Minsd | M::Minss | M::Minpd | M::Minps | M::Pminsb | M::Pminsw | M::Pminsd
-        | M::Pminub | M::Pminuw | M::Pminud | M::Vminsd | M::Vminss | M::Vminpd | M::Vminps
-        | M::Vpminsd | M::Vpminud => Some((ReduceOp::Min, true)),
-        M::Maxsd | M::Maxss | M::Maxpd | M::Maxps | M::Pmaxsb | M::Pmaxsw | M::Pmaxsd
-        | M::Pmaxub | M::Pmaxuw | M::Pmaxud | M::Vmaxsd | M::Vmaxss | M::Vmaxpd | M::Vmaxps
-        | M::Vpmaxsd | M::Vpmaxud => Some((ReduceOp::Max, true)),
+        M::Add
+        | M::Inc
+        | M::Lea
+        | M::Addsd
+        | M::Addss
+        | M::Addpd
+        | M::Addps
+        | M::Paddb
+        | M::Paddw
+        | M::Paddd
+        | M::Paddq
+        | M::Vaddsd
+        | M::Vaddss
+        | M::Vaddpd
+        | M::Vaddps
+        | M::Vpaddb
+        | M::Vpaddw
+        | M::Vpaddd
+        | M::Vpaddq => Some((ReduceOp::Add, true)),
+        M::Sub
+        | M::Dec
+        | M::Subsd
+        | M::Subss
+        | M::Subpd
+        | M::Subps
+        | M::Psubb
+        | M::Psubw
+        | M::Psubd
+        | M::Psubq
+        | M::Vsubsd
+        | M::Vsubss
+        | M::Vsubpd
+        | M::Vsubps
+        | M::Vpsubb
+        | M::Vpsubw
+        | M::Vpsubd
+        | M::Vpsubq => Some((ReduceOp::Add, false)),
+        M::Imul
+        | M::Mulsd
+        | M::Mulss
+        | M::Mulpd
+        | M::Mulps
+        | M::Pmulld
+        | M::Vmulsd
+        | M::Vmulss
+        | M::Vmulpd
+        | M::Vmulps
+        | M::Vpmulld => Some((ReduceOp::Mul, true)),
+        M::Minsd
+        | M::Minss
+        | M::Minpd
+        | M::Minps
+        | M::Pminsb
+        | M::Pminsw
+        | M::Pminsd
+        | M::Pminub
+        | M::Pminuw
+        | M::Pminud
+        | M::Vminsd
+        | M::Vminss
+        | M::Vminpd
+        | M::Vminps
+        | M::Vpminsd
+        | M::Vpminud => Some((ReduceOp::Min, true)),
+        M::Maxsd
+        | M::Maxss
+        | M::Maxpd
+        | M::Maxps
+        | M::Pmaxsb
+        | M::Pmaxsw
+        | M::Pmaxsd
+        | M::Pmaxub
+        | M::Pmaxuw
+        | M::Pmaxud
+        | M::Vmaxsd
+        | M::Vmaxss
+        | M::Vmaxpd
+        | M::Vmaxps
+        | M::Vpmaxsd
+        | M::Vpmaxud => Some((ReduceOp::Max, true)),
         M::And | M::Pand | M::Andps | M::Andpd | M::Vpand | M::Vandps | M::Vandpd => {
             Some((ReduceOp::And, true))
         }

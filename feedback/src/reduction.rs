@@ -212,7 +212,9 @@ impl<'a> Finder<'a> {
             // The accumulated value comes in through one storage, an `acc` operand.
             let ins: BTreeSet<&Storage> = deps
                 .iter()
-                .filter(|d| d.kind == DepKind::Flow && d.sink == *n && chain.contains(d.source.as_str()))
+                .filter(|d| {
+                    d.kind == DepKind::Flow && d.sink == *n && chain.contains(d.source.as_str())
+                })
                 .map(|d| &d.storage)
                 .collect();
             if ins.len() != 1 {

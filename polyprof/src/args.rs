@@ -39,6 +39,10 @@ pub struct Args {
     #[arg(long, value_name = "PERCENT", default_value_t = 5.0)]
     pub region_threshold: f64,
 
+    /// At most this many regions are analysed (and reported), hottest first.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub max_regions: usize,
+
     /// Budget of isl operations per region (scheduling and storage questions): a region
     /// larger than the polyhedral scheduler can handle in a few seconds is reported without
     /// suggestions, and says so.

@@ -199,7 +199,7 @@ pub fn region_json(
                             "storage": r.storage,
                             "lines": r.lines,
                         });
-                        if let Change::Reduction { op, fp } = r.change {
+                        if let Change::Reduction { op, fp, .. } = r.change {
                             v["op"] = json!(op.clause());
                             v["reassociates"] = json!(fp);
                         }
@@ -211,7 +211,7 @@ pub fn region_json(
                     .requires
                     .iter()
                     .filter_map(|r| match r.change {
-                        Change::Reduction { op, fp } => Some(json!({
+                        Change::Reduction { op, fp, .. } => Some(json!({
                             "op": op.clause(),
                             "storage": r.storage,
                             "lines": r.lines,
