@@ -174,7 +174,8 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             id: lp.id.clone(),
             label: lp.label.clone(),
             depth,
-            parallel: matches!(verdict, Verdict::Legal(_)),
+            parallel: matches!(&verdict, Verdict::Legal(n) if split_reductions(n).0.is_empty()),
+            reduction: matches!(&verdict, Verdict::Legal(n) if !split_reductions(n).0.is_empty()),
             permutable: negative.is_none(),
             stride01_percent: pct(good, all_acc),
             ops: inside.iter().map(|s| s.ops).sum(),
@@ -939,6 +940,9 @@ fn flags(i: &LoopInfo) -> String {
     let mut f = Vec::new();
     if i.parallel {
         f.push("parallel".to_string());
+    }
+    if i.reduction {
+        f.push("parallel as a reduction".to_string());
     }
     if i.permutable {
         f.push("permutable".to_string());

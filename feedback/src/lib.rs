@@ -83,6 +83,9 @@ pub struct LoopInfo {
     /// Its iterations can run in parallel: no dependence of any kind is carried by it, once
     /// scalars are privatized (see [`legality`]).
     pub parallel: bool,
+    /// Its iterations can run in parallel only as a reduction: what it carries is partial
+    /// results combined by one associative operator (see [`Reduction`]).
+    pub reduction: bool,
     /// This loop and the loops around it form a permutable band.
     pub permutable: bool,
     /// Share of the memory accesses inside the loop (weighted by executions) with stride 0 or 1

@@ -147,6 +147,7 @@ pub fn region_json(
             "location": loc_value(naming.node_location(tree, r.loop_nodes[li])),
             "depth": info.depth,
             "parallel": info.parallel,
+            "reduction": info.reduction,
             "permutable": info.permutable,
             "stride01_percent": info.stride01_percent,
         }))
@@ -390,6 +391,8 @@ fn loop_facts(id: &str, l: &Value) -> String {
         "{id}: {}, {}, stride 0/1 {:.0}%",
         if l["parallel"].as_bool() == Some(true) {
             "parallel"
+        } else if l["reduction"].as_bool() == Some(true) {
+            "parallel as a reduction"
         } else {
             "not parallel"
         },
