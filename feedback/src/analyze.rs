@@ -179,6 +179,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             permutable: negative.is_none(),
             stride01_percent: pct(good, all_acc),
             ops: inside.iter().map(|s| s.ops).sum(),
+            why_not: None,
         });
     }
     let info = |l: usize| {
@@ -350,48 +351,14 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         } else {
             String::new()
         };
-        let (clauses, others) = split_reductions(needs);
-        let text = if clauses.is_empty() && others.is_empty() {
-            format!(
-                "Run loop {} in parallel (e.g. `#pragma omp parallel for`){inside}: no dependence of any kind is carried by it.",
-                label(l)
-            )
-        } else if clauses.is_empty() {
-            format!(
-                "Run loop {} in parallel (e.g. `#pragma omp parallel for`){inside} after {}: then no dependence is carried by it.",
-                label(l),
-                phrases(needs)
-            )
-        } else {
-            let mut text = format!(
-                "Run loop {} in parallel as a reduction (e.g. `#pragma omp parallel for {}`){inside}: each thread accumulates {} in a copy of its own, combined after the loop",
-                label(l),
-                clauses.join(" "),
-                reduced_storage(needs)
-            );
-            if !others.is_empty() {
-                let _ = write!(text, ", after {}", phrases(&others));
-            }
-            text.push('.');
-            text.push_str(&reduction_notes(needs));
-            // An array reduction costs a copy of the array per thread: name a loop inside
-            // that is parallel without one.
-            let array = needs
-                .iter()
-                .any(|r| matches!(r.change, Change::Reduction { array: true, .. }));
-            let plain = order[lvl + 1..]
-                .iter()
-                .zip(&verdicts[lvl + 1..])
-                .find(|(_, v)| matches!(v, Verdict::Legal(n) if split_reductions(n).0.is_empty()));
-            if let (true, Some((&inner, _))) = (array, plain) {
-                let _ = write!(
-                    text,
-                    " Alternatively, loop {} is parallel without a reduction, at the cost of a parallel region per iteration of the loops around it.",
-                    label(inner)
-                );
-            }
-            text
-        };
+        // An array reduction costs a copy of the array per thread: name a loop inside that
+        // is parallel without one.
+        let plain = order[lvl + 1..]
+            .iter()
+            .zip(&verdicts[lvl + 1..])
+            .find(|(_, v)| matches!(v, Verdict::Legal(n) if split_reductions(n).0.is_empty()))
+            .map(|(&inner, _)| label(inner));
+        let text = parallel_text(&label(l), &inside, needs, plain);
         fb.suggestions.push(Suggestion {
             kind: SuggestionKind::Parallelize,
             loops: vec![region.loops[l].id.clone()],
@@ -567,6 +534,8 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         });
     }
 
+    answer_every_loop(region, &chain, &own, &mut fb);
+
     timing.mark("layout");
     // Metrics.
     let ops_where = |f: &dyn Fn(&Statement) -> bool| -> u64 {
@@ -621,6 +590,13 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             .find(|s| s.kind == SuggestionKind::Vectorize)
             .map(|s| s.loops.clone())
             .unwrap_or_default();
+        // The trees say what the suggestions say.
+        let parallel_suggested: Vec<String> = fb
+            .suggestions
+            .iter()
+            .filter(|s| s.kind == SuggestionKind::Parallelize)
+            .flat_map(|s| s.loops.clone())
+            .collect();
         let tiled: Vec<String> = fb
             .suggestions
             .iter()
@@ -630,7 +606,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         let after_flags = |l: usize| -> String {
             let id = &region.loops[l].id;
             let mut f = Vec::new();
-            if parallel_loops.contains(&l) {
+            if parallel_suggested.contains(id) {
                 f.push("parallel");
             }
             if tiled.contains(id) {
@@ -744,6 +720,121 @@ fn reduction_notes(needs: &[Requirement]) -> String {
     } else {
         String::new()
     }
+}
+
+/// Every loop of the region gets a suggestion that names it or a reason why none does. A
+/// loop off the hottest nest that may run in parallel, inside no loop suggested parallel, gets
+/// its own parallelize suggestion (in the program's order, with its own storage changes);
+/// the others say what blocks them.
+fn answer_every_loop(
+    region: &Region,
+    chain: &[usize],
+    own: &BTreeMap<usize, Verdict>,
+    fb: &mut Feedback,
+) {
+    let label = |l: usize| format!("{} ({})", region.loops[l].label, region.loops[l].id);
+    // Each loop's enclosing loops, outermost first.
+    let around = |l: usize| -> Vec<usize> {
+        region
+            .statements
+            .iter()
+            .find_map(|s| {
+                let d = s.loops.iter().position(|&x| x == l)?;
+                Some(s.loops[..d].to_vec())
+            })
+            .unwrap_or_default()
+    };
+    let index = |id: &str| region.loops.iter().position(|lp| lp.id == id);
+    let mut parallel: BTreeSet<usize> = fb
+        .suggestions
+        .iter()
+        .filter(|s| s.kind == SuggestionKind::Parallelize)
+        .flat_map(|s| s.loops.iter().filter_map(|id| index(id)))
+        .collect();
+    let mut by_depth: Vec<usize> = own.keys().copied().collect();
+    by_depth.sort_by_key(|&l| around(l).len());
+    for l in by_depth {
+        let id = region.loops[l].id.clone();
+        if fb.suggestions.iter().any(|s| s.loops.contains(&id)) {
+            continue;
+        }
+        let outer = around(l);
+        let why = if let Some(&a) = outer.iter().find(|a| parallel.contains(a)) {
+            format!(
+                "it runs inside loop {}, which is suggested parallel",
+                label(a)
+            )
+        } else {
+            match &own[&l] {
+                Verdict::Blocked(w) => format!("it cannot run in parallel: {w}"),
+                Verdict::Legal(needs) if !chain.contains(&l) => {
+                    let inside = if outer.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            " inside {}",
+                            outer.iter().map(|&o| label(o)).collect::<Vec<_>>().join(", ")
+                        )
+                    };
+                    fb.suggestions.push(Suggestion {
+                        kind: SuggestionKind::Parallelize,
+                        loops: vec![id],
+                        text: parallel_text(&label(l), &inside, needs, None),
+                        sizes: Vec::new(),
+                        requires: needs.clone(),
+                    });
+                    parallel.insert(l);
+                    continue;
+                }
+                Verdict::Legal(_) => "it may run in parallel as written, but the suggestions parallelize another loop of its nest in the order they choose".to_string(),
+            }
+        };
+        if let Some(info) = fb.loops.iter_mut().find(|i| i.id == id) {
+            info.why_not = Some(why);
+        }
+    }
+}
+
+/// The parallelize suggestion's sentence for loop `label`, run `inside` other loops, legal
+/// after `needs`; `plain`: a loop inside it that is parallel without a reduction.
+fn parallel_text(
+    label: &str,
+    inside: &str,
+    needs: &[Requirement],
+    plain: Option<String>,
+) -> String {
+    let (clauses, others) = split_reductions(needs);
+    if clauses.is_empty() && others.is_empty() {
+        return format!(
+            "Run loop {label} in parallel (e.g. `#pragma omp parallel for`){inside}: no dependence of any kind is carried by it."
+        );
+    }
+    if clauses.is_empty() {
+        return format!(
+            "Run loop {label} in parallel (e.g. `#pragma omp parallel for`){inside} after {}: then no dependence is carried by it.",
+            phrases(needs)
+        );
+    }
+    let mut text = format!(
+        "Run loop {label} in parallel as a reduction (e.g. `#pragma omp parallel for {}`){inside}: each thread accumulates {} in a copy of its own, combined after the loop",
+        clauses.join(" "),
+        reduced_storage(needs)
+    );
+    if !others.is_empty() {
+        let _ = write!(text, ", after {}", phrases(&others));
+    }
+    text.push('.');
+    text.push_str(&reduction_notes(needs));
+    let array = needs
+        .iter()
+        .any(|r| matches!(r.change, Change::Reduction { array: true, .. }));
+    if let (true, Some(inner)) = (array, plain) {
+        let _ = write!(
+            text,
+            " Alternatively, loop {inner} is parallel without a reduction, at the cost of a parallel region per iteration of the loops around it."
+        );
+    }
+    text
 }
 
 /// The vectorize suggestion's sentence.

@@ -93,6 +93,8 @@ pub struct LoopInfo {
     pub stride01_percent: f64,
     /// Dynamic operations inside the loop.
     pub ops: u64,
+    /// Why no suggestion names this loop (every loop gets a suggestion or a reason).
+    pub why_not: Option<String>,
 }
 
 /// What a suggestion transforms.

@@ -150,6 +150,7 @@ pub fn region_json(
             "reduction": info.reduction,
             "permutable": info.permutable,
             "stride01_percent": info.stride01_percent,
+            "why_not": info.why_not,
         }))
     };
     let loops = chain.iter().filter_map(|&li| loop_value(li)).collect();

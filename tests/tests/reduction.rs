@@ -58,6 +58,7 @@ fn parallel_reductions(reg: &Value) -> Option<Vec<String>> {
 
 fn check(opt: &str) {
     let r = profile(opt);
+    tests::assert_every_loop_answered(&r, opt);
     let mut wrong = Vec::new();
     for (case, op) in [
         ("int_sum", "+"),
