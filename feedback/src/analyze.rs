@@ -469,19 +469,10 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         Tree::Leaf => 0,
     };
     let outer: Vec<usize> = before.keys().flatten().copied().collect();
-    let restructure = if components_before >= 2
-        && components_after < components_before
-        && components_after > 0
-    {
-        Some((
-            SuggestionKind::Fuse,
-            format!(
-                "Fuse the loops {} into {} nest(s): the dependences allow it and it improves locality.",
-                outer.iter().map(|&l| label(l)).collect::<Vec<_>>().join(", "),
-                components_after
-            ),
-        ))
-    } else if components_after > components_before && components_before >= 1 {
+    // Fusion is suggested as a person applies it: the outermost loops fused, each iteration
+    // running the first nest's body, then the second's. isl may find a fused schedule that
+    // also reorders the loops inside; "fuse" would not say that, so its fusion is not taken.
+    let restructure = if components_after > components_before && components_before >= 1 {
         Some((
             SuggestionKind::Distribute,
             format!(
@@ -493,6 +484,39 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     };
     if let Some((kind, text)) = restructure {
         from_schedule(&cx, &mut fb, &maps, kind, &outer, text, Vec::new())?;
+    } else if components_before == 2 && outer.len() == 2 {
+        // isl keeps the nests apart (its fusion heuristics weigh more than legality): the
+        // classic producer-consumer fusion of the outermost loops, checked directly.
+        let fused = fused_outer(region, &outer, &cx.params);
+        match cx.first_violated(&binding, &fused)? {
+            None => {
+                let text = format!(
+                    "Fuse the loops {} into one: each iteration runs the first nest's body, then the second's; the dependences allow it and it improves locality.",
+                    outer.iter().map(|&l| label(l)).collect::<Vec<_>>().join(" and ")
+                );
+                let maps = Some((fused.clone(), fused));
+                from_schedule(
+                    &cx,
+                    &mut fb,
+                    &maps,
+                    SuggestionKind::Fuse,
+                    &outer,
+                    text,
+                    Vec::new(),
+                )?;
+            }
+            Some(i) => {
+                fb.why_not.get_or_insert(format!(
+                    "fusing {} would break {}",
+                    outer
+                        .iter()
+                        .map(|&l| label(l))
+                        .collect::<Vec<_>>()
+                        .join(" and "),
+                    cx.describe_dep(i)
+                ));
+            }
+        }
     }
 
     timing.mark("tile");
@@ -720,6 +744,41 @@ fn reduction_notes(needs: &[Requirement]) -> String {
     } else {
         String::new()
     }
+}
+
+/// The original schedule with the two outermost loops `outer` (first, then second in program
+/// order) fused: iteration `i` of the first nest's body, then iteration `i` of the second's.
+fn fused_outer(region: &Region, outer: &[usize], p: &Parameterizer) -> String {
+    let top = |l: usize| {
+        region
+            .statements
+            .iter()
+            .filter(|s| s.loops.first() == Some(&l))
+            .filter_map(|s| s.positions.first().copied())
+            .min()
+            .unwrap_or(0)
+    };
+    let (first, second) = if top(outer[0]) <= top(outer[1]) {
+        (outer[0], outer[1])
+    } else {
+        (outer[1], outer[0])
+    };
+    // Past every position under the first loop.
+    let shift = region
+        .statements
+        .iter()
+        .filter_map(|s| s.positions.get(1).copied())
+        .max()
+        .unwrap_or(0)
+        + 1;
+    let mut fused = region.clone();
+    for s in &mut fused.statements {
+        if s.loops.first() == Some(&second) && s.positions.len() >= 2 {
+            s.positions[0] = top(first);
+            s.positions[1] += shift;
+        }
+    }
+    crate::legality::schedule_text(&fused, &|s| (0..s.loops.len()).collect(), p)
 }
 
 /// Every loop of the region gets a suggestion that names it or a reason why none does. A

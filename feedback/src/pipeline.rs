@@ -1066,28 +1066,153 @@ pub fn profile_after(
             .collect(),
     };
     let naming = tracer::Naming::new(exe, bias, &analysis.structure);
-    let regions = select_regions(&analysis.tree, opts)
-        .into_iter()
+    let roots = select_regions(&analysis.tree, opts);
+    let build = |i: usize, roots: &[NodeId]| {
+        build_region(
+            i,
+            roots,
+            &analysis.tree,
+            &naming,
+            &folded,
+            &code,
+            exe,
+            bias,
+            opts,
+        )
+    };
+    let mut regions = roots
+        .iter()
         .enumerate()
-        .map(|(i, root)| {
-            build_region(
-                i,
-                root,
-                &analysis.tree,
-                &naming,
-                &folded,
-                &code,
-                exe,
-                bias,
-                opts,
-            )
-        })
+        .map(|(i, &root)| build(i, &[root]))
         .collect::<Result<Vec<_>, _>>()?;
+    // Consecutive nests that pass values from one to the other are scheduled together: the
+    // fusion isl finds, when legal, goes to the first nest's region.
+    for (a, b) in fusion_pairs(&analysis.tree, &roots, &folded) {
+        let group = build(regions.len(), &[a, b])?;
+        let fuse = group
+            .feedback
+            .suggestions
+            .iter()
+            .find(|s| s.kind == crate::SuggestionKind::Fuse);
+        if std::env::var_os("POLYPROF_DEBUG_FUSION").is_some() {
+            eprintln!(
+                "fusion group {a}+{b}: {:?}\n{:?}\nwhy not: {:?}",
+                group.feedback.schedule,
+                group
+                    .feedback
+                    .suggestions
+                    .iter()
+                    .map(|s| s.kind)
+                    .collect::<Vec<_>>(),
+                group.feedback.why_not
+            );
+            for d in &group.input.dependences {
+                eprintln!(
+                    "  {} -> {} {:?} {:?} exact {} {}",
+                    d.source, d.sink, d.kind, d.storage, d.exact, d.relation
+                );
+            }
+        }
+        if let Some(fuse) = fuse {
+            let mut fuse = fuse.clone();
+            fuse.text = format!(
+                "{} {}",
+                fuse.text,
+                passed_values(&group, a, b, &analysis.tree)
+            );
+            if let Some(r) = regions.iter_mut().find(|r| r.root == a) {
+                r.feedback.suggestions.push(fuse);
+            }
+        }
+    }
     Ok(Profile {
         analysis,
         regions,
         streams,
     })
+}
+
+/// Pairs of region roots that are consecutive loops of one parent (no other loop between them
+/// in the order they first ran) where the first produces values the second reads.
+fn fusion_pairs(tree: &ScheduleTree, roots: &[NodeId], folded: &Folded2) -> Vec<(NodeId, NodeId)> {
+    let is_loop = |n: NodeId| matches!(tree.nodes[n].kind, NodeKind::Loop { .. });
+    let mut pairs = Vec::new();
+    for &a in roots {
+        let Some(parent) = tree.nodes[a].parent else {
+            continue;
+        };
+        // Nodes are numbered as first entered: the next loop child of the parent.
+        let next =
+            (a + 1..tree.nodes.len()).find(|&n| tree.nodes[n].parent == Some(parent) && is_loop(n));
+        let Some(b) = next.filter(|b| roots.contains(b)) else {
+            continue;
+        };
+        let feeds = folded.deps.iter().any(|((cons, prod, kind, _, _), ..)| {
+            *kind == DepKind::Flow
+                && tree.is_within(prod.context, a)
+                && tree.is_within(cons.context, b)
+        });
+        if is_loop(a) && feeds {
+            pairs.push((a, b));
+        }
+    }
+    pairs
+}
+
+/// How much data the second nest of a fused pair reads from the first: "`tmp` passes 32768
+/// bytes from one nest to the other; fused, each iteration of the outer loop reads the 1024
+/// bytes it wrote, while they are still in cache."
+fn passed_values(group: &RegionReport, a: NodeId, b: NodeId, tree: &ScheduleTree) -> String {
+    let input = &group.input;
+    let stmt_in = |name: &str, root: NodeId| {
+        group
+            .statements
+            .iter()
+            .find(|s| s.name == name)
+            .is_some_and(|s| tree.is_within(s.context, root))
+    };
+    let mut arrays: BTreeSet<String> = BTreeSet::new();
+    let mut bytes: u64 = 0;
+    for d in &input.dependences {
+        if d.kind != DepKind::Flow || !stmt_in(&d.source, a) || !stmt_in(&d.sink, b) {
+            continue;
+        }
+        if let Storage::Array { name } | Storage::Scalar { name, .. } = &d.storage {
+            arrays.insert(name.clone());
+        }
+        // The distinct elements the producer writes: its trips along the dimensions its
+        // address moves with (a store in a reduction loop rewrites one element).
+        if let Some(p) = input.statements.iter().find(|s| s.name == d.source) {
+            for w in p.accesses.iter().filter(|x| x.write) {
+                let elements: Option<u64> = w
+                    .strides
+                    .iter()
+                    .zip(&p.loops)
+                    .filter(|(st, _)| **st != Some(0))
+                    .map(|(_, &l)| input.trips.get(l).copied().flatten())
+                    .product();
+                if let Some(n) = elements {
+                    bytes = bytes.max(n * u64::from(w.size));
+                }
+            }
+        }
+    }
+    let outer = input.statements.iter().find_map(|s| {
+        let l = *s.loops.first()?;
+        input.trips.get(l).copied().flatten()
+    });
+    let per = outer.filter(|&t| t > 0).map(|t| bytes / t);
+    let what = if arrays.is_empty() {
+        "values".to_string()
+    } else {
+        arrays.into_iter().collect::<Vec<_>>().join(", ")
+    };
+    match per {
+        Some(per) => format!(
+            "{what} passes about {bytes} bytes from one nest to the other; fused, each iteration of the outer loop reads the {per} bytes it wrote, while they are still in cache."
+        ),
+        None => format!("{what} passes about {bytes} bytes from one nest to the other."),
+    }
 }
 
 /// Outermost loop (or recursion) nodes holding at least the threshold share, hottest first.
@@ -1122,7 +1247,7 @@ fn select_regions(tree: &ScheduleTree, opts: &PipelineOptions) -> Vec<NodeId> {
 #[allow(clippy::too_many_arguments)]
 fn build_region(
     index: usize,
-    root: NodeId,
+    roots: &[NodeId],
     tree: &ScheduleTree,
     naming: &tracer::Naming<'_>,
     folded: &Folded2,
@@ -1133,13 +1258,15 @@ fn build_region(
 ) -> Result<RegionReport, PipelineError> {
     let totals = tree.total_weights();
     let all = totals[ScheduleTree::ROOT].max(1) as f64;
+    let root = roots[0];
+    let in_region = |n: NodeId| roots.iter().any(|&r| tree.is_within(n, r));
     // Loops of the region: loop nodes in the subtree, numbered by node.
     let loop_nodes: Vec<NodeId> = (0..tree.nodes.len())
         .filter(|&n| {
             matches!(
                 tree.nodes[n].kind,
                 NodeKind::Loop { .. } | NodeKind::Recursion { .. }
-            ) && tree.is_within(n, root)
+            ) && in_region(n)
         })
         .collect();
     let loops: Vec<Loop> = loop_nodes
@@ -1162,7 +1289,7 @@ fn build_region(
     let mut keys: Vec<&(NodeId, u64)> = folded
         .insns
         .keys()
-        .filter(|(ctx, _)| tree.is_within(*ctx, root))
+        .filter(|(ctx, _)| in_region(*ctx))
         .collect();
     keys.sort_by_key(|k| folded.insns[*k].0.first);
     let mut formatter = IntelFormatter::new();
@@ -1175,7 +1302,7 @@ fn build_region(
     let mut library_calls: BTreeSet<String> = BTreeSet::new();
     for n in 0..tree.nodes.len() {
         if let NodeKind::Func { entry, .. } = tree.nodes[n].kind {
-            if tree.is_within(n, root) && naming.import(entry).is_some() {
+            if in_region(n) && naming.import(entry).is_some() {
                 library_calls.insert(
                     naming
                         .frame(tree, n)
@@ -1187,8 +1314,8 @@ fn build_region(
     }
     let interprocedural = !library_calls.is_empty()
         || (0..tree.nodes.len()).any(|n| {
-            n != root
-                && tree.is_within(n, root)
+            !roots.contains(&n)
+                && in_region(n)
                 && matches!(tree.nodes[n].kind, NodeKind::Func { .. })
         });
     for key in keys {
@@ -1323,7 +1450,7 @@ fn build_region(
     let mut dep_reports = Vec::new();
     let mut live_in = Vec::new();
     let mut live_out = Vec::new();
-    let inside = |ctx: NodeId| tree.is_within(ctx, root);
+    let inside = |ctx: NodeId| in_region(ctx);
     let outside_line = |pc: u64| source_line(exe, bias, pc);
     for ((cons, prod, kind, through, _), f, multi, location, fixed) in &folded.deps {
         let sink = names.get(&(cons.context, cons.pc));
@@ -1436,7 +1563,7 @@ fn build_region(
     Ok(RegionReport {
         id: format!("R{}", index + 1),
         root,
-        ops_percent: 100.0 * totals[root] as f64 / all,
+        ops_percent: 100.0 * roots.iter().map(|&r| totals[r]).sum::<u64>() as f64 / all,
         interprocedural,
         affine_percent: if ops == 0 {
             0.0
