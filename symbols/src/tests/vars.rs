@@ -336,12 +336,37 @@ fn o2_registers() {
             .iter()
             .filter(|ins| ins.mnemonic() == Mnemonic::Add && ins.op0_kind() == OpKind::Register)
             .filter_map(|ins| {
-                f.variable_in_register(ins.ip(), dwarf_of(ins.op0_register().full_register()))
+                let reg = ins.op0_register().full_register();
+                let v = f.variable_in_register(ins.ip(), dwarf_of(reg))?;
+                Some((v, format!("{reg:?}").to_lowercase()))
             })
-            .find(|v| v.name == "total")
-            .unwrap_or_else(|| panic!("{version}: no add into total's register"));
+            .find(|(v, _)| v.name == "total");
+        let (found, found_reg) =
+            found.unwrap_or_else(|| panic!("{version}: no add into total's register"));
         assert_eq!(found.decl_line, Some(line_of(VARS_C, "TOTAL_DECL")));
         assert_eq!(found.size, Some(8));
+        // `total = 0` zeroes that register: gcc's location range starts
+        // after the writing instruction, so the writer's variable is asked
+        // for at the following address.
+        let reg = dwarf_register(&found_reg).unwrap();
+        let zeroing: Vec<Instruction> = on_line(&f, "scaled_sum", line_of(VARS_C, "TOTAL_DECL"))
+            .into_iter()
+            .filter(|ins| {
+                ins.op0_kind() == OpKind::Register
+                    && dwarf_of(ins.op0_register().full_register()) == reg
+            })
+            .collect();
+        assert!(
+            !zeroing.is_empty(),
+            "{version}: total's register is not set on its line"
+        );
+        // (One of them: on the `n <= 0` path the zero stays a constant.)
+        assert!(
+            zeroing
+                .iter()
+                .any(|ins| name(&f.variable_in_register(ins.next_ip(), reg)) == Some("total")),
+            "{version}"
+        );
 
         // `table[i] + table[i + 1]`: the parameters arrive in rdi and rsi
         // and stay there.
@@ -368,6 +393,8 @@ fn o2_registers() {
         let a = f.stack_variable(ins.ip(), RSP, disp).expect("a");
         assert_eq!(a.name, "a", "{version}");
         assert_eq!((a.size, a.elem_size, a.offset), (Some(64), Some(4), 0));
+        let a5 = f.stack_variable(ins.ip(), RSP, disp + 20).expect("a[5]");
+        assert_eq!(a5.to_string(), "a[5]");
         assert_eq!(f.stack_variable(ins.ip(), RBP, disp), None);
     }
 }
@@ -445,7 +472,14 @@ fn separate_debug_file() {
         .filter(|ins| f.location(ins.ip()).is_some_and(|l| l.line == read))
         .find_map(|ins| mem_operand(&ins, Register::RSP).map(|(_, d)| (ins, d)))
         .expect("an rsp-based load of a");
-    assert_eq!(name(&f.stack_variable(ins.ip(), RSP, disp)), Some("a"));
+    let a = f.stack_variable(ins.ip(), RSP, disp).expect("a");
+    assert_eq!((a.name.as_str(), a.offset), ("a", 0));
+    let pick = on_line(&f, "pick", line_of(VARS_C, "PICK"));
+    let load = pick
+        .iter()
+        .find(|ins| mem_operand(ins, Register::RDI).is_some())
+        .expect("a load based on rdi");
+    assert_eq!(name(&f.variable_in_register(load.ip(), RDI)), Some("table"));
 }
 
 /// Without DWARF, with DWARF stripped, or with junk DWARF: `None`, no panic.

@@ -18,6 +18,10 @@ use crate::dwarf::Reader;
 
 type Entry<'a, 'u> = DebuggingInformationEntry<'a, 'u, Reader>;
 
+/// Where a location holds: a location-list entry's pc range, or `None` for
+/// a single expression, which holds over its scope's ranges.
+type Span = Option<(u64, u64)>;
+
 /// Bound on `DW_AT_abstract_origin` / `DW_AT_specification` / `DW_AT_type`
 /// chains: real ones are a few links long, malformed ones may loop.
 const MAX_CHAIN: u32 = 16;
@@ -454,8 +458,7 @@ impl Builder<'_> {
         let Ok(Some(location)) = entry.attr_value(gimli::DW_AT_location) else {
             return;
         };
-        // (pc range or None for "the scope's ranges", expression)
-        let mut exprs: Vec<(Option<(u64, u64)>, Expression<Reader>)> = Vec::new();
+        let mut exprs: Vec<(Span, Expression<Reader>)> = Vec::new();
         match location {
             AttributeValue::Exprloc(expr) => exprs.push((None, expr)),
             other => {
@@ -469,7 +472,7 @@ impl Builder<'_> {
             }
         }
         let frame_base = scope.map_or(FrameBase::Unknown, |s| s.frame_base);
-        let mut located: Vec<(Option<(u64, u64)>, Piece)> = Vec::new();
+        let mut located: Vec<(Span, Piece)> = Vec::new();
         for (range, expr) in exprs {
             for piece in self.pieces(&expr, frame_base) {
                 located.push((range, piece));
@@ -570,7 +573,7 @@ impl Builder<'_> {
                     pieces_seen = true;
                     if let (Ok(Some(place)), true, true) = (
                         cur,
-                        size_in_bits % 8 == 0 && bit_offset % 8 == 0,
+                        size_in_bits.is_multiple_of(8) && bit_offset.is_multiple_of(8),
                         shift.unwrap_or(0) == 0,
                     ) {
                         out.push(Piece {
