@@ -11,7 +11,7 @@ use std::process::Command;
 use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register};
 
 use super::{cc, open, INLINE_C};
-use crate::regs::{RBP, RDI, RSP};
+use crate::regs::{RBP, RDI, RSI, RSP};
 use crate::*;
 
 /// Each line whose behaviour a test checks carries a `/* TAG */` marker;
@@ -51,6 +51,14 @@ __attribute__((noinline)) long pick(const long *table, long i) {
     return table[i] + table[i + 1]; /* PICK */
 }
 
+struct pair {
+    long a, b;
+};
+
+__attribute__((noinline)) long mul_pair(struct pair q) {
+    return q.a * q.b; /* PAIR */
+}
+
 __attribute__((noinline)) int counter(void) {
     static int calls;
     return ++calls; /* COUNTER */
@@ -66,8 +74,9 @@ int main(int argc, char **argv) {
         v[i] = i;
     }
     g_grid[argc % 3][argc % 5] = argc;
-    printf("%f %ld %d %ld %d %d\n", sum_array(p, n), scaled_sum(v, n), fill(argc),
-           pick(v, argc), counter(), g_table[argc & 7]);
+    struct pair q = {argc, n};
+    printf("%f %ld %d %ld %d %d %ld\n", sum_array(p, n), scaled_sum(v, n), fill(argc),
+           pick(v, argc), counter(), g_table[argc & 7], mul_pair(q));
     free(p);
     free(v);
     return 0;
@@ -381,6 +390,23 @@ fn o2_registers() {
         assert_eq!(table.function.as_deref(), Some("pick"));
         let index = dwarf_of(load.memory_index().full_register());
         assert_eq!(name(&f.variable_in_register(load.ip(), index)), Some("i"));
+
+        // `q.a * q.b`: the struct arrives in two registers
+        // (`DW_OP_reg5; DW_OP_piece 8; DW_OP_reg4; DW_OP_piece 8`).
+        let first = insns(&f, "mul_pair")[0];
+        for (reg, offset) in [(RDI, 0), (RSI, 8)] {
+            let q = f.variable_in_register(first.ip(), reg).expect("q");
+            assert_eq!(q.name, "q", "{version}");
+            assert_eq!(
+                (q.kind, q.offset, q.size),
+                (VariableKind::Parameter, offset, Some(16))
+            );
+        }
+        assert_eq!(
+            f.variable_in_register(first.ip(), RSI)
+                .map(|q| q.to_string()),
+            Some("q+8".to_string())
+        );
 
         // `t += a[(j * 7) & 15]`: the array stays in the frame, addressed
         // from rsp (no frame pointer): the CFA rule relates the two.

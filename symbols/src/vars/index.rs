@@ -545,101 +545,11 @@ impl Builder<'_> {
         }
     }
 
-    /// The storage pieces of a location expression. Values that live in no
-    /// storage (`DW_OP_stack_value`, `DW_OP_implicit_value`,
-    /// `DW_OP_entry_value`, computed addresses) give no piece.
     fn pieces(&self, expr: &Expression<Reader>, frame_base: FrameBase) -> Vec<Piece> {
-        let mut out = Vec::new();
-        let mut ops = expr.clone().operations(self.unit.encoding());
-        // The place being described since the last piece; `Err(())` once an
-        // operation makes it something other than plain storage.
-        let mut current: Result<Option<PiecePlace>, ()> = Ok(None);
-        let mut bit_offset: u64 = 0;
-        let mut pieces_seen = false;
-        loop {
-            let op = match ops.next() {
-                Ok(Some(op)) => op,
-                Ok(None) => break,
-                Err(_) => return Vec::new(),
-            };
-            current = match (op, current) {
-                (
-                    Operation::Piece {
-                        size_in_bits,
-                        bit_offset: shift,
-                    },
-                    cur,
-                ) => {
-                    pieces_seen = true;
-                    if let (Ok(Some(place)), true, true) = (
-                        cur,
-                        size_in_bits.is_multiple_of(8) && bit_offset.is_multiple_of(8),
-                        shift.unwrap_or(0) == 0,
-                    ) {
-                        out.push(Piece {
-                            place,
-                            var_offset: bit_offset / 8,
-                            size: Some(size_in_bits / 8),
-                        });
-                    }
-                    bit_offset = bit_offset.saturating_add(size_in_bits);
-                    Ok(None)
-                }
-                (_, Err(())) => Err(()),
-                (Operation::Register { register }, Ok(None)) => {
-                    Ok(Some(PiecePlace::Place(Place::Reg(register.0))))
-                }
-                (
-                    Operation::RegisterOffset {
-                        register,
-                        offset,
-                        base_type,
-                    },
-                    Ok(None),
-                ) if base_type.0 == 0 => Ok(Some(PiecePlace::Place(Place::Mem(
-                    Base::Reg(register.0),
-                    offset,
-                )))),
-                (Operation::FrameOffset { offset }, Ok(None)) => match frame_base {
-                    FrameBase::Cfa => Ok(Some(PiecePlace::Place(Place::Mem(Base::Cfa, offset)))),
-                    FrameBase::Reg(r, off) => Ok(Some(PiecePlace::Place(Place::Mem(
-                        Base::Reg(r),
-                        offset.wrapping_add(off),
-                    )))),
-                    FrameBase::Unknown => Err(()),
-                },
-                (Operation::Address { address }, Ok(None)) => Ok(Some(PiecePlace::Addr(address))),
-                (Operation::AddressIndex { index }, Ok(None)) => {
-                    match self.index.dwarf.address(self.unit, index) {
-                        Ok(address) => Ok(Some(PiecePlace::Addr(address))),
-                        Err(_) => Err(()),
-                    }
-                }
-                // `DW_OP_fbreg -24; DW_OP_plus_uconst 8`: still one address.
-                (
-                    Operation::PlusConstant { value },
-                    Ok(Some(PiecePlace::Place(Place::Mem(b, o)))),
-                ) => match i64::try_from(value).ok().and_then(|v| o.checked_add(v)) {
-                    Some(o) => Ok(Some(PiecePlace::Place(Place::Mem(b, o)))),
-                    None => Err(()),
-                },
-                (Operation::PlusConstant { value }, Ok(Some(PiecePlace::Addr(a)))) => {
-                    Ok(Some(PiecePlace::Addr(a.wrapping_add(value))))
-                }
-                (Operation::Nop, cur) => cur,
-                _ => Err(()),
-            };
-        }
-        if !pieces_seen {
-            if let Ok(Some(place)) = current {
-                out.push(Piece {
-                    place,
-                    var_offset: 0,
-                    size: None,
-                });
-            }
-        }
-        out
+        let (dwarf, unit) = (&self.index.dwarf, self.unit);
+        pieces(expr, unit.encoding(), frame_base, |index| {
+            dwarf.address(unit, index).ok()
+        })
     }
 
     /// Runs `f` on the DIE `r` (in this unit or another one).
@@ -812,6 +722,105 @@ impl Builder<'_> {
     }
 }
 
+/// The storage pieces of a location expression. Values that live in no
+/// storage (`DW_OP_stack_value`, `DW_OP_implicit_value`,
+/// `DW_OP_entry_value`, computed addresses) give no piece.
+fn pieces(
+    expr: &Expression<Reader>,
+    encoding: gimli::Encoding,
+    frame_base: FrameBase,
+    address_at: impl Fn(gimli::DebugAddrIndex<usize>) -> Option<u64>,
+) -> Vec<Piece> {
+    let mut out = Vec::new();
+    let mut ops = expr.clone().operations(encoding);
+    // The place being described since the last piece; `Err(())` once an
+    // operation makes it something other than plain storage.
+    let mut current: Result<Option<PiecePlace>, ()> = Ok(None);
+    let mut bit_offset: u64 = 0;
+    let mut pieces_seen = false;
+    loop {
+        let op = match ops.next() {
+            Ok(Some(op)) => op,
+            Ok(None) => break,
+            Err(_) => return Vec::new(),
+        };
+        current = match (op, current) {
+            (
+                Operation::Piece {
+                    size_in_bits,
+                    bit_offset: shift,
+                },
+                cur,
+            ) => {
+                pieces_seen = true;
+                if let (Ok(Some(place)), true, true) = (
+                    cur,
+                    size_in_bits.is_multiple_of(8) && bit_offset.is_multiple_of(8),
+                    shift.unwrap_or(0) == 0,
+                ) {
+                    out.push(Piece {
+                        place,
+                        var_offset: bit_offset / 8,
+                        size: Some(size_in_bits / 8),
+                    });
+                }
+                bit_offset = bit_offset.saturating_add(size_in_bits);
+                Ok(None)
+            }
+            (_, Err(())) => Err(()),
+            (Operation::Register { register }, Ok(None)) => {
+                Ok(Some(PiecePlace::Place(Place::Reg(register.0))))
+            }
+            (
+                Operation::RegisterOffset {
+                    register,
+                    offset,
+                    base_type,
+                },
+                Ok(None),
+            ) if base_type.0 == 0 => Ok(Some(PiecePlace::Place(Place::Mem(
+                Base::Reg(register.0),
+                offset,
+            )))),
+            (Operation::FrameOffset { offset }, Ok(None)) => match frame_base {
+                FrameBase::Cfa => Ok(Some(PiecePlace::Place(Place::Mem(Base::Cfa, offset)))),
+                FrameBase::Reg(r, off) => Ok(Some(PiecePlace::Place(Place::Mem(
+                    Base::Reg(r),
+                    offset.wrapping_add(off),
+                )))),
+                FrameBase::Unknown => Err(()),
+            },
+            (Operation::Address { address }, Ok(None)) => Ok(Some(PiecePlace::Addr(address))),
+            (Operation::AddressIndex { index }, Ok(None)) => match address_at(index) {
+                Some(address) => Ok(Some(PiecePlace::Addr(address))),
+                None => Err(()),
+            },
+            // `DW_OP_fbreg -24; DW_OP_plus_uconst 8`: still one address.
+            (Operation::PlusConstant { value }, Ok(Some(PiecePlace::Place(Place::Mem(b, o))))) => {
+                match i64::try_from(value).ok().and_then(|v| o.checked_add(v)) {
+                    Some(o) => Ok(Some(PiecePlace::Place(Place::Mem(b, o)))),
+                    None => Err(()),
+                }
+            }
+            (Operation::PlusConstant { value }, Ok(Some(PiecePlace::Addr(a)))) => {
+                Ok(Some(PiecePlace::Addr(a.wrapping_add(value))))
+            }
+            (Operation::Nop, cur) => cur,
+            _ => Err(()),
+        };
+    }
+    if !pieces_seen {
+        if let Ok(Some(place)) = current {
+            out.push(Piece {
+                place,
+                var_offset: 0,
+                size: None,
+            });
+        }
+    }
+    out
+}
+
 /// A piece of a location expression.
 #[derive(Debug, Clone, Copy)]
 struct Piece {
@@ -914,5 +923,95 @@ fn default_lower_bound(lang: DwLang) -> u64 {
         | gimli::DW_LANG_PLI
         | gimli::DW_LANG_Pascal83 => 1,
         _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gimli::{EndianArcSlice, RunTimeEndian};
+
+    /// (place, or static address; offset in the variable; piece size).
+    type Decoded = (Option<Place>, Option<u64>, u64, Option<u64>);
+
+    fn decode(bytes: &[u8], frame_base: FrameBase) -> Vec<Decoded> {
+        let encoding = gimli::Encoding {
+            format: gimli::Format::Dwarf32,
+            version: 5,
+            address_size: 8,
+        };
+        let expr = Expression(EndianArcSlice::new(Arc::from(bytes), RunTimeEndian::Little));
+        pieces(&expr, encoding, frame_base, |i| Some(0x1000 + i.0 as u64))
+            .into_iter()
+            .map(|p| match p.place {
+                PiecePlace::Place(place) => (Some(place), None, p.var_offset, p.size),
+                PiecePlace::Addr(a) => (None, Some(a), p.var_offset, p.size),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn location_expressions() {
+        use Base::{Cfa, Reg};
+        use Place::{Mem, Reg as InReg};
+        let cfa = FrameBase::Cfa;
+        // DW_OP_reg5; DW_OP_regx 17.
+        assert_eq!(decode(&[0x55], cfa), [(Some(InReg(5)), None, 0, None)]);
+        assert_eq!(decode(&[0x90, 17], cfa), [(Some(InReg(17)), None, 0, None)]);
+        // DW_OP_reg5; DW_OP_piece 8; DW_OP_reg4; DW_OP_piece 8.
+        assert_eq!(
+            decode(&[0x55, 0x93, 8, 0x54, 0x93, 8], cfa),
+            [
+                (Some(InReg(5)), None, 0, Some(8)),
+                (Some(InReg(4)), None, 8, Some(8))
+            ]
+        );
+        // DW_OP_piece 4 (optimised out); DW_OP_reg0; DW_OP_piece 4.
+        assert_eq!(
+            decode(&[0x93, 4, 0x50, 0x93, 4], cfa),
+            [(Some(InReg(0)), None, 4, Some(4))]
+        );
+        // DW_OP_fbreg -24 under each frame base.
+        assert_eq!(
+            decode(&[0x91, 0x68], cfa),
+            [(Some(Mem(Cfa, -24)), None, 0, None)]
+        );
+        assert_eq!(
+            decode(&[0x91, 0x68], FrameBase::Reg(6, 16)),
+            [(Some(Mem(Reg(6), -8)), None, 0, None)]
+        );
+        assert_eq!(decode(&[0x91, 0x68], FrameBase::Unknown), []);
+        // DW_OP_fbreg -24; DW_OP_plus_uconst 8.
+        assert_eq!(
+            decode(&[0x91, 0x68, 0x23, 8], cfa),
+            [(Some(Mem(Cfa, -16)), None, 0, None)]
+        );
+        // DW_OP_breg7 16.
+        assert_eq!(
+            decode(&[0x77, 0x10], cfa),
+            [(Some(Mem(Reg(7), 16)), None, 0, None)]
+        );
+        // DW_OP_addr; DW_OP_addrx 2.
+        let mut addr = vec![0x03];
+        addr.extend_from_slice(&0x4010u64.to_le_bytes());
+        assert_eq!(decode(&addr, cfa), [(None, Some(0x4010), 0, None)]);
+        assert_eq!(decode(&[0xa1, 2], cfa), [(None, Some(0x1002), 0, None)]);
+        // Values, not storage: DW_OP_breg5 0; DW_OP_stack_value /
+        // DW_OP_entry_value(DW_OP_reg5); DW_OP_stack_value / DW_OP_lit0;
+        // DW_OP_stack_value / DW_OP_implicit_value 1 0.
+        for value in [
+            &[0x75, 0, 0x9f][..],
+            &[0xa3, 1, 0x55, 0x9f],
+            &[0x30, 0x9f],
+            &[0x9e, 1, 0],
+        ] {
+            assert_eq!(decode(value, cfa), [], "{value:x?}");
+        }
+        // A register is a whole location: DW_OP_reg5; DW_OP_plus_uconst 1.
+        assert_eq!(decode(&[0x55, 0x23, 1], cfa), []);
+        // DW_OP_bit_piece 3 0: not whole bytes.
+        assert_eq!(decode(&[0x55, 0x9d, 3, 0], cfa), []);
+        // Truncated: DW_OP_fbreg without its operand.
+        assert_eq!(decode(&[0x91], cfa), []);
     }
 }
