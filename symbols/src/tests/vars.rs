@@ -563,3 +563,60 @@ fn dwarf_register_of_iced_names() {
     assert_eq!(dwarf_of(Register::XMM3), 20);
     assert_eq!(dwarf_of(Register::R12D), 12);
 }
+
+const VARS_CPP: &str = r#"namespace ns {
+struct Acc {
+    static long total;
+    long add(long x) {
+        long y = x * 2; /* Y */
+        total += y;
+        return total;
+    }
+};
+long Acc::total = 0;
+}
+
+int main(int argc, char **) {
+    ns::Acc a;
+    return (int)a.add(argc);
+}
+"#;
+
+/// C++: names come through `DW_AT_specification` (the static member's
+/// definition) and functions are named by their demangled linkage names,
+/// as [`ElfFile::frames`] names them.
+#[test]
+fn cpp_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = super::compile("g++", dir.path(), "acc", ".cpp", VARS_CPP, &["-O0", "-g"])
+    else {
+        eprintln!("g++ not installed: skipping the C++ assertions");
+        return;
+    };
+    let f = open(&exe);
+    let add = f.symbol_address("ns::Acc::add(long)").expect("add");
+    let y_line = line_of(VARS_CPP, "Y");
+    let vars: Vec<Variable> = insns(&f, "ns::Acc::add(long)")
+        .iter()
+        .filter(|ins| f.location(ins.ip()).is_some_and(|l| l.line == y_line))
+        .filter_map(|ins| {
+            let (base, disp) = mem_operand(ins, Register::RBP)?;
+            f.stack_variable(ins.ip(), base, disp)
+        })
+        .collect();
+    let names: BTreeSet<&str> = vars.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(names, ["x", "y"].into(), "{vars:?}");
+    let frame = f.frames(add + 8)[0].function.clone();
+    for v in &vars {
+        assert_eq!(v.function, frame);
+        assert_eq!(v.function.as_deref(), Some("ns::Acc::add(long)"));
+    }
+    let total = f
+        .symbol_address("_ZN2ns3Acc5totalE")
+        .expect("ns::Acc::total");
+    let t = f.global_variable(total).expect("total");
+    assert_eq!(
+        (t.name.as_str(), t.kind, t.size),
+        ("total", VariableKind::Static, Some(8))
+    );
+}
