@@ -657,13 +657,22 @@ impl ElfFile {
 
     /// The source variable whose frame slot holds the address
     /// `base + disp` at link-time `pc`, where `base` is the DWARF number of
-    /// the memory operand's base register (`rbp` = 6 or `rsp` = 7) and
-    /// `disp` its displacement (an index register's part, if any, added).
+    /// the memory operand's base register (`rbp` = 6 or `rsp` = 7, see
+    /// [`crate::regs`]) and `disp` its displacement. For an indexed operand
+    /// (`[rbp+rax*4-0x50]`) pass the displacement alone to name the array
+    /// (offset 0 is then where the displacement points), or add
+    /// index × scale when the index's value is known.
+    ///
     /// Statically: the CFA rule at `pc` (`.eh_frame`, else `.debug_frame`)
-    /// turns `base + disp` into a CFA offset, matched against variables at
-    /// `DW_OP_fbreg` (frame base `DW_OP_call_frame_cfa`, or a register);
-    /// `DW_OP_bregN` locations match when `N` is `base`.
-    /// [`Variable::offset`] tells where in the variable the address falls.
+    /// turns `base + disp` into a CFA offset when the rule is
+    /// `CFA = base + k`, matched against variables at `DW_OP_fbreg` (frame
+    /// base `DW_OP_call_frame_cfa`, gcc's; a register frame base, clang's,
+    /// matches that register directly, as `DW_OP_bregN` locations do).
+    /// A variable matches when the address falls inside it (its type's
+    /// size; exactly its start when the size is unknown); the innermost
+    /// scope wins, and [`Variable::offset`] tells where in the variable the
+    /// address falls. `None` when the CFA rule is an expression (a
+    /// realigned stack) and nothing matches directly.
     pub fn stack_variable(&self, pc: u64, base: u16, disp: i64) -> Option<Variable> {
         self.vars
             .stack_variable(&self.var_sources(), pc, base, disp)
