@@ -550,7 +550,7 @@ impl<'a> Ctx<'a> {
                         self.describe_dep(idx[0])
                     )))
                 }
-                Storage::Register(_) | Storage::Scalar { .. } => {
+                Storage::Register { .. } | Storage::Scalar { .. } => {
                     if matches!(storage, Storage::Scalar { .. }) {
                         needs.push(Requirement {
                             change: Change::Privatize,

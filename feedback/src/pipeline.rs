@@ -15,6 +15,7 @@ use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter, Mnemonic};
 use ptrace_runner::{AccessKind, Event, EventSink};
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::{BTreeMap, BTreeSet};
+use tracer::deps::Effect;
 use tracer::{DepKind, DepOptions, EventSource, NodeId, NodeKind, ScheduleTree, Stmt, Through};
 
 /// Options of the whole back end, with documented defaults.
@@ -885,6 +886,71 @@ fn name_memory(
     name_memory_at(addr, exe, bias, code, function, true)
 }
 
+/// Addresses from here up are the stack's.
+const STACK_START: u64 = 0x7ff0_0000_0000;
+
+/// `` `s` `` or `` `a`+16 ``, as globals are named.
+fn with_offset(var: &str, off: u64) -> String {
+    if off == 0 {
+        format!("`{var}`")
+    } else {
+        format!("`{var}`+{off}")
+    }
+}
+
+/// The instruction at run-time address `pc`, if it ran.
+fn insn_at(code: &Code, pc: u64) -> Option<iced_x86::Instruction> {
+    let bytes = code.bytes.get(&pc)?;
+    Some(Decoder::with_ip(64, bytes, pc, DecoderOptions::NONE).decode())
+}
+
+/// The source variable debug information places in register `reg` where the consumer `cons`
+/// reads it, or just after the producer `prod` writes it (a location starts after the
+/// instruction that writes it).
+fn register_variable(
+    exe: &symbols::ElfFile,
+    bias: u64,
+    code: &Code,
+    reg: &str,
+    cons: u64,
+    prod: u64,
+) -> Option<String> {
+    let number = symbols::dwarf_register(reg)?;
+    let after = insn_at(code, prod).map(|i| i.next_ip());
+    [Some(cons), after]
+        .into_iter()
+        .flatten()
+        .find_map(|pc| exe.variable_in_register(pc.wrapping_sub(bias), number))
+        .map(|v| v.name)
+}
+
+/// The stack variable, and the offset inside it, that one of the instructions at `pcs`
+/// reaches through its memory operand `[rbp + disp]` or `[rsp + disp]`: the frame a variable
+/// lives in is known statically, from the call frame information at the instruction. An
+/// indexed operand names the array it starts from.
+fn stack_variable(
+    exe: &symbols::ElfFile,
+    bias: u64,
+    code: &Code,
+    pcs: &[u64],
+) -> Option<(String, u64)> {
+    use iced_x86::{OpKind, Register};
+    pcs.iter().find_map(|&pc| {
+        let insn = insn_at(code, pc)?;
+        if !(0..insn.op_count()).any(|o| insn.op_kind(o) == OpKind::Memory) {
+            return None;
+        }
+        let base = match insn.memory_base() {
+            Register::RBP => symbols::regs::RBP,
+            Register::RSP => symbols::regs::RSP,
+            _ => return None,
+        };
+        let disp = insn.memory_displacement64() as i64;
+        let v = exe.stack_variable(pc.wrapping_sub(bias), base, disp)?;
+        Some((v.name.clone(), v.offset))
+    })
+}
+
 /// The array or block holding `addr`, without the offset inside it.
 fn name_array(addr: u64, exe: &symbols::ElfFile, bias: u64, code: &Code, function: &str) -> String {
     name_memory_at(addr, exe, bias, code, function, false)
@@ -1460,8 +1526,30 @@ fn build_region(
             .and_then(|n| functions.get(n))
             .map_or("the region", String::as_str);
         let storage = || match through {
-            Through::Register => Storage::Register(register_name(*location)),
-            Through::Memory => match tracer::deps::Effect::at(*location) {
+            Through::Register => {
+                let reg = register_name(*location);
+                let var = register_variable(exe, bias, code, &reg, cons.pc, prod.pc);
+                Storage::Register { reg, var }
+            }
+            Through::Memory if *location >= STACK_START && Effect::at(*location).is_none() => {
+                match stack_variable(exe, bias, code, &[cons.pc, prod.pc]) {
+                    Some((var, off)) if *fixed => Storage::Scalar {
+                        addr: *location,
+                        name: format!("{} (stack of {function})", with_offset(&var, off)),
+                    },
+                    Some((var, _)) => Storage::Array {
+                        name: format!("`{var}` (stack of {function})"),
+                    },
+                    None if *fixed => Storage::Scalar {
+                        addr: *location,
+                        name: name_memory(*location, exe, bias, code, function),
+                    },
+                    None => Storage::Array {
+                        name: name_array(*location, exe, bias, code, function),
+                    },
+                }
+            }
+            Through::Memory => match Effect::at(*location) {
                 Some(e) => Storage::Effect {
                     name: e.describe().to_string(),
                 },

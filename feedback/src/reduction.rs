@@ -210,18 +210,18 @@ impl<'a> Finder<'a> {
             let s = self.stmt(n).expect("chain statements exist");
             let u = s.update.as_ref().expect("links have an update");
             // The accumulated value comes in through one storage, an `acc` operand.
-            let ins: BTreeSet<&Storage> = deps
+            let ins: BTreeMap<String, &Storage> = deps
                 .iter()
                 .filter(|d| {
                     d.kind == DepKind::Flow && d.sink == *n && chain.contains(d.source.as_str())
                 })
-                .map(|d| &d.storage)
+                .map(|d| (d.storage.root(), &d.storage))
                 .collect();
             if ins.len() != 1 {
                 return Ok(None);
             }
-            let fits = match ins.iter().next().expect("one storage") {
-                Storage::Register(r) => u.acc_registers.contains(r),
+            let fits = match ins.values().next().expect("one storage") {
+                Storage::Register { reg, .. } => u.acc_registers.contains(reg),
                 Storage::Scalar { .. } | Storage::Array { .. } => u.acc_memory,
                 Storage::Effect { .. } => false,
             };

@@ -113,7 +113,7 @@ pub(crate) fn for_schedule(
         .filter(|&i| {
             let d = &region.dependences[i];
             let (a, b) = (outermost(&d.source), outermost(&d.sink));
-            let reuse_only = matches!(d.storage, Storage::Register(_))
+            let reuse_only = matches!(d.storage, Storage::Register { .. })
                 && a != b
                 && !passes.contains(&(&d.storage, a, b))
                 && !passes.contains(&(&d.storage, b, a));
