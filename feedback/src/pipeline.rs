@@ -820,9 +820,7 @@ fn update_of(insn: &iced_x86::Instruction) -> Option<Update> {
             let may_acc = commutative || k == 0;
             match insn.op_kind(o) {
                 OpKind::Register => {
-                    let Some(r) = full_name(insn.op_register(o)) else {
-                        return None;
-                    };
+                    let r = full_name(insn.op_register(o))?;
                     if seen.contains(&r) {
                         return None;
                     }
