@@ -58,6 +58,18 @@ pub struct Options {
     pub isl_max_operations: u64,
     /// Time budget of the same isl computations, in seconds. Default: 10.
     pub isl_max_seconds: f64,
+    /// Once this flag is set (polyprof was interrupted), the isl computation under way stops
+    /// at its next operation, as at the time budget, and no further region is analysed.
+    /// Default: none.
+    pub cancel: Option<&'static std::sync::atomic::AtomicBool>,
+}
+
+impl Options {
+    /// Whether [`Options::cancel`] is set.
+    pub fn cancelled(&self) -> bool {
+        self.cancel
+            .is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 impl Default for Options {
@@ -69,6 +81,7 @@ impl Default for Options {
             component_share: 5.0,
             isl_max_operations: 2_000_000,
             isl_max_seconds: 10.0,
+            cancel: None,
         }
     }
 }

@@ -1147,11 +1147,16 @@ pub fn profile_after(
     let mut regions = roots
         .iter()
         .enumerate()
+        // Once cancelled, the regions analysed so far are what is reported.
+        .take_while(|_| !opts.feedback.cancelled())
         .map(|(i, &root)| build(i, &[root]))
         .collect::<Result<Vec<_>, _>>()?;
     // Consecutive nests that pass values from one to the other are scheduled together: the
     // fusion isl finds, when legal, goes to the first nest's region.
     for (a, b) in fusion_pairs(&analysis.tree, &roots, &folded) {
+        if opts.feedback.cancelled() {
+            break;
+        }
         let group = build(regions.len(), &[a, b])?;
         let fuse = group
             .feedback
@@ -1643,7 +1648,11 @@ fn build_region(
     };
     // A region isl cannot schedule is still reported, with the reason.
     let feedback = analyze_region(&input, &opts.feedback).unwrap_or_else(|e| Feedback {
-        why_not: Some(format!("the polyhedral analysis failed: {e}")),
+        why_not: Some(if opts.feedback.cancelled() {
+            "not analysed: polyprof was interrupted during its analysis".to_string()
+        } else {
+            format!("the polyhedral analysis failed: {e}")
+        }),
         ..Feedback::default()
     });
     Ok(RegionReport {

@@ -64,12 +64,9 @@ impl RunShares {
     }
 }
 
-/// What the natively-run calls cost: the runner's total, and per function from the tree
-/// (`None` when the analysis failed).
-pub fn native_cost(
-    summary: &ptrace_runner::RunSummary,
-    tree: Option<&ScheduleTree>,
-) -> reports::NativeCost {
+/// What the natively-run calls cost, as the runner measured them: the total and the method
+/// (the per-function costs come from the tree: [`native_functions`]).
+pub fn native_cost(summary: &ptrace_runner::RunSummary) -> reports::NativeCost {
     let total = summary.native_instructions;
     let all = (summary.instructions + total).max(1) as f64;
     let (instructions_per_second, stop_overhead_ns) = match summary.native_method {
@@ -84,27 +81,37 @@ pub fn native_cost(
         ),
         _ => (None, None),
     };
+    reports::NativeCost {
+        method: summary.native_method.as_str().to_string(),
+        instructions: total,
+        run_percent: 100.0 * total as f64 / all,
+        instructions_per_second,
+        stop_overhead_ns: stop_overhead_ns.map(|s| s.0),
+        syscall_stop_overhead_ns: stop_overhead_ns.map(|s| s.1),
+        page_fault_ns: stop_overhead_ns.map(|s| s.2),
+        functions: Vec::new(),
+    }
+}
+
+/// `run`'s cost with the natively-run functions from the tree, costliest first.
+pub fn native_functions(run: &reports::NativeCost, tree: &ScheduleTree) -> reports::NativeCost {
     let mut functions: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut tree_total = 0;
-    if let Some(tree) = tree {
-        for node in &tree.nodes {
-            if let NodeKind::Native { name } = node.kind {
-                let name = tree
-                    .native_names
-                    .get(name as usize)
-                    .cloned()
-                    .unwrap_or_default();
-                let f = functions.entry(name).or_default();
-                f.0 += node.native_calls;
-                f.1 += node.native_weight;
-                tree_total += node.native_weight;
-            }
+    for node in &tree.nodes {
+        if let NodeKind::Native { name } = node.kind {
+            let name = tree
+                .native_names
+                .get(name as usize)
+                .cloned()
+                .unwrap_or_default();
+            let f = functions.entry(name).or_default();
+            f.0 += node.native_calls;
+            f.1 += node.native_weight;
+            tree_total += node.native_weight;
         }
     }
     // Shares of the run as the flame graph draws it.
-    let run_all = tree.map_or(all, |t| {
-        (t.total_weights()[ScheduleTree::ROOT] + tree_total).max(1) as f64
-    });
+    let run_all = (tree.total_weights()[ScheduleTree::ROOT] + tree_total).max(1) as f64;
     let mut functions: Vec<reports::NativeFunction> = functions
         .into_iter()
         .map(|(name, (calls, instructions))| reports::NativeFunction {
@@ -116,14 +123,8 @@ pub fn native_cost(
         .collect();
     functions.sort_by_key(|f| std::cmp::Reverse(f.instructions));
     reports::NativeCost {
-        method: summary.native_method.as_str().to_string(),
-        instructions: total,
-        run_percent: 100.0 * total as f64 / all,
-        instructions_per_second,
-        stop_overhead_ns: stop_overhead_ns.map(|s| s.0),
-        syscall_stop_overhead_ns: stop_overhead_ns.map(|s| s.1),
-        page_fault_ns: stop_overhead_ns.map(|s| s.2),
         functions,
+        ..run.clone()
     }
 }
 

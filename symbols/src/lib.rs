@@ -39,7 +39,7 @@ mod vars;
 mod tests;
 
 pub use demangle::demangle;
-pub use elf::{ElfFile, FunctionSym, LoadSegment, PltStub, SectionInfo};
+pub use elf::{ElfFile, FunctionSym, LoadSegment, OpenOptions, PltStub, SectionInfo};
 pub use error::Error;
 pub use maps::{parse_proc_maps, Mapping};
 pub use symbolizer::{Resolved, Symbolizer};
