@@ -1,27 +1,49 @@
-# The two set-up commands (see README.md): `make demo` and `make test`.
-.PHONY: demo test bench deps lint
+# The set-up commands (see README.md): `make demo`, `make install`, `make test`.
+.PHONY: demo build install uninstall test bench deps lint
 
 CARGO ?= cargo
+# Where `make install` puts polyprof: PREFIX/bin, PREFIX/share/man/man1 and
+# PREFIX/share/bash-completion/completions. Default: cargo's own root, ~/.cargo (rustup puts
+# ~/.cargo/bin in PATH; man and bash-completion look beside the PATH entries).
+PREFIX ?= $(or $(CARGO_INSTALL_ROOT),$(CARGO_HOME),$(HOME)/.cargo)
 
 deps:
 	@scripts/install-deps.sh
 
-# Builds polyprof and profiles the bundled example program.
-demo: deps
+# Everything builds in the release profile, tests included, so that isl (compiled from source
+# by the isl-rs crate's build script, once per profile) is built once.
+build: deps
+	@ls target/release/build 2>/dev/null | grep -q '^isl-rs-' || \
+	  echo "polyprof: the first build compiles isl from source: a few minutes with no output"
 	$(CARGO) build --release -p polyprof
+
+# Builds polyprof and profiles the bundled example program into polyprof-out/matmul/.
+demo: build
 	mkdir -p target/examples
 	cc -O2 -g -o target/examples/matmul examples/matmul.c
 	./target/release/polyprof -o polyprof-out/matmul target/examples/matmul
 
-# Runs the whole test suite.
-test: deps
-	$(CARGO) test --workspace
+# Installs polyprof (from the release build), its manual pages and its bash completion.
+install: build
+	$(CARGO) install --locked --path polyprof --root "$(PREFIX)"
+	"$(PREFIX)/bin/polyprof" man "$(PREFIX)/share/man/man1"
+	mkdir -p "$(PREFIX)/share/bash-completion/completions"
+	"$(PREFIX)/bin/polyprof" completions bash > "$(PREFIX)/share/bash-completion/completions/polyprof"
 
-# Prints throughput figures (see README.md, "Benchmark").
-bench: deps
-	$(CARGO) build --release -p polyprof
+uninstall:
+	$(CARGO) uninstall --root "$(PREFIX)" polyprof
+	rm -f "$(PREFIX)"/share/man/man1/polyprof.1 "$(PREFIX)"/share/man/man1/polyprof-*.1
+	rm -f "$(PREFIX)/share/bash-completion/completions/polyprof"
+
+# Runs the whole test suite (unit and end-to-end tests), in the release profile.
+test: deps
+	$(CARGO) test --release --workspace
+
+# Prints throughput figures (see README.md, "Benchmarks").
+bench: build
 	$(CARGO) run --release -p bench --bin scale_bench
 
+# Formatting and lints, in the release profile too (`cargo clippy` runs isl's build script).
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings

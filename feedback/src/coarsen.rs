@@ -201,6 +201,7 @@ pub(crate) fn coarsen(region: &Region, isl: &Context) -> Region {
                 .collect(),
             fp: m.iter().any(|&i| region.statements[i].fp),
             exact: m.iter().all(|&i| region.statements[i].exact && !widened[i]),
+            update: None,
         });
     }
     let renamed = |n: &str| names.get(n).cloned().unwrap_or_else(|| n.to_string());

@@ -1154,6 +1154,7 @@ mod tests {
                     ],
                     fp: true,
                     exact: true,
+                    update: None,
                 },
                 Statement {
                     name: "S1".into(),
@@ -1165,6 +1166,7 @@ mod tests {
                     accesses: vec![access(&[row, 8], "C", true)],
                     fp: false,
                     exact: true,
+                    update: None,
                 },
             ],
             trips: vec![Some(64); 3],
@@ -1176,9 +1178,11 @@ mod tests {
                 label: format!("k.c:{}", k + 1),
                 depth: k,
                 parallel: k < 2,
+                reduction: k == 2,
                 permutable: true,
                 stride01_percent: 50.0,
                 ops: 64 * 64 * 64,
+                why_not: None,
             })
             .collect();
         (region, loops)

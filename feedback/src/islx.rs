@@ -43,7 +43,7 @@ pub(crate) fn limited<T>(
     // Setting an option on a fresh context cannot fail.
     let _ = isl_rs::Options::set_on_error(&ctx, 1);
     let result = {
-        let _watchdog = Watchdog::start(&ctx, opts.isl_max_seconds);
+        let _watchdog = Watchdog::start(&ctx, opts.isl_max_seconds, opts.cancel);
         work(&ctx)
     };
     match result {
@@ -52,20 +52,50 @@ pub(crate) fn limited<T>(
     }
 }
 
-/// Aborts the computation running on an isl context after a time limit, unless dropped first
-/// (dropping waits for its thread, so it never touches a freed context).
+/// Aborts the computation running on an isl context after a time limit or once `cancel` is
+/// set, unless dropped first (dropping waits for its thread, so it never touches a freed
+/// context).
 struct Watchdog {
     done: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Watchdog {
-    fn start(ctx: &Context, seconds: f64) -> Watchdog {
+    fn start(
+        ctx: &Context,
+        seconds: f64,
+        cancel: Option<&'static std::sync::atomic::AtomicBool>,
+    ) -> Watchdog {
         let ptr = ctx.ptr;
-        let limit = std::time::Duration::from_secs_f64(seconds.max(0.0));
+        // A budget too large for a Duration is no limit.
+        let limit = std::time::Duration::try_from_secs_f64(seconds.max(0.0))
+            .unwrap_or(std::time::Duration::MAX);
         let (done, wait) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::spawn(move || {
-            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(limit) {
+            // The cancel flag is polled at this period.
+            const POLL: std::time::Duration = std::time::Duration::from_millis(50);
+            let deadline = std::time::Instant::now().checked_add(limit);
+            let expired = loop {
+                let left = deadline.map_or(std::time::Duration::MAX, |d| {
+                    d.saturating_duration_since(std::time::Instant::now())
+                });
+                let step = if cancel.is_some() {
+                    left.min(POLL)
+                } else {
+                    left
+                };
+                match wait.recv_timeout(step) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                        let cancelled =
+                            cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed));
+                        if cancelled || step == left {
+                            break true;
+                        }
+                    }
+                    _ => break false,
+                }
+            };
+            if expired {
                 // Lower the operation budget under isl's feet: its next operation then fails
                 // with the ordinary quota error. (isl_ctx_abort would be the documented way,
                 // but its error carries no message, and isl-rs reads the message of every

@@ -14,12 +14,16 @@ mod islx;
 pub mod legality;
 pub mod params;
 pub mod pipeline;
+mod reduction;
 mod storage;
 
 pub use analyze::analyze_region;
 pub use gain::{Gain, GainModel, GainOptions, Rating, Skip, SkipReason};
-pub use input::{Access, Boundary, DepKind, Dependence, Loop, Region, Statement, Storage};
+pub use input::{
+    Access, Boundary, DepKind, Dependence, Loop, ReduceOp, Region, Statement, Storage, Update,
+};
 pub use islx::Strategy;
+pub use reduction::Reduction;
 
 /// Errors of the feedback stage.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +63,18 @@ pub struct Options {
     pub isl_max_seconds: f64,
     /// The models that estimate each suggestion's gain and rank them (see [`gain`]).
     pub gain: GainOptions,
+    /// Once this flag is set (polyprof was interrupted), the isl computation under way stops
+    /// at its next operation, as at the time budget, and no further region is analysed.
+    /// Default: none.
+    pub cancel: Option<&'static std::sync::atomic::AtomicBool>,
+}
+
+impl Options {
+    /// Whether [`Options::cancel`] is set.
+    pub fn cancelled(&self) -> bool {
+        self.cancel
+            .is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 impl Default for Options {
@@ -71,6 +87,7 @@ impl Default for Options {
             isl_max_operations: 2_000_000,
             isl_max_seconds: 10.0,
             gain: GainOptions::default(),
+            cancel: None,
         }
     }
 }
@@ -85,6 +102,9 @@ pub struct LoopInfo {
     /// Its iterations can run in parallel: no dependence of any kind is carried by it, once
     /// scalars are privatized (see [`legality`]).
     pub parallel: bool,
+    /// Its iterations can run in parallel only as a reduction: what it carries is partial
+    /// results combined by one associative operator (see [`Reduction`]).
+    pub reduction: bool,
     /// This loop and the loops around it form a permutable band.
     pub permutable: bool,
     /// Share of the memory accesses inside the loop (weighted by executions) with stride 0 or 1
@@ -92,6 +112,8 @@ pub struct LoopInfo {
     pub stride01_percent: f64,
     /// Dynamic operations inside the loop.
     pub ops: u64,
+    /// Why no suggestion names this loop (every loop gets a suggestion or a reason).
+    pub why_not: Option<String>,
 }
 
 /// What a suggestion transforms.

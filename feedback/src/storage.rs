@@ -97,6 +97,29 @@ pub(crate) fn for_schedule(
         .filter(|&i| !region.dependences[i].binding())
         .collect();
     let broken = cx.all_violated(&renamable, theta)?;
+    // The compiler reuses a register for unrelated values of different nests (each nest's
+    // accumulator in xmm1): no value passes between the nests through it, so the reuse says
+    // nothing about the source, and the compiler allocates registers again after any
+    // reordering.
+    let outermost = |name: &str| stmt(region, name).and_then(|s| s.loops.first().copied());
+    let passes: BTreeSet<(&Storage, Option<usize>, Option<usize>)> = region
+        .dependences
+        .iter()
+        .filter(|d| d.kind == DepKind::Flow)
+        .map(|d| (&d.storage, outermost(&d.source), outermost(&d.sink)))
+        .collect();
+    let broken: Vec<usize> = broken
+        .into_iter()
+        .filter(|&i| {
+            let d = &region.dependences[i];
+            let (a, b) = (outermost(&d.source), outermost(&d.sink));
+            let reuse_only = matches!(d.storage, Storage::Register { .. })
+                && a != b
+                && !passes.contains(&(&d.storage, a, b))
+                && !passes.contains(&(&d.storage, b, a));
+            !reuse_only
+        })
+        .collect();
     let mut by_storage: BTreeMap<&Storage, Vec<usize>> = BTreeMap::new();
     let mut renamed = BTreeSet::new();
     for i in broken {

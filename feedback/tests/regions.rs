@@ -40,6 +40,7 @@ fn stmt(
         accesses,
         fp: true,
         exact: true,
+        update: None,
     }
 }
 

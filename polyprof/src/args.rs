@@ -1,15 +1,129 @@
-//! Command-line options (REPORT.md is the contract).
+//! Command-line options (docs/REPORT.md is the contract).
+//!
+//! `polyprof [OPTIONS] PROGRAM [ARGS]` records and reports in one step; the subcommands split
+//! it (`record`, `report DIR`) and produce the manual and shell completions. A subcommand is
+//! recognised only as the first argument, so a program named like one is given by its path
+//! (`polyprof ./report`).
 
-use clap::{Parser, ValueEnum};
+use clap::{Args as ClapArgs, Parser, Subcommand, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-/// Dynamic binary profiler: traces a program and reports which loop, layout and storage
-/// transformations would expose parallelism and locality.
+const AFTER_HELP: &str = "\
+Examples:
+  polyprof ./matmul                      record, then write the reports into polyprof-out/matmul/
+  polyprof record -o run ./matmul 100    record only
+  polyprof report run --region-threshold 1
+                                         report again from the recording, without running it
+
+Exit status: the program's own (128 + N when signal N killed it); 128 + N when signal N \
+interrupted polyprof; 2 when polyprof could not start the program or read a recording; \
+`polyprof report` exits with 0 once the reports are written.";
+
+/// Dynamic binary profiler: runs a program once, records what it executes, and reports which
+/// loop, layout and storage transformations would expose parallelism and locality, tied to
+/// source lines.
 #[derive(Parser, Debug)]
-#[command(name = "polyprof", version)]
-pub struct Args {
-    /// Output directory [default: polyprof-out/<program file name>/]
+#[command(
+    name = "polyprof",
+    version,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    disable_help_subcommand = true,
+    after_help = AFTER_HELP,
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub sub: Option<Sub>,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    #[command(flatten)]
+    pub report: ReportArgs,
+
+    #[command(flatten)]
+    pub ui: UiArgs,
+
+    /// The program to profile, then its arguments. Everything after the program belongs to
+    /// it, options included.
+    #[arg(
+        value_name = "PROGRAM [ARGS]",
+        required = true,
+        num_args = 1..,
+        trailing_var_arg = true
+    )]
+    pub command: Vec<OsString>,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Sub {
+    /// Run the program and record its execution into the output directory, without analysing
+    /// it; `polyprof report DIR` then writes the reports.
+    Record(RecordCmd),
+    /// Write the reports of a recorded run again, with other report options, without running
+    /// the program.
+    Report(ReportCmd),
+    /// Print a completion script for a shell (e.g. `polyprof completions bash >
+    /// ~/.local/share/bash-completion/completions/polyprof`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page polyprof(1), or write it and those of the subcommands
+    /// (polyprof-record.1, ...) into a directory.
+    Man {
+        /// Directory to write the pages into (created if needed).
+        #[arg(value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+}
+
+/// `polyprof record`.
+#[derive(ClapArgs, Debug)]
+#[command(after_help = "Exit status: the program's own, as for `polyprof PROGRAM`.")]
+pub struct RecordCmd {
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    #[command(flatten)]
+    pub ui: UiArgs,
+
+    /// The program to profile, then its arguments.
+    #[arg(
+        value_name = "PROGRAM [ARGS]",
+        required = true,
+        num_args = 1..,
+        trailing_var_arg = true
+    )]
+    pub command: Vec<OsString>,
+}
+
+/// `polyprof report`.
+#[derive(ClapArgs, Debug)]
+pub struct ReportCmd {
+    /// An output directory holding a recording (`polyprof record`, or any earlier run).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+
+    /// Write the reports there instead of into DIR.
+    #[arg(short, long, value_name = "OUT")]
+    pub output: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub report: ReportArgs,
+
+    #[command(flatten)]
+    pub ui: UiArgs,
+}
+
+/// How the program is run and traced (they shape the recording).
+#[derive(ClapArgs, Debug, Clone)]
+#[command(next_help_heading = "Tracing")]
+pub struct RunArgs {
+    /// Output directory [default: polyprof-out/<program file name>/]. An existing one is
+    /// kept as DIR.old.
     #[arg(short, long, value_name = "DIR")]
     pub output: Option<PathBuf>,
 
@@ -29,15 +143,25 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = EngineKind::Emulate)]
     pub engine: EngineKind,
 
-    /// Also write events.txt: every traced event, one line each, with disassembly and source
-    /// lines (for small runs: it grows by about 100 bytes per instruction).
-    #[arg(long)]
-    pub dump_events: bool,
+    /// Root of the separate debug files: a stripped program's symbols and lines are read
+    /// from DIR/.build-id/xx/yyyy.debug (its build-id), as Debian's -dbgsym packages install
+    /// them.
+    #[arg(long, value_name = "DIR", default_value = "/usr/lib/debug")]
+    pub debug_dir: PathBuf,
+}
 
+/// What the reports hold and how they are computed (changeable at `polyprof report`).
+#[derive(ClapArgs, Debug, Clone)]
+#[command(next_help_heading = "Reports")]
+pub struct ReportArgs {
     /// A region is a loop nest holding at least this share (in percent) of the traced
     /// instructions; regions are analysed hottest first.
     #[arg(long, value_name = "PERCENT", default_value_t = 5.0)]
     pub region_threshold: f64,
+
+    /// At most this many regions are analysed (and reported), hottest first.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub max_regions: usize,
 
     /// Budget of isl operations per region (scheduling and storage questions): a region
     /// larger than the polyhedral scheduler can handle in a few seconds is reported without
@@ -49,32 +173,28 @@ pub struct Args {
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     pub isl_max_seconds: f64,
 
+    /// Which reports to write: all of them, or report.json alone.
+    #[arg(long, value_enum, default_value_t = Format::All)]
+    pub format: Format,
+
+    /// Also write events.txt: every traced event, one line each, with disassembly and source
+    /// lines (for small runs: it grows by about 100 bytes per instruction).
+    #[arg(long)]
+    pub dump_events: bool,
+
     /// Also write deps.txt: the dynamic dependences (flow, anti, output; through registers
     /// and memory) between every pair of statements, with counts and distances.
     #[arg(long)]
     pub dump_deps: bool,
-
-    /// The program to profile, then its arguments. Everything after the program belongs to
-    /// it, options included.
-    #[arg(
-        value_name = "PROGRAM [ARGS]",
-        required = true,
-        num_args = 1..,
-        trailing_var_arg = true
-    )]
-    pub command: Vec<OsString>,
 }
 
-impl Args {
-    /// The program, as given.
-    pub fn program(&self) -> &OsString {
-        &self.command[0]
-    }
-
-    /// The program's arguments.
-    pub fn args(&self) -> &[OsString] {
-        &self.command[1..]
-    }
+/// What polyprof says on stderr.
+#[derive(ClapArgs, Debug, Clone, Copy)]
+pub struct UiArgs {
+    /// Print nothing on stderr but errors: no progress, warnings or summary (the reports
+    /// still hold everything).
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 /// `--engine`.
@@ -85,4 +205,62 @@ pub enum EngineKind {
     /// Interpret instructions inside polyprof, single-stepping only what it does not implement
     /// (the default; about 100 to 1000 times faster than `step`).
     Emulate,
+}
+
+/// `--format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// flamegraph.svg, stacks.folded, report.txt and report.json.
+    All,
+    /// report.json only.
+    Json,
+}
+
+/// What the command line asks for.
+#[derive(Debug)]
+pub enum Action {
+    /// Record `command`, then report (`report` is `Some`), or only record.
+    Profile {
+        run: RunArgs,
+        report: Option<ReportArgs>,
+        ui: UiArgs,
+        command: Vec<OsString>,
+    },
+    /// Report from the recording in `dir` into `output` (default: `dir`).
+    Report {
+        dir: PathBuf,
+        output: Option<PathBuf>,
+        report: ReportArgs,
+        ui: UiArgs,
+    },
+    Completions(clap_complete::Shell),
+    Man(Option<PathBuf>),
+}
+
+impl Cli {
+    /// The action, with each subcommand's own options.
+    pub fn action(self) -> Action {
+        match self.sub {
+            None => Action::Profile {
+                run: self.run,
+                report: Some(self.report),
+                ui: self.ui,
+                command: self.command,
+            },
+            Some(Sub::Record(r)) => Action::Profile {
+                run: r.run,
+                report: None,
+                ui: r.ui,
+                command: r.command,
+            },
+            Some(Sub::Report(r)) => Action::Report {
+                dir: r.dir,
+                output: r.output,
+                report: r.report,
+                ui: r.ui,
+            },
+            Some(Sub::Completions { shell }) => Action::Completions(shell),
+            Some(Sub::Man { dir }) => Action::Man(dir),
+        }
+    }
 }

@@ -60,8 +60,9 @@ fn is_executable(p: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Checks that `path` is an x86-64 ELF executable polyprof can run, and opens it.
-pub fn check(path: &Path) -> Result<symbols::ElfFile, BadProgram> {
+/// Checks that `path` is an x86-64 ELF executable polyprof can run, and opens it (its
+/// separate debug file found as `opts` says).
+pub fn check(path: &Path, opts: &symbols::OpenOptions) -> Result<symbols::ElfFile, BadProgram> {
     let shown = path.display().to_string();
     let meta = path
         .metadata()
@@ -89,7 +90,7 @@ pub fn check(path: &Path) -> Result<symbols::ElfFile, BadProgram> {
     if meta.permissions().mode() & 0o111 == 0 {
         return Err(BadProgram::NotExecutable(shown));
     }
-    symbols::ElfFile::open(path).map_err(|e| match e {
+    symbols::ElfFile::open_with(path, opts).map_err(|e| match e {
         symbols::Error::NotX86_64 { machine, .. } => BadProgram::NotX86_64(shown, machine),
         symbols::Error::NotElf { .. } => BadProgram::NotElf(shown),
         other => BadProgram::Unreadable(shown, other.to_string()),
@@ -100,6 +101,10 @@ pub fn check(path: &Path) -> Result<symbols::ElfFile, BadProgram> {
 mod tests {
     use super::*;
     use std::fs;
+
+    fn check(path: &Path) -> Result<symbols::ElfFile, BadProgram> {
+        super::check(path, &symbols::OpenOptions::default())
+    }
 
     #[test]
     fn classifies_bad_programs() {

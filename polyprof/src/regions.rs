@@ -1,6 +1,7 @@
 //! Regions in the report's terms: report.json entries, flame-graph styles, and the closing
 //! summary.
 
+use feedback::legality::Change;
 use feedback::pipeline::RegionReport;
 use reports::{advised, FrameStyle, Region, GREY, HIGHLIGHT};
 use serde_json::{json, Value};
@@ -63,12 +64,9 @@ impl RunShares {
     }
 }
 
-/// What the natively-run calls cost: the runner's total, and per function from the tree
-/// (`None` when the analysis failed).
-pub fn native_cost(
-    summary: &ptrace_runner::RunSummary,
-    tree: Option<&ScheduleTree>,
-) -> reports::NativeCost {
+/// What the natively-run calls cost, as the runner measured them: the total and the method
+/// (the per-function costs come from the tree: [`native_functions`]).
+pub fn native_cost(summary: &ptrace_runner::RunSummary) -> reports::NativeCost {
     let total = summary.native_instructions;
     let all = (summary.instructions + total).max(1) as f64;
     let (instructions_per_second, stop_overhead_ns) = match summary.native_method {
@@ -83,27 +81,37 @@ pub fn native_cost(
         ),
         _ => (None, None),
     };
+    reports::NativeCost {
+        method: summary.native_method.as_str().to_string(),
+        instructions: total,
+        run_percent: 100.0 * total as f64 / all,
+        instructions_per_second,
+        stop_overhead_ns: stop_overhead_ns.map(|s| s.0),
+        syscall_stop_overhead_ns: stop_overhead_ns.map(|s| s.1),
+        page_fault_ns: stop_overhead_ns.map(|s| s.2),
+        functions: Vec::new(),
+    }
+}
+
+/// `run`'s cost with the natively-run functions from the tree, costliest first.
+pub fn native_functions(run: &reports::NativeCost, tree: &ScheduleTree) -> reports::NativeCost {
     let mut functions: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut tree_total = 0;
-    if let Some(tree) = tree {
-        for node in &tree.nodes {
-            if let NodeKind::Native { name } = node.kind {
-                let name = tree
-                    .native_names
-                    .get(name as usize)
-                    .cloned()
-                    .unwrap_or_default();
-                let f = functions.entry(name).or_default();
-                f.0 += node.native_calls;
-                f.1 += node.native_weight;
-                tree_total += node.native_weight;
-            }
+    for node in &tree.nodes {
+        if let NodeKind::Native { name } = node.kind {
+            let name = tree
+                .native_names
+                .get(name as usize)
+                .cloned()
+                .unwrap_or_default();
+            let f = functions.entry(name).or_default();
+            f.0 += node.native_calls;
+            f.1 += node.native_weight;
+            tree_total += node.native_weight;
         }
     }
     // Shares of the run as the flame graph draws it.
-    let run_all = tree.map_or(all, |t| {
-        (t.total_weights()[ScheduleTree::ROOT] + tree_total).max(1) as f64
-    });
+    let run_all = (tree.total_weights()[ScheduleTree::ROOT] + tree_total).max(1) as f64;
     let mut functions: Vec<reports::NativeFunction> = functions
         .into_iter()
         .map(|(name, (calls, instructions))| reports::NativeFunction {
@@ -115,14 +123,8 @@ pub fn native_cost(
         .collect();
     functions.sort_by_key(|f| std::cmp::Reverse(f.instructions));
     reports::NativeCost {
-        method: summary.native_method.as_str().to_string(),
-        instructions: total,
-        run_percent: 100.0 * total as f64 / all,
-        instructions_per_second,
-        stop_overhead_ns: stop_overhead_ns.map(|s| s.0),
-        syscall_stop_overhead_ns: stop_overhead_ns.map(|s| s.1),
-        page_fault_ns: stop_overhead_ns.map(|s| s.2),
         functions,
+        ..run.clone()
     }
 }
 
@@ -146,8 +148,10 @@ pub fn region_json(
             "location": loc_value(naming.node_location(tree, r.loop_nodes[li])),
             "depth": info.depth,
             "parallel": info.parallel,
+            "reduction": info.reduction,
             "permutable": info.permutable,
             "stride01_percent": info.stride01_percent,
+            "why_not": info.why_not,
         }))
     };
     let loops = chain.iter().filter_map(|&li| loop_value(li)).collect();
@@ -195,13 +199,35 @@ pub fn region_json(
                     .requires
                     .iter()
                     .map(|r| {
-                        json!({
+                        let mut v = json!({
                             "change": r.change.as_str(),
                             "storage": r.storage,
                             "lines": r.lines,
-                        })
+                        });
+                        if let Change::Reduction { op, fp, .. } = r.change {
+                            v["op"] = json!(op.clause());
+                            v["reassociates"] = json!(fp);
+                        }
+                        v
                     })
                     .collect();
+                // The reductions again on their own: "parallel with reduction(+: s)".
+                let reductions: Vec<Value> = s
+                    .requires
+                    .iter()
+                    .filter_map(|r| match r.change {
+                        Change::Reduction { op, fp, .. } => Some(json!({
+                            "op": op.clause(),
+                            "storage": r.storage,
+                            "lines": r.lines,
+                            "reassociates": fp,
+                        })),
+                        _ => None,
+                    })
+                    .collect();
+                if !reductions.is_empty() {
+                    v["reduction"] = json!(reductions);
+                }
             }
             v
         })
@@ -406,6 +432,8 @@ fn loop_facts(id: &str, l: &Value) -> String {
         "{id}: {}, {}, stride 0/1 {:.0}%",
         if l["parallel"].as_bool() == Some(true) {
             "parallel"
+        } else if l["reduction"].as_bool() == Some(true) {
+            "parallel as a reduction"
         } else {
             "not parallel"
         },

@@ -158,6 +158,87 @@ pub struct RunSummary {
     /// What the natively-run calls that returned cost in all (the sum of the `cost` of the
     /// `LibReturn` events), in instructions or instruction equivalents.
     pub native_instructions: u64,
+    /// The last signal delivered to the program while it was traced: when the program died of
+    /// a signal, the one that killed it (where, and for a fault, at which address).
+    pub last_signal: Option<SignalInfo>,
+}
+
+/// A signal delivered to the traced program, as the kernel described it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SignalInfo {
+    pub signo: i32,
+    /// Where the program stood (runtime address): for a fault, the faulting instruction.
+    pub pc: u64,
+    /// `si_code`: positive when the kernel raised the signal (`SEGV_MAPERR`, ...), zero or
+    /// negative when a process sent it (`SI_USER`, `SI_TKILL`, ...).
+    pub code: i32,
+    /// For a fault the kernel raised: the data address (SIGSEGV, SIGBUS) or the instruction
+    /// (SIGILL, SIGFPE, SIGTRAP).
+    pub addr: Option<u64>,
+}
+
+impl SignalInfo {
+    /// `SEGV_MAPERR` and the like: what `code` means for this signal, when the kernel raised it.
+    pub fn code_name(&self) -> Option<&'static str> {
+        let name = match (self.signo, self.code) {
+            (libc::SIGSEGV, 1) => "SEGV_MAPERR",
+            (libc::SIGSEGV, 2) => "SEGV_ACCERR",
+            (libc::SIGSEGV, 3) => "SEGV_BNDERR",
+            (libc::SIGSEGV, 4) => "SEGV_PKUERR",
+            (libc::SIGBUS, 1) => "BUS_ADRALN",
+            (libc::SIGBUS, 2) => "BUS_ADRERR",
+            (libc::SIGBUS, 3) => "BUS_OBJERR",
+            (libc::SIGILL, 1) => "ILL_ILLOPC",
+            (libc::SIGILL, 2) => "ILL_ILLOPN",
+            (libc::SIGILL, 3) => "ILL_ILLADR",
+            (libc::SIGILL, 4) => "ILL_ILLTRP",
+            (libc::SIGILL, 5) => "ILL_PRVOPC",
+            (libc::SIGILL, 6) => "ILL_PRVREG",
+            (libc::SIGILL, 7) => "ILL_COPROC",
+            (libc::SIGILL, 8) => "ILL_BADSTK",
+            (libc::SIGFPE, 1) => "FPE_INTDIV",
+            (libc::SIGFPE, 2) => "FPE_INTOVF",
+            (libc::SIGFPE, 3) => "FPE_FLTDIV",
+            (libc::SIGFPE, 4) => "FPE_FLTOVF",
+            (libc::SIGFPE, 5) => "FPE_FLTUND",
+            (libc::SIGFPE, 6) => "FPE_FLTRES",
+            (libc::SIGFPE, 7) => "FPE_FLTINV",
+            (libc::SIGFPE, 8) => "FPE_FLTSUB",
+            (_, 0x80) => "SI_KERNEL",
+            (_, 0) => "SI_USER",
+            (_, -6) => "SI_TKILL",
+            (_, -1) => "SI_QUEUE",
+            _ => return None,
+        };
+        Some(name)
+    }
+
+    /// What the code says, in words (`address not mapped`), when the kernel raised it.
+    pub fn code_meaning(&self) -> Option<&'static str> {
+        Some(match self.code_name()? {
+            "SEGV_MAPERR" => "address not mapped",
+            "SEGV_ACCERR" => "no permission to access the address",
+            "SEGV_BNDERR" => "out of bounds",
+            "SEGV_PKUERR" => "protection key denied access",
+            "BUS_ADRALN" => "misaligned address",
+            "BUS_ADRERR" => "address past the end of a mapped file",
+            "BUS_OBJERR" => "hardware error",
+            "ILL_ILLOPC" => "illegal opcode",
+            "ILL_ILLOPN" => "illegal operand",
+            "ILL_PRVOPC" => "privileged opcode",
+            "FPE_INTDIV" => "integer division by zero",
+            "FPE_INTOVF" => "integer overflow",
+            "FPE_FLTDIV" => "floating-point division by zero",
+            "FPE_FLTINV" => "invalid floating-point operation",
+            "SI_KERNEL" => {
+                "raised by the kernel (often a general-protection fault: a non-canonical address)"
+            }
+            "SI_USER" => "sent by kill()",
+            "SI_TKILL" => "sent by tgkill(), as raise() and abort() do",
+            "SI_QUEUE" => "sent by sigqueue()",
+            _ => return None,
+        })
+    }
 }
 
 /// An execution engine: runs the program once and sends its events to a sink.

@@ -104,6 +104,23 @@ pub fn siginfo_code(pid: pid_t) -> io::Result<i32> {
     Ok(unsafe { info.assume_init() }.si_code)
 }
 
+/// `si_code` of the signal that caused the current signal-delivery stop, and `si_addr` when the
+/// CPU raised it (SIGSEGV and SIGBUS: the data address; SIGILL, SIGFPE and SIGTRAP: the
+/// instruction). `si_addr` means nothing for a signal another process sent (`si_code` <= 0).
+pub fn siginfo_fault(pid: pid_t) -> io::Result<(i32, Option<u64>)> {
+    let mut info = MaybeUninit::<libc::siginfo_t>::zeroed();
+    ptrace(libc::PTRACE_GETSIGINFO, pid, 0, info.as_mut_ptr() as usize)?;
+    // SAFETY: zero-initialised and then filled by the kernel.
+    let info = unsafe { info.assume_init() };
+    let faults = matches!(
+        info.si_signo,
+        libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE | libc::SIGTRAP
+    );
+    // SAFETY: for these signals, raised by the kernel, the union holds `si_addr`.
+    let addr = (faults && info.si_code > 0).then(|| unsafe { info.si_addr() } as u64);
+    Ok((info.si_code, addr))
+}
+
 fn debugreg_offset(n: usize) -> usize {
     offset_of!(libc::user, u_debugreg) + n * std::mem::size_of::<libc::c_ulong>()
 }

@@ -25,6 +25,10 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::sync::mpsc;
 
+/// Version of the encoding below. Recordings kept on disk (`polyprof record`) carry it; bump it
+/// whenever a change to the encoding would make an older recording decode differently.
+pub const FORMAT: u32 = 1;
+
 const TAG_CODE: u8 = 1;
 const TAG_INSN: u8 = 2;
 const TAG_LIBCALL: u8 = 3;
@@ -399,7 +403,16 @@ impl Recorder {
         dir: Option<&Path>,
         consumer: C,
     ) -> io::Result<RecordingThread<C>> {
-        let file = temp_file(dir)?;
+        Recorder::spawn_into(temp_file(dir)?, consumer)
+    }
+
+    /// [`Recorder::spawn`] into `file`, which the caller created empty, opened for reading and
+    /// writing (the finished recording is mapped from it), and may keep: a recording kept on
+    /// disk for later replays ([`Recording::open`]).
+    pub fn spawn_into<C: EventSink + Send + 'static>(
+        file: File,
+        consumer: C,
+    ) -> io::Result<RecordingThread<C>> {
         let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(CHUNKS_IN_FLIGHT);
         let (back_tx, back) = mpsc::channel::<Vec<u8>>();
         let handle = std::thread::Builder::new()
@@ -538,11 +551,22 @@ impl Recording {
         let map = if bytes == 0 {
             None
         } else {
-            // SAFETY: the file is private to this process (unlinked temporary) and no longer
-            // written, so the mapping cannot change under us.
+            // SAFETY: the file is no longer written: an unlinked temporary is private to this
+            // process, and a kept recording is finished before it is mapped. (Another process
+            // truncating a kept recording while it is read would fault, as with any reader
+            // that maps its input.)
             Some(unsafe { memmap2::Mmap::map(file)? })
         };
         Ok(Recording { map, events })
+    }
+
+    /// Maps a recording kept on disk (written through [`Recorder::spawn_into`]) whose
+    /// encoding is [`FORMAT`] (the caller checks it) and which holds `events` events (what
+    /// [`Recording::events`] answers; the replay itself does not need it).
+    pub fn open(path: &Path, events: u64) -> io::Result<Recording> {
+        let file = File::open(path)?;
+        let bytes = file.metadata()?.len();
+        Recording::map(&file, bytes, events)
     }
 
     /// Number of events recorded.
@@ -899,7 +923,7 @@ fn register_from_index(idx: usize) -> Option<iced_x86::Register> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{OwnedEvent, VecSink};
+    use crate::event::{NullSink, OwnedEvent, VecSink};
     use iced_x86::Register;
 
     fn sample() -> Vec<OwnedEvent> {
@@ -1039,6 +1063,33 @@ mod tests {
             "{} bytes for 200,000 loop instructions",
             recording.bytes()
         );
+    }
+
+    /// A recording kept in a named file replays the same events when opened again.
+    #[test]
+    fn kept_recording_reopens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events");
+        let mut events = sample();
+        events.splice(1..1, affine_loop(1000));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .unwrap();
+        let mut rec = Recorder::spawn_into(file, NullSink).unwrap();
+        for e in &events {
+            rec.event(&e.as_event()).unwrap();
+        }
+        let (first, _) = rec.finish().unwrap();
+        let n = first.events();
+        drop(first);
+        let again = Recording::open(&path, n).unwrap();
+        assert_eq!(again.events(), events.len() as u64);
+        let mut back = VecSink::default();
+        again.replay_into(&mut back).unwrap();
+        assert_eq!(back.events, events);
     }
 
     /// Values no model predicts fill several chunks: still every event, in order.

@@ -169,6 +169,8 @@ pub struct Runner<X: Executor> {
     stretch: Stretch,
     /// What the returned native calls cost in all (instructions or equivalents).
     native_instructions: u64,
+    /// The last signal delivered to the program (see `RunSummary::last_signal`).
+    last_signal: Option<crate::SignalInfo>,
     incomplete_addresses: bool,
     complete: bool,
     started: bool,
@@ -204,6 +206,7 @@ impl<X: Executor> Runner<X> {
             meter: crate::meter::NativeMeter::none(),
             stretch: Stretch::default(),
             native_instructions: 0,
+            last_signal: None,
             incomplete_addresses: false,
             complete: true,
             started: false,
@@ -317,6 +320,19 @@ impl<X: Executor> Runner<X> {
 
     fn emit(sink: &mut dyn EventSink, ev: Event<'_>) -> Result<(), Error> {
         sink.event(&ev).map_err(Error::Sink)
+    }
+
+    /// Emits the delivery of signal `signo` at `pc`, and keeps what the kernel says of it (a
+    /// fault's address) in case it kills the program. Called at the signal-delivery stop.
+    fn signal_event(&mut self, sink: &mut dyn EventSink, signo: i32, pc: u64) -> Result<(), Error> {
+        let (code, addr) = ptrace::siginfo_fault(self.pid).unwrap_or((0, None));
+        self.last_signal = Some(crate::SignalInfo {
+            signo,
+            pc,
+            code,
+            addr,
+        });
+        Self::emit(sink, Event::Signal { signo, pc })
     }
 
     /// Runs natively to the start address.
@@ -681,7 +697,7 @@ impl<X: Executor> Runner<X> {
                     return Ok(Next::Native);
                 }
                 StepOutcome::Signal(s) => {
-                    Self::emit(sink, Event::Signal { signo: s, pc })?;
+                    self.signal_event(sink, s, pc)?;
                     self.pending_signal = s;
                     continue;
                 }
@@ -977,7 +993,7 @@ impl<X: Executor> Runner<X> {
                     StepOutcome::HandlerEntered(_) | StepOutcome::Executed(_) => {}
                     StepOutcome::Signal(s) => {
                         let pc = ptrace::get_regs(pid).map(|r| r.rip).unwrap_or(0);
-                        Self::emit(sink, Event::Signal { signo: s, pc })?;
+                        self.signal_event(sink, s, pc)?;
                         self.pending_signal = s;
                         continue;
                     }
@@ -1025,7 +1041,7 @@ impl<X: Executor> Runner<X> {
                         // The program's own SIGTRAP (int3, raise): deliver it.
                         let pc = ptrace::get_regs(pid).map(|r| r.rip).unwrap_or(0);
                         let signo = libc::SIGTRAP;
-                        Self::emit(sink, Event::Signal { signo, pc })?;
+                        self.signal_event(sink, signo, pc)?;
                         self.pending_signal = signo;
                     }
                 },
@@ -1033,7 +1049,7 @@ impl<X: Executor> Runner<X> {
                     let s = self.forward_signal(s);
                     if s != 0 {
                         let pc = ptrace::get_regs(pid).map(|r| r.rip).unwrap_or(0);
-                        Self::emit(sink, Event::Signal { signo: s, pc })?;
+                        self.signal_event(sink, s, pc)?;
                         self.pending_signal = s;
                     }
                 }
@@ -1272,6 +1288,7 @@ impl<X: Executor> Engine for Runner<X> {
             started: self.started,
             native_method: self.meter.method(),
             native_instructions: self.native_instructions,
+            last_signal: self.last_signal,
         })
     }
 }

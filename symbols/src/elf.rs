@@ -17,7 +17,8 @@ use object::{
 use crate::dwarf::DwarfCache;
 use crate::maps::Mapping;
 use crate::plt::{decode_stubs, PltSection};
-use crate::{demangle, Error, Frame, Loc};
+use crate::vars::{Sources, VarCache};
+use crate::{demangle, Error, Frame, Loc, Variable};
 
 /// A function symbol (from `.symtab`, `.dynsym`, or a synthetic `name@plt`
 /// for a PLT stub).
@@ -95,8 +96,12 @@ pub struct ElfFile {
     path: PathBuf,
     canonical: Option<PathBuf>,
     map: Mmap,
-    /// Separate debug file (found by build-id or `.gnu_debuglink`).
+    /// Separate debug file (found by build-id or `.gnu_debuglink`, or given).
     debug_map: Option<Mmap>,
+    /// Its path.
+    debug_path: Option<PathBuf>,
+    /// The separate debug file has DWARF (it may hold only a symbol table).
+    debug_dwarf: bool,
     own_debug: bool,
     is_pie: bool,
     entry: u64,
@@ -114,6 +119,7 @@ pub struct ElfFile {
     /// Sorted by start.
     plt: Vec<PltStub>,
     dwarf: DwarfCache,
+    vars: VarCache,
 }
 
 impl std::fmt::Debug for ElfFile {
@@ -216,25 +222,61 @@ fn has_dwarf<'d>(file: &impl Object<'d>) -> bool {
     })
 }
 
-/// Candidate separate debug files: build-id path, then debuglink paths.
-fn find_separate_debug(elf: &ElfFile64<'_>, path: &Path, canonical: Option<&Path>) -> Option<Mmap> {
+/// Where [`ElfFile::open_with`] looks for a separate debug file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Root of the separate debug files, as GDB's `debug-file-directory`: the file whose
+    /// build-id is `xxyyyy...` is `ROOT/.build-id/xx/yyyy....debug` (Debian's `-dbgsym`
+    /// packages install them there), and a `.gnu_debuglink` name is also looked up under
+    /// `ROOT/<the file's directory>/`. Default: `/usr/lib/debug`.
+    pub debug_root: PathBuf,
+    /// A separate debug file to use instead of searching (checked against the build-id when
+    /// both have one). Default: none.
+    pub debug_file: Option<PathBuf>,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            debug_root: PathBuf::from("/usr/lib/debug"),
+            debug_file: None,
+        }
+    }
+}
+
+/// A separate debug file that was found: its mapping, its path, whether it has DWARF.
+type DebugFile = (Mmap, PathBuf, bool);
+
+/// The separate debug file: the one given, else the build-id path, then the debuglink paths.
+/// A candidate must match the build-id (when both have one) and hold DWARF or a symbol table.
+fn find_separate_debug(
+    elf: &ElfFile64<'_>,
+    path: &Path,
+    canonical: Option<&Path>,
+    opts: &OpenOptions,
+) -> Option<DebugFile> {
     let build_id = elf.build_id().ok().flatten().filter(|id| id.len() >= 2);
     let mut candidates = Vec::new();
-    if let Some(id) = build_id {
-        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-        candidates.push(PathBuf::from(format!(
-            "/usr/lib/debug/.build-id/{}/{}.debug",
-            &hex[..2],
-            &hex[2..]
-        )));
-    }
-    if let Some((name, _crc)) = elf.gnu_debuglink().ok().flatten() {
-        let name = Path::new(std::str::from_utf8(name).ok()?);
-        let dir = canonical.unwrap_or(path).parent()?;
-        candidates.push(dir.join(name));
-        candidates.push(dir.join(".debug").join(name));
-        if let Ok(rel) = dir.strip_prefix("/") {
-            candidates.push(Path::new("/usr/lib/debug").join(rel).join(name));
+    if let Some(given) = &opts.debug_file {
+        candidates.push(given.clone());
+    } else {
+        if let Some(id) = build_id {
+            let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+            candidates.push(
+                opts.debug_root
+                    .join(".build-id")
+                    .join(&hex[..2])
+                    .join(format!("{}.debug", &hex[2..])),
+            );
+        }
+        if let Some((name, _crc)) = elf.gnu_debuglink().ok().flatten() {
+            let name = Path::new(std::str::from_utf8(name).ok()?);
+            let dir = canonical.unwrap_or(path).parent()?;
+            candidates.push(dir.join(name));
+            candidates.push(dir.join(".debug").join(name));
+            if let Ok(rel) = dir.strip_prefix("/") {
+                candidates.push(opts.debug_root.join(rel).join(name));
+            }
         }
     }
     candidates.into_iter().find_map(|cand| {
@@ -247,7 +289,8 @@ fn find_separate_debug(elf: &ElfFile64<'_>, path: &Path, canonical: Option<&Path
             (Some(a), Some(b)) => a == b,
             _ => true,
         };
-        (matches && has_dwarf(&file)).then_some(map)
+        let dwarf = has_dwarf(&file);
+        (matches && (dwarf || file.symbol_table().is_some())).then_some((map, cand, dwarf))
     })
 }
 
@@ -276,8 +319,16 @@ fn base_name(name: &str) -> &str {
 }
 
 impl ElfFile {
-    /// Open, map and parse an x86-64 ELF file.
+    /// Open, map and parse an x86-64 ELF file; a separate debug file is looked up under
+    /// `/usr/lib/debug` (see [`OpenOptions`]).
     pub fn open(path: &Path) -> Result<ElfFile, Error> {
+        ElfFile::open_with(path, &OpenOptions::default())
+    }
+
+    /// Open, map and parse an x86-64 ELF file. When it has no DWARF or no symbol table, a
+    /// separate debug file (see [`OpenOptions`]) provides them: Debian's stripped binaries keep
+    /// both in `/usr/lib/debug/.build-id/`.
+    pub fn open_with(path: &Path, opts: &OpenOptions) -> Result<ElfFile, Error> {
         let map = map_elf(path)?;
         let parse_err = |e: object::Error| Error::Parse {
             path: path.to_path_buf(),
@@ -321,19 +372,37 @@ impl ElfFile {
             .collect();
 
         let own_debug = has_dwarf(&elf);
-        let debug_map = if own_debug {
+        let own_symtab = elf.symbol_table().is_some();
+        let debug = if own_debug && own_symtab && opts.debug_file.is_none() {
             None
         } else {
-            find_separate_debug(&elf, path, canonical.as_deref())
+            find_separate_debug(&elf, path, canonical.as_deref(), opts)
         };
-
-        let has_symtab = elf.symbol_table().is_some();
+        let (debug_map, debug_path, debug_dwarf) = match debug {
+            Some((m, p, d)) => (Some(m), Some(p), d),
+            None => (None, None, false),
+        };
+        // The debug file's symbol table names what a stripped file's does not (the debug file
+        // keeps every symbol with its link-time address).
+        let debug_elf = match &debug_map {
+            Some(m) if !own_symtab => ElfFile64::<Endianness>::parse(&**m).ok(),
+            _ => None,
+        };
+        let debug_symbols = debug_elf.iter().flat_map(|d| d.symbols());
+        let has_symtab = own_symtab
+            || debug_elf
+                .as_ref()
+                .is_some_and(|d| d.symbol_table().is_some());
 
         // Symbols.
         let mut by_name: HashMap<String, u64> = HashMap::new();
         let mut cands: Vec<(u64, u64, String, Rank)> = Vec::new();
         let mut data: Vec<FunctionSym> = Vec::new();
-        for sym in elf.symbols().chain(elf.dynamic_symbols()) {
+        for sym in elf
+            .symbols()
+            .chain(elf.dynamic_symbols())
+            .chain(debug_symbols)
+        {
             let Ok(raw) = sym.name() else { continue };
             if raw.is_empty() {
                 continue;
@@ -449,6 +518,8 @@ impl ElfFile {
             canonical,
             map,
             debug_map,
+            debug_path,
+            debug_dwarf,
             own_debug,
             is_pie,
             entry,
@@ -466,6 +537,7 @@ impl ElfFile {
             got,
             plt,
             dwarf: DwarfCache::default(),
+            vars: VarCache::default(),
         })
     }
 
@@ -519,7 +591,31 @@ impl ElfFile {
     /// available, in the file itself or in a separate debug file found under
     /// `/usr/lib/debug` (by build-id) or through `.gnu_debuglink`.
     pub fn has_debug_info(&self) -> bool {
-        self.own_debug || self.debug_map.is_some()
+        self.own_debug || self.debug_dwarf
+    }
+
+    /// The separate debug file in use, when one was found (or given).
+    pub fn debug_file(&self) -> Option<&Path> {
+        self.debug_path.as_deref()
+    }
+
+    /// The file's GNU build-id (`.note.gnu.build-id`), in hexadecimal.
+    pub fn build_id(&self) -> Option<String> {
+        let elf = ElfFile64::<Endianness>::parse(&*self.map).ok()?;
+        let id = elf.build_id().ok().flatten()?;
+        Some(id.iter().map(|b| format!("{b:02x}")).collect())
+    }
+
+    /// The file's bytes at link-time address `addr` (at most `len`, fewer at the end of the
+    /// segment); `None` when no PT_LOAD segment holds file bytes there.
+    pub fn bytes_at(&self, addr: u64, len: usize) -> Option<&[u8]> {
+        let seg = self
+            .segments
+            .iter()
+            .find(|s| addr >= s.vaddr && addr - s.vaddr < s.filesz)?;
+        let start = usize::try_from(seg.offset + (addr - seg.vaddr)).ok()?;
+        let end = usize::try_from(seg.offset + seg.filesz).ok()?;
+        self.map.get(start..end.min(start.saturating_add(len)))
     }
 
     /// Link-time address of a defined symbol (function or object) from
@@ -592,8 +688,10 @@ impl ElfFile {
     fn debug_data(&self) -> Option<&[u8]> {
         if self.own_debug {
             Some(&self.map)
-        } else {
+        } else if self.debug_dwarf {
             self.debug_map.as_deref()
+        } else {
+            None
         }
     }
 
@@ -627,6 +725,60 @@ impl ElfFile {
             }
         }
         frames
+    }
+
+    fn var_sources(&self) -> Sources<'_> {
+        Sources {
+            main: &self.map,
+            debug: self.debug_data(),
+            dwarf: &self.dwarf,
+        }
+    }
+
+    /// The source variable held in DWARF register `reg` (see
+    /// [`crate::dwarf_register`]) at link-time `pc`: a local, a parameter,
+    /// or one of an inlined function, whose location at `pc`
+    /// (`DW_OP_regN` / `DW_OP_regx`, alone or as a `DW_OP_piece`) is that
+    /// register. The innermost scope wins.
+    ///
+    /// Location ranges hold *before* the instruction at their start
+    /// executes, and gcc starts a register's range just after the
+    /// instruction that writes it: ask at an instruction that reads the
+    /// register (or, for the writer itself, at the address that follows
+    /// it). `None` without DWARF or when no variable is there.
+    pub fn variable_in_register(&self, pc: u64, reg: u16) -> Option<Variable> {
+        self.vars.variable_in_register(&self.var_sources(), pc, reg)
+    }
+
+    /// The source variable whose frame slot holds the address
+    /// `base + disp` at link-time `pc`, where `base` is the DWARF number of
+    /// the memory operand's base register (`rbp` = 6 or `rsp` = 7, see
+    /// [`crate::regs`]) and `disp` its displacement. For an indexed operand
+    /// (`[rbp+rax*4-0x50]`) pass the displacement alone to name the array
+    /// (offset 0 is then where the displacement points), or add
+    /// index × scale when the index's value is known.
+    ///
+    /// Statically: the CFA rule at `pc` (`.eh_frame`, else `.debug_frame`)
+    /// turns `base + disp` into a CFA offset when the rule is
+    /// `CFA = base + k`, matched against variables at `DW_OP_fbreg` (frame
+    /// base `DW_OP_call_frame_cfa`, gcc's; a register frame base, clang's,
+    /// matches that register directly, as `DW_OP_bregN` locations do).
+    /// A variable matches when the address falls inside it (its type's
+    /// size; exactly its start when the size is unknown); the innermost
+    /// scope wins, and [`Variable::offset`] tells where in the variable the
+    /// address falls. `None` when the CFA rule is an expression (a
+    /// realigned stack) and nothing matches directly.
+    pub fn stack_variable(&self, pc: u64, base: u16, disp: i64) -> Option<Variable> {
+        self.vars
+            .stack_variable(&self.var_sources(), pc, base, disp)
+    }
+
+    /// The global or static variable (`DW_OP_addr`, including `static`
+    /// locals, which the symbol table names `name.1234`) whose storage
+    /// contains link-time address `addr`, from DWARF. The first call indexes
+    /// every compilation unit.
+    pub fn global_variable(&self, addr: u64) -> Option<Variable> {
+        self.vars.global_variable(&self.var_sources(), addr)
     }
 
     /// Load bias of this file in a process: `runtime = link-time + bias`.

@@ -8,6 +8,8 @@ use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind};
 
 use crate::*;
 
+mod vars;
+
 /// Line of `int compute(int x) {` in [`PROG_C`] (1-based).
 const COMPUTE_LINE: u32 = 5;
 
@@ -674,4 +676,76 @@ fn shared_library() {
     assert!(!f.has_symtab());
     let addr = f.symbol_address("libfunc").expect("libfunc in .dynsym");
     assert_eq!(f.describe(addr + 1), "libfunc+0x1");
+}
+
+fn run_tool(tool: &str, args: &[&std::ffi::OsStr]) {
+    let status = Command::new(tool)
+        .args(args)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {tool}: {e}"));
+    assert!(status.success(), "{tool} {args:?} failed: {status}");
+}
+
+/// A stripped binary whose symbols and DWARF live in a separate debug file under a debug root,
+/// at `.build-id/xx/yyyy.debug` (as Debian's `-dbgsym` packages install them), is named and
+/// located as the unstripped one; with another root it is not.
+#[test]
+fn separate_debug_file_by_build_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(dir.path(), "prog", PROG_C, &["-O0", "-g", "-Wl,--build-id"]);
+    let full = open(&prog);
+    let id = full.build_id().expect("cc -Wl,--build-id wrote a build-id");
+    let compute = full.symbol_address("compute").expect("compute");
+    let root = dir.path().join("debug");
+    let debug = root
+        .join(".build-id")
+        .join(&id[..2])
+        .join(format!("{}.debug", &id[2..]));
+    std::fs::create_dir_all(debug.parent().unwrap()).unwrap();
+    run_tool(
+        "objcopy",
+        &[
+            "--only-keep-debug".as_ref(),
+            prog.as_os_str(),
+            debug.as_os_str(),
+        ],
+    );
+    run_tool("objcopy", &["--strip-all".as_ref(), prog.as_os_str()]);
+
+    let elsewhere = OpenOptions {
+        debug_root: dir.path().join("nothing-here"),
+        debug_file: None,
+    };
+    let stripped = ElfFile::open_with(&prog, &elsewhere).unwrap();
+    assert!(!stripped.has_symtab());
+    assert!(!stripped.has_debug_info());
+    assert_eq!(stripped.symbol_address("compute"), None);
+    assert_eq!(stripped.debug_file(), None);
+
+    let opts = OpenOptions {
+        debug_root: root.clone(),
+        debug_file: None,
+    };
+    let f = ElfFile::open_with(&prog, &opts).unwrap();
+    assert_eq!(f.build_id().as_deref(), Some(id.as_str()));
+    assert_eq!(f.debug_file(), Some(debug.as_path()));
+    assert!(f.has_symtab());
+    assert!(f.has_debug_info());
+    assert_eq!(f.symbol_address("compute"), Some(compute));
+    assert_eq!(f.describe(compute + 1), "compute+0x1");
+    assert_eq!(f.location(compute).map(|l| l.line), Some(COMPUTE_LINE));
+    // The same file given explicitly (a copy kept with a recording).
+    let copy = dir.path().join("kept.debug");
+    std::fs::copy(&debug, &copy).unwrap();
+    let given = OpenOptions {
+        debug_root: dir.path().join("nothing-here"),
+        debug_file: Some(copy.clone()),
+    };
+    let f = ElfFile::open_with(&prog, &given).unwrap();
+    assert_eq!(f.debug_file(), Some(copy.as_path()));
+    assert_eq!(f.symbol_address("compute"), Some(compute));
+    // The bytes of the code are the file's.
+    let bytes = f.bytes_at(compute, 4).expect("code bytes");
+    assert_eq!(bytes.len(), 4);
+    assert_eq!(full.bytes_at(compute, 4), Some(bytes));
 }

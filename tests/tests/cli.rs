@@ -172,6 +172,83 @@ fn crashing_kernel_reports_sigsegv() {
     assert_eq!(r["program"]["signal"], "SIGSEGV", "{r:#}");
     assert_eq!(r["program"]["exit_code"], Value::Null, "{r:#}");
     assert!(instructions(&r) > 0);
+    // The write through NULL, outside any loop.
+    let crash = &r["crash"];
+    assert_eq!(crash["signal"], "SIGSEGV", "{r:#}");
+    assert_eq!(crash["address"], "0x0", "{r:#}");
+    assert_eq!(
+        crash["location"]["line"],
+        tests::line_of("crash", "*target = sum"),
+        "{r:#}"
+    );
+    assert_eq!(crash["loops"], Value::Array(vec![]), "{r:#}");
+}
+
+/// A fault inside a loop nest: report.json, report.txt and stderr name the signal, the
+/// faulting instruction and address, its source line, and the loops around it with the
+/// iteration each was in; polyprof exits with the program's status.
+#[test]
+fn crash_report_names_the_faulting_line_and_loops() {
+    let k = compile("segv_loop", &["-O1", "-g"]);
+    let run = run(&[], &k.path, &[], b"");
+    let out = &run.output;
+    assert_eq!(out.stdout, "summing\n", "stderr:\n{}", out.stderr);
+    assert_eq!(out.code(), 128 + libc::SIGSEGV, "stderr:\n{}", out.stderr);
+    let r = check_report(&run, &k.path, &[]);
+    let crash = &r["crash"];
+    let ctx = format!("{r:#}\nstderr:\n{}", out.stderr);
+    let fault = tests::line_of("segv_loop", "/* FAULT */");
+    assert_eq!(crash["signal"], "SIGSEGV", "{ctx}");
+    assert_eq!(crash["code"], "SEGV_MAPERR", "{ctx}");
+    assert_eq!(crash["address"], "0x10", "{ctx}");
+    assert_eq!(crash["function"], "main", "{ctx}");
+    assert_eq!(crash["location"]["line"], fault, "{ctx}");
+    assert!(
+        crash["location"]["file"]
+            .as_str()
+            .is_some_and(|f| f.ends_with("segv_loop.c")),
+        "{ctx}"
+    );
+    assert!(
+        crash["instruction"]
+            .as_str()
+            .is_some_and(|i| i.contains('[')),
+        "{ctx}"
+    );
+    // The faulting load's address is the executable's: its line is the fault's.
+    let pc =
+        u64::from_str_radix(crash["pc"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
+    assert_eq!(k.elf().location(pc).map(|l| l.line), Some(fault), "{ctx}");
+    let loops: Vec<(u64, u64)> = crash["loops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["location"]["line"].as_u64().unwrap(),
+                l["iteration"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let outer = u64::from(tests::line_of("segv_loop", "OUTER"));
+    let inner = u64::from(tests::line_of("segv_loop", "INNER"));
+    assert_eq!(loops, [(outer, 5), (inner, 0)], "{ctx}");
+    let said =
+        format!("killed by SIGSEGV (address not mapped: 0x10) at segv_loop.c:{fault} in main");
+    assert!(
+        out.polyprof_lines()
+            .iter()
+            .any(|l| l.contains(&said)
+                && l.contains(&format!("loop segv_loop.c:{outer} (iteration 5)"))),
+        "stderr does not say {said:?} with the loops:\n{}",
+        out.stderr
+    );
+    let text = std::fs::read_to_string(run.out.join("report.txt")).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("crash:") && l.contains(&format!("segv_loop.c:{fault}"))),
+        "{text}"
+    );
 }
 
 #[test]
@@ -357,7 +434,7 @@ fn stripped_binary_runs_with_a_warning() {
 }
 
 /// Ctrl-C while tracing stops the program and still reports what was traced (exit status
-/// 130, a warning saying so); a second one ends polyprof at once.
+/// 130, a warning saying so).
 #[test]
 fn interrupting_reports_what_was_traced() {
     use std::process::{Command, Stdio};
@@ -384,7 +461,7 @@ fn interrupting_reports_what_was_traced() {
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(130), "{stderr}");
-    assert!(stderr.contains("interrupt again to quit"), "{stderr}");
+    assert!(stderr.contains("interrupt again to skip"), "{stderr}");
     let r = tests::load_report(&out).unwrap_or_else(|e| panic!("{e}\n{stderr}"));
     assert!(instructions(&r) > 1000, "{r:#}");
     assert!(
@@ -393,4 +470,166 @@ fn interrupting_reports_what_was_traced() {
             .any(|w| w.contains("interrupted (SIGINT)")),
         "{r:#}"
     );
+}
+
+/// `timeout 3 polyprof PROGRAM` on a program that never ends: `timeout` sends SIGTERM to
+/// polyprof and then to its whole process group (polyprof again, and the program). Tracing
+/// ends, the program is killed, and the reports of what ran are written; polyprof exits with
+/// 128 + SIGTERM. (The step engine keeps the trace, and so the test, short.)
+#[test]
+fn sigterm_from_timeout_leaves_a_partial_report() {
+    use std::process::Command;
+    let k = compile("forever", &["-O1", "-g"]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut cmd = Command::new("timeout");
+    cmd.args(["--preserve-status", "3", BIN, "--engine", "step", "-o"])
+        .arg(&out)
+        .arg(&k.path);
+    let output = tests::run_with_deadline(cmd, b"");
+    assert_eq!(output.stdout, "started\n", "{}", output.stderr);
+    assert_eq!(output.code(), 128 + libc::SIGTERM, "{}", output.stderr);
+    let r = tests::load_report(&out).unwrap_or_else(|e| panic!("{e}\n{}", output.stderr));
+    assert!(instructions(&r) > 100, "{r:#}");
+    assert_eq!(r["trace"]["complete"], false, "{r:#}");
+    assert_eq!(r["trace"]["interrupted"], true, "{r:#}");
+    assert!(
+        warnings(&r)
+            .iter()
+            .any(|w| w.contains("interrupted (SIGTERM)")),
+        "{r:#}"
+    );
+    assert!(
+        r["hot_loops"].as_array().is_some_and(|l| !l.is_empty()),
+        "{r:#}"
+    );
+    assert!(out.join("report.txt").is_file());
+}
+
+/// A signal during the analysis skips the rest of it: the reports of what is ready are
+/// written (here the trace alone), with a warning, and polyprof exits with 128 + the signal.
+/// `polyprof report` analyses from the start; its `--dump-events` into a FIFO holds it inside
+/// the analysis until the test reads, so the signal comes there for sure.
+#[test]
+fn a_signal_during_the_analysis_skips_to_the_reports() {
+    use std::process::{Command, Stdio};
+    let k = compile("busy", &["-O1", "-g"]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let status = Command::new(BIN)
+        .args(["record", "-q", "-o"])
+        .arg(&out)
+        .arg(&k.path)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let fifo = out.join("events.txt");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo(3) with a valid path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let child = Command::new(BIN)
+        .arg("report")
+        .arg(&out)
+        .arg("--dump-events")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(tests::wait_for_handler(child.id(), libc::SIGHUP));
+    for sig in [libc::SIGHUP, libc::SIGINT, libc::SIGHUP] {
+        // SAFETY: a plain kill(2) on our own child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Let the dump start, and drain it.
+    let mut events = String::new();
+    std::io::Read::read_to_string(&mut std::fs::File::open(&fifo).unwrap(), &mut events).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(128 + libc::SIGHUP), "{stderr}");
+    assert!(
+        stderr.contains("skipping the rest of the analysis"),
+        "{stderr}"
+    );
+    let r = tests::load_report(&out).unwrap_or_else(|e| panic!("{e}\n{stderr}"));
+    let w = warnings(&r);
+    assert!(
+        w.iter()
+            .any(|w| w.contains("interrupted (SIGHUP) during its analysis")
+                && w.contains("the analysis was skipped")),
+        "{w:?}"
+    );
+    assert!(
+        w.iter().any(|w| w.contains("events.txt is incomplete")),
+        "{w:?}"
+    );
+    assert!(instructions(&r) > 1000, "{r:#}");
+    assert!(
+        r["regions"].as_array().is_some_and(|r| r.is_empty()),
+        "{r:#}"
+    );
+}
+
+/// A stripped program whose symbols and DWARF are in a separate debug file under the debug
+/// root (`--debug-dir`, /usr/lib/debug by default), found by its build-id: named and located
+/// as if it were not stripped.
+#[test]
+fn debug_files_are_found_by_build_id() {
+    use std::process::Command;
+    let k = compile("busy", &["-O1", "-g", "-Wl,--build-id"]);
+    let id = k.elf().build_id().expect("a build-id");
+    let root = k.dir.path().join("debug");
+    let debug = root
+        .join(".build-id")
+        .join(&id[..2])
+        .join(format!("{}.debug", &id[2..]));
+    std::fs::create_dir_all(debug.parent().unwrap()).unwrap();
+    for args in [
+        vec![
+            "--only-keep-debug".as_ref(),
+            k.path.as_os_str(),
+            debug.as_os_str(),
+        ],
+        vec!["--strip-all".as_ref(), k.path.as_os_str()],
+    ] {
+        let st = Command::new("objcopy").args(&args).status().unwrap();
+        assert!(st.success(), "objcopy {args:?}");
+    }
+    assert!(!k.elf().has_symtab(), "objcopy --strip-all left symbols");
+    let run = run(&["--debug-dir", root.to_str().unwrap()], &k.path, &[], b"");
+    let out = &run.output;
+    assert_eq!(out.stdout, format!("h={}\n", busy_hash()), "{}", out.stderr);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(
+        !out.stderr.contains("stripped") && !out.stderr.contains("no debug information"),
+        "{}",
+        out.stderr
+    );
+    let r = check_report(&run, &k.path, &[]);
+    assert_eq!(r["trace"]["start"], "main", "{r:#}");
+    let stacks: Vec<&str> = r["hot_loops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l["stack"].as_str())
+        .collect();
+    assert!(
+        stacks.iter().any(|s| s.starts_with("main;loop busy.c:")),
+        "{stacks:?}"
+    );
+    // The debug file is kept with the recording: reporting again names the same.
+    std::fs::remove_dir_all(&root).unwrap();
+    let again = Command::new(BIN)
+        .args(["report", "-q"])
+        .arg(&run.out)
+        .output()
+        .unwrap();
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let r2 = tests::load_report(&run.out).unwrap();
+    assert_eq!(r2["hot_loops"], r["hot_loops"]);
 }

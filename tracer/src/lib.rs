@@ -18,7 +18,7 @@ pub mod walk;
 
 pub use deps::{Dep, DepKind, DepOptions, DepTracker, Effect, Stmt, Through};
 pub use naming::Naming;
-pub use schedule::{NodeId, NodeKind, ScheduleTree, Scheduler, SchedulerSink, Step};
+pub use schedule::{NodeId, NodeKind, ScheduleTree, Scheduler, SchedulerSink, SignalPoint, Step};
 pub use structure::{Component, FuncCfg, FuncId, RecRole, Structure, StructureBuilder};
 
 use ptrace_runner::record::{Recording, ReplayError};

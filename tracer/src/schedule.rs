@@ -69,6 +69,25 @@ pub struct ScheduleTree {
     pub instructions: u64,
     /// Names of the natively-run functions (`NodeKind::Native`), without symbol versions.
     pub native_names: Vec<String>,
+    /// Where the last signal delivered to the program reached it: for a program killed by a
+    /// signal, the loop context of its death.
+    pub last_signal: Option<SignalPoint>,
+}
+
+/// Where a signal reached the program: the context and iteration vector of the last traced
+/// instruction before it (a faulting instruction never completes, so it has no step).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SignalPoint {
+    pub signo: i32,
+    /// Where the program stood (runtime address): for a fault, the faulting instruction.
+    pub pc: u64,
+    pub context: NodeId,
+    /// The iteration vector there: one counter per loop on the context's path, outermost
+    /// first.
+    pub coords: Vec<u64>,
+    /// The natively-run function under way when the signal came during a library call, and
+    /// the call's return address (runtime; the call instruction ends there).
+    pub native: Option<(String, u64)>,
 }
 
 impl Default for ScheduleTree {
@@ -86,6 +105,7 @@ impl Default for ScheduleTree {
             children: HashMap::default(),
             instructions: 0,
             native_names: Vec::new(),
+            last_signal: None,
         }
     }
 }
@@ -473,6 +493,61 @@ impl<'s> Scheduler<'s> {
         }
     }
 
+    /// The context and coordinates instruction `pc` would run in if control reached it
+    /// locally now ([`Self::local_jump`] without changing anything): where a signal finds the
+    /// instruction it interrupts, which has not run. A loop never entered before has no node:
+    /// the instruction is then placed in the loop around it.
+    fn peek(&self, pc: u64) -> (NodeId, Vec<u64>) {
+        let here = (self.cur(), self.coords.clone());
+        let depth = self.walker.depth();
+        let Some(entry) = self.walker.top().map(|f| f.func) else {
+            return here;
+        };
+        let s = self.s;
+        let Some(fid) = s.func(entry) else {
+            return here;
+        };
+        let cfg = &s.funcs[fid];
+        let Some(node) = cfg.node_of(pc) else {
+            return here;
+        };
+        let mut len = self.path.len();
+        let mut ncoords = self.coords.len();
+        while let Some(e) = len.checked_sub(1).map(|i| &self.path[i]) {
+            match e.kind {
+                ElemKind::Loop { func, lp }
+                    if e.owner == depth && func == fid && !cfg.forest.contains(lp, node) =>
+                {
+                    ncoords = e.coords_before;
+                    len -= 1;
+                }
+                _ => break,
+            }
+        }
+        let top = len.checked_sub(1).map(|i| &self.path[i]);
+        let context = top.map_or(ScheduleTree::ROOT, |e| e.node);
+        let mut coords = self.coords[..ncoords].to_vec();
+        if let Some(lp) = cfg.forest.heads[node] {
+            let on_top = top.is_some_and(|e| {
+                e.owner == depth
+                    && matches!(e.kind, ElemKind::Loop { func, lp: l } if func == fid && l == lp)
+            });
+            if on_top {
+                if let Some(c) = coords.last_mut() {
+                    *c += 1;
+                }
+            } else if let Some(&child) = self
+                .tree
+                .children
+                .get(&(context, NodeKind::Loop { func: fid, lp }))
+            {
+                coords.push(0);
+                return (child, coords);
+            }
+        }
+        (context, coords)
+    }
+
     /// Alg. 1: control reaches instruction `pc` of the current frame's function locally.
     fn local_jump(&mut self, pc: u64) {
         let depth = self.walker.depth();
@@ -534,6 +609,24 @@ impl Scheduler<'_> {
                         None => self.tree.native_name(&format!("{:#x}", c.target)),
                     };
                     self.native.push((self.cur(), c.return_to, name));
+                }
+                Event::Signal { signo, pc } => {
+                    let native = self.native.last().and_then(|&(_, back, name)| {
+                        let name = self.tree.native_names.get(name as usize)?;
+                        Some((name.clone(), back))
+                    });
+                    let (context, coords) = if native.is_some() {
+                        (self.cur(), self.coords.clone())
+                    } else {
+                        self.peek(pc)
+                    };
+                    self.tree.last_signal = Some(SignalPoint {
+                        signo,
+                        pc,
+                        context,
+                        coords,
+                        native,
+                    });
                 }
                 Event::LibReturn { pc, cost, .. } => {
                     // Calls that never returned (left by a longjmp) end with the one that did,
