@@ -210,7 +210,7 @@ pub enum EngineKind {
 /// `--format`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Format {
-    /// flamegraph.svg, stacks.folded, report.txt and report.json.
+    /// flamegraph.svg, stacks.folded, report.txt, report.html and report.json.
     All,
     /// report.json only.
     Json,
