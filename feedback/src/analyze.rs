@@ -3,9 +3,9 @@
 
 use crate::input::{Region, Statement};
 use crate::islx::{self, Tree};
-use crate::legality::{negative_up_to, pct, sched_len, Ctx, Requirement, Verdict};
+use crate::legality::{negative_up_to, pct, sched_len, Change, Ctx, Requirement, Verdict};
 use crate::params::Parameterizer;
-use crate::{Error, Feedback, LoopInfo, Metrics, Options, Suggestion, SuggestionKind};
+use crate::{Error, Feedback, LoopInfo, Metrics, Options, Rating, Suggestion, SuggestionKind};
 use isl_rs::Context;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -37,7 +37,26 @@ impl Timing {
 
 /// Analyses one region.
 pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error> {
-    islx::limited(opts, |isl| analyze_in(region, opts, isl))
+    let mut fb = islx::limited(opts, |isl| analyze_in(region, opts, isl))?;
+    // The models read the region's instructions one by one (before they were grouped into
+    // blocks): each statement's executions are then its iterations.
+    crate::gain::rate(region, &mut fb, &opts.gain);
+    // The code before and after, from the ranked advice; without it the loop trees remain.
+    let code = islx::limited(opts, |isl| {
+        let coarse = crate::coarsen::coarsen(region, isl);
+        crate::codegen::region_code(&coarse, &fb, isl)
+    });
+    match code {
+        Ok((before, after)) => {
+            fb.code_before = before;
+            fb.code_after = after;
+        }
+        Err(e) if std::env::var_os("POLYPROF_DEBUG_SCHEDULE").is_some() => {
+            eprintln!("polyprof: no code for the region: {e}");
+        }
+        Err(_) => {}
+    }
+    Ok(fb)
 }
 
 /// Share of a region's operations, in percent, at data-dependent addresses from which the
@@ -46,6 +65,7 @@ const NOT_AFFINE_SHARE: f64 = 50.0;
 
 fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback, Error> {
     let mut timing = Timing::new();
+    let fine = region;
     let coarse = crate::coarsen::coarsen(region, isl);
     let region = &coarse;
     let mut fb = Feedback::default();
@@ -56,6 +76,8 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     }
     let params = Parameterizer::new(opts.param_threshold, opts.param_spread);
     let mut cx = Ctx::new(region, isl, params);
+    // Reductions are recognised on instructions, before they were grouped into blocks.
+    cx.reductions = crate::reduction::Reductions::new(fine, isl);
     cx.keep_forward()?;
     cx.parse()?;
     let domain = cx.domain();
@@ -110,6 +132,11 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         Ok(s) => {
             fb.schedule = s.text;
             fb.strategy = Some(s.strategy);
+            fb.isl_schedule = Some(crate::IslSchedule {
+                map: s.map.clone(),
+                tiled: s.tiled.clone(),
+                params: cx.params.fixed(),
+            });
             maps = Some((s.map, s.tiled));
             (s.tree, None)
         }
@@ -171,10 +198,12 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             id: lp.id.clone(),
             label: lp.label.clone(),
             depth,
-            parallel: matches!(verdict, Verdict::Legal(_)),
+            parallel: matches!(&verdict, Verdict::Legal(n) if split_reductions(n).0.is_empty()),
+            reduction: matches!(&verdict, Verdict::Legal(n) if !split_reductions(n).0.is_empty()),
             permutable: negative.is_none(),
             stride01_percent: pct(good, all_acc),
             ops: inside.iter().map(|s| s.ops).sum(),
+            why_not: None,
         });
     }
     let info = |l: usize| {
@@ -273,8 +302,14 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
                         text,
                         sizes: Vec::new(),
                         requires: fix.needs.clone(),
+                        array: None,
+                        rating: Rating::default(),
                     });
-                    fb.suggestions.extend(fix.suggestions);
+                    fb.suggestions
+                        .extend(fix.suggestions.into_iter().map(|mut s| {
+                            s.rating.enables.push(SuggestionKind::Interchange);
+                            s
+                        }));
                     renamed = fix.renamed;
                     interchange_needs = fix.needs;
                     order = new_order;
@@ -346,18 +381,14 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         } else {
             String::new()
         };
-        let text = if needs.is_empty() {
-            format!(
-                "Run loop {} in parallel (e.g. `#pragma omp parallel for`){inside}: no dependence of any kind is carried by it.",
-                label(l)
-            )
-        } else {
-            format!(
-                "Run loop {} in parallel (e.g. `#pragma omp parallel for`){inside} after {}: then no dependence is carried by it.",
-                label(l),
-                phrases(needs)
-            )
-        };
+        // An array reduction costs a copy of the array per thread: name a loop inside that
+        // is parallel without one.
+        let plain = order[lvl + 1..]
+            .iter()
+            .zip(&verdicts[lvl + 1..])
+            .find(|(_, v)| matches!(v, Verdict::Legal(n) if split_reductions(n).0.is_empty()))
+            .map(|(&inner, _)| label(inner));
+        let text = parallel_text(&label(l), &inside, needs, plain);
         fb.suggestions.push(Suggestion {
             kind: SuggestionKind::Parallelize,
             loops: vec![region.loops[l].id.clone()],
@@ -368,6 +399,8 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             } else {
                 after_interchange(needs)
             },
+            array: None,
+            rating: Rating::default(),
         });
     }
     if let (Some(&inner), Some(Verdict::Legal(needs))) = (order.last(), verdicts.last()) {
@@ -376,14 +409,11 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             fb.suggestions.push(Suggestion {
                 kind: SuggestionKind::Vectorize,
                 loops: vec![region.loops[inner].id.clone()],
-                text: format!(
-                    "Vectorize loop {}: its iterations are independent{} and {:.0}% of its accesses are stride 0 or 1.",
-                    label(inner),
-                    if needs.is_empty() { String::new() } else { format!(" after {}", phrases(needs)) },
-                    share
-                ),
+                text: vectorize_text(&label(inner), needs, share),
                 sizes: Vec::new(),
                 requires: after_interchange(needs),
+                array: None,
+                rating: Rating::default(),
             });
         }
     }
@@ -442,6 +472,21 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             text,
             sizes,
         )?;
+        // Skewing is what makes such a band tilable: it serves the tiling.
+        if skewed_tree
+            && fb
+                .suggestions
+                .iter()
+                .any(|s| s.kind == SuggestionKind::Tile)
+        {
+            for s in fb
+                .suggestions
+                .iter_mut()
+                .filter(|s| s.kind == SuggestionKind::Skew)
+            {
+                s.rating.enables.push(SuggestionKind::Tile);
+            }
+        }
     }
 
     // Fusion and distribution: outermost loops with a real share of the work, before and after.
@@ -473,19 +518,10 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         Tree::Leaf => 0,
     };
     let outer: Vec<usize> = before.keys().flatten().copied().collect();
-    let restructure = if components_before >= 2
-        && components_after < components_before
-        && components_after > 0
-    {
-        Some((
-            SuggestionKind::Fuse,
-            format!(
-                "Fuse the loops {} into {} nest(s): the dependences allow it and it improves locality.",
-                outer.iter().map(|&l| label(l)).collect::<Vec<_>>().join(", "),
-                components_after
-            ),
-        ))
-    } else if components_after > components_before && components_before >= 1 {
+    // Fusion is suggested as a person applies it: the outermost loops fused, each iteration
+    // running the first nest's body, then the second's. isl may find a fused schedule that
+    // also reorders the loops inside; "fuse" would not say that, so its fusion is not taken.
+    let restructure = if components_after > components_before && components_before >= 1 {
         Some((
             SuggestionKind::Distribute,
             format!(
@@ -497,6 +533,39 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     };
     if let Some((kind, text)) = restructure {
         from_schedule(&cx, &mut fb, &maps, kind, &outer, text, Vec::new())?;
+    } else if components_before == 2 && outer.len() == 2 {
+        // isl keeps the nests apart (its fusion heuristics weigh more than legality): the
+        // classic producer-consumer fusion of the outermost loops, checked directly.
+        let fused = fused_outer(region, &outer, &cx.params);
+        match cx.first_violated(&binding, &fused)? {
+            None => {
+                let text = format!(
+                    "Fuse the loops {} into one: each iteration runs the first nest's body, then the second's; the dependences allow it and it improves locality.",
+                    outer.iter().map(|&l| label(l)).collect::<Vec<_>>().join(" and ")
+                );
+                let maps = Some((fused.clone(), fused));
+                from_schedule(
+                    &cx,
+                    &mut fb,
+                    &maps,
+                    SuggestionKind::Fuse,
+                    &outer,
+                    text,
+                    Vec::new(),
+                )?;
+            }
+            Some(i) => {
+                fb.why_not.get_or_insert(format!(
+                    "fusing {} would break {}",
+                    outer
+                        .iter()
+                        .map(|&l| label(l))
+                        .collect::<Vec<_>>()
+                        .join(" and "),
+                    cx.describe_dep(i)
+                ));
+            }
+        }
     }
 
     timing.mark("tile");
@@ -537,6 +606,8 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             "no transformation improves parallelism or locality here".to_string()
         });
     }
+
+    answer_every_loop(region, &chain, &own, &mut fb);
 
     timing.mark("layout");
     // Metrics.
@@ -592,6 +663,13 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             .find(|s| s.kind == SuggestionKind::Vectorize)
             .map(|s| s.loops.clone())
             .unwrap_or_default();
+        // The trees say what the suggestions say.
+        let parallel_suggested: Vec<String> = fb
+            .suggestions
+            .iter()
+            .filter(|s| s.kind == SuggestionKind::Parallelize)
+            .flat_map(|s| s.loops.clone())
+            .collect();
         let tiled: Vec<String> = fb
             .suggestions
             .iter()
@@ -601,7 +679,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         let after_flags = |l: usize| -> String {
             let id = &region.loops[l].id;
             let mut f = Vec::new();
-            if parallel_loops.contains(&l) {
+            if parallel_suggested.contains(id) {
                 f.push("parallel");
             }
             if tiled.contains(id) {
@@ -662,20 +740,244 @@ fn from_schedule(
         text,
         sizes,
         requires: fix.needs,
+        array: None,
+        rating: Rating::default(),
     });
     // The same storage change asked for by several transformations is one suggestion (its
     // first sentence names the storage and its home).
     let head = |t: &str| t.split(':').next().unwrap_or(t).to_string();
-    for s in fix.suggestions {
-        if !fb
+    for mut s in fix.suggestions {
+        // Either way the storage change now also serves this transformation.
+        match fb
             .suggestions
-            .iter()
-            .any(|t| t.kind == s.kind && head(&t.text) == head(&s.text))
+            .iter_mut()
+            .find(|t| t.kind == s.kind && head(&t.text) == head(&s.text))
         {
-            fb.suggestions.push(s);
+            Some(t) => {
+                if !t.rating.enables.contains(&kind) {
+                    t.rating.enables.push(kind);
+                }
+            }
+            None => {
+                s.rating.enables.push(kind);
+                fb.suggestions.push(s);
+            }
         }
     }
     Ok(())
+}
+
+/// The reduction clauses among `needs`, and the other storage changes.
+fn split_reductions(needs: &[Requirement]) -> (Vec<String>, Vec<Requirement>) {
+    let clauses = needs.iter().filter_map(Requirement::clause).collect();
+    let others = needs
+        .iter()
+        .filter(|r| r.clause().is_none())
+        .cloned()
+        .collect();
+    (clauses, others)
+}
+
+/// The storage of the reductions among `needs`, with their lines: "`y` (at k.c:36)".
+fn reduced_storage(needs: &[Requirement]) -> String {
+    needs
+        .iter()
+        .filter(|r| r.clause().is_some())
+        .map(|r| {
+            if r.lines.is_empty() {
+                r.storage.clone()
+            } else {
+                format!("{} (at {})", r.storage, r.lines.join(", "))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
+/// What a person must know before making a reduction parallel: floating point reassociates.
+fn reduction_notes(needs: &[Requirement]) -> String {
+    let fp = needs
+        .iter()
+        .any(|r| matches!(r.change, Change::Reduction { fp: true, .. }));
+    if fp {
+        " Combining partial results reassociates floating-point arithmetic: the result may differ in the last bits.".to_string()
+    } else {
+        String::new()
+    }
+}
+
+/// The original schedule with the two outermost loops `outer` (first, then second in program
+/// order) fused: iteration `i` of the first nest's body, then iteration `i` of the second's.
+fn fused_outer(region: &Region, outer: &[usize], p: &Parameterizer) -> String {
+    let top = |l: usize| {
+        region
+            .statements
+            .iter()
+            .filter(|s| s.loops.first() == Some(&l))
+            .filter_map(|s| s.positions.first().copied())
+            .min()
+            .unwrap_or(0)
+    };
+    let (first, second) = if top(outer[0]) <= top(outer[1]) {
+        (outer[0], outer[1])
+    } else {
+        (outer[1], outer[0])
+    };
+    // Past every position under the first loop.
+    let shift = region
+        .statements
+        .iter()
+        .filter_map(|s| s.positions.get(1).copied())
+        .max()
+        .unwrap_or(0)
+        + 1;
+    let mut fused = region.clone();
+    for s in &mut fused.statements {
+        if s.loops.first() == Some(&second) && s.positions.len() >= 2 {
+            s.positions[0] = top(first);
+            s.positions[1] += shift;
+        }
+    }
+    crate::legality::schedule_text(&fused, &|s| (0..s.loops.len()).collect(), p)
+}
+
+/// Every loop of the region gets a suggestion that names it or a reason why none does. A
+/// loop off the hottest nest that may run in parallel, inside no loop suggested parallel, gets
+/// its own parallelize suggestion (in the program's order, with its own storage changes);
+/// the others say what blocks them.
+fn answer_every_loop(
+    region: &Region,
+    chain: &[usize],
+    own: &BTreeMap<usize, Verdict>,
+    fb: &mut Feedback,
+) {
+    let label = |l: usize| format!("{} ({})", region.loops[l].label, region.loops[l].id);
+    // Each loop's enclosing loops, outermost first.
+    let around = |l: usize| -> Vec<usize> {
+        region
+            .statements
+            .iter()
+            .find_map(|s| {
+                let d = s.loops.iter().position(|&x| x == l)?;
+                Some(s.loops[..d].to_vec())
+            })
+            .unwrap_or_default()
+    };
+    let index = |id: &str| region.loops.iter().position(|lp| lp.id == id);
+    let mut parallel: BTreeSet<usize> = fb
+        .suggestions
+        .iter()
+        .filter(|s| s.kind == SuggestionKind::Parallelize)
+        .flat_map(|s| s.loops.iter().filter_map(|id| index(id)))
+        .collect();
+    let mut by_depth: Vec<usize> = own.keys().copied().collect();
+    by_depth.sort_by_key(|&l| around(l).len());
+    for l in by_depth {
+        let id = region.loops[l].id.clone();
+        if fb.suggestions.iter().any(|s| s.loops.contains(&id)) {
+            continue;
+        }
+        let outer = around(l);
+        let why = if let Some(&a) = outer.iter().find(|a| parallel.contains(a)) {
+            format!(
+                "it runs inside loop {}, which is suggested parallel",
+                label(a)
+            )
+        } else {
+            match &own[&l] {
+                Verdict::Blocked(w) => format!("it cannot run in parallel: {w}"),
+                Verdict::Legal(needs) if !chain.contains(&l) => {
+                    let inside = if outer.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            " inside {}",
+                            outer.iter().map(|&o| label(o)).collect::<Vec<_>>().join(", ")
+                        )
+                    };
+                    fb.suggestions.push(Suggestion {
+                        kind: SuggestionKind::Parallelize,
+                        loops: vec![id],
+                        text: parallel_text(&label(l), &inside, needs, None),
+                        sizes: Vec::new(),
+                        requires: needs.clone(),
+                        array: None,
+                        rating: Rating::default(),
+                    });
+                    parallel.insert(l);
+                    continue;
+                }
+                Verdict::Legal(_) => "it may run in parallel as written, but the suggestions parallelize another loop of its nest in the order they choose".to_string(),
+            }
+        };
+        if let Some(info) = fb.loops.iter_mut().find(|i| i.id == id) {
+            info.why_not = Some(why);
+        }
+    }
+}
+
+/// The parallelize suggestion's sentence for loop `label`, run `inside` other loops, legal
+/// after `needs`; `plain`: a loop inside it that is parallel without a reduction.
+fn parallel_text(
+    label: &str,
+    inside: &str,
+    needs: &[Requirement],
+    plain: Option<String>,
+) -> String {
+    let (clauses, others) = split_reductions(needs);
+    if clauses.is_empty() && others.is_empty() {
+        return format!(
+            "Run loop {label} in parallel (e.g. `#pragma omp parallel for`){inside}: no dependence of any kind is carried by it."
+        );
+    }
+    if clauses.is_empty() {
+        return format!(
+            "Run loop {label} in parallel (e.g. `#pragma omp parallel for`){inside} after {}: then no dependence is carried by it.",
+            phrases(needs)
+        );
+    }
+    let mut text = format!(
+        "Run loop {label} in parallel as a reduction (e.g. `#pragma omp parallel for {}`){inside}: each thread accumulates {} in a copy of its own, combined after the loop",
+        clauses.join(" "),
+        reduced_storage(needs)
+    );
+    if !others.is_empty() {
+        let _ = write!(text, ", after {}", phrases(&others));
+    }
+    text.push('.');
+    text.push_str(&reduction_notes(needs));
+    let array = needs
+        .iter()
+        .any(|r| matches!(r.change, Change::Reduction { array: true, .. }));
+    if let (true, Some(inner)) = (array, plain) {
+        let _ = write!(
+            text,
+            " Alternatively, loop {inner} is parallel without a reduction, at the cost of a parallel region per iteration of the loops around it."
+        );
+    }
+    text
+}
+
+/// The vectorize suggestion's sentence.
+fn vectorize_text(label: &str, needs: &[Requirement], share: f64) -> String {
+    let (clauses, others) = split_reductions(needs);
+    let after = if others.is_empty() {
+        String::new()
+    } else {
+        format!(" after {}", phrases(&others))
+    };
+    if clauses.is_empty() {
+        format!(
+            "Vectorize loop {label}: its iterations are independent{after} and {share:.0}% of its accesses are stride 0 or 1."
+        )
+    } else {
+        format!(
+            "Vectorize loop {label} as a reduction (e.g. `#pragma omp simd {}`){after}: each vector lane accumulates {}, and {share:.0}% of its accesses are stride 0 or 1.{}",
+            clauses.join(" "),
+            reduced_storage(needs),
+            reduction_notes(needs)
+        )
+    }
 }
 
 fn phrases(needs: &[Requirement]) -> String {
@@ -718,7 +1020,7 @@ fn permuted(region: &Region, chain: &[usize], order: &[usize], p: &Parameterizer
 /// that changes place is distributed first: the statements it holds besides the chain's
 /// (code before or after the inner loops of an imperfect nest) go to nests of their own,
 /// before or after the permuted one, as their position in the program says.
-fn layout(
+pub(crate) fn layout(
     region: &Region,
     chain: &[usize],
     order: &[usize],
@@ -850,6 +1152,9 @@ fn flags(i: &LoopInfo) -> String {
     let mut f = Vec::new();
     if i.parallel {
         f.push("parallel".to_string());
+    }
+    if i.reduction {
+        f.push("parallel as a reduction".to_string());
     }
     if i.permutable {
         f.push("permutable".to_string());

@@ -36,6 +36,21 @@ fn rename(text: &str, names: &HashMap<String, String>) -> String {
     out
 }
 
+/// The statements of a block, `S1-S4` when their numbers follow each other, else listed.
+fn name_span<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let names: Vec<&str> = names.collect();
+    let numbers: Option<Vec<u64>> = names
+        .iter()
+        .map(|n| n.strip_prefix('S').and_then(|d| d.parse().ok()))
+        .collect();
+    match numbers {
+        Some(n) if n.len() > 1 && n.windows(2).all(|w| w[1] == w[0] + 1) => {
+            format!("{}-{}", names[0], names[names.len() - 1])
+        }
+        _ => names.join(", "),
+    }
+}
+
 /// The relation maps every instance to itself (a dependence inside one block instance).
 fn is_identity(relation: &str, source: &str, sink: &str) -> bool {
     source == sink
@@ -138,8 +153,10 @@ pub(crate) fn coarsen(region: &Region, isl: &Context) -> Region {
     members.sort_by_key(|m| m[0]);
     let mut names: HashMap<String, String> = HashMap::new();
     let mut statements = Vec::new();
-    for (b, m) in members.iter().enumerate() {
-        let name = format!("S{b}");
+    for m in &members {
+        // A block is named after its first instruction, so that names agree with the
+        // statements of report.json (one per instruction).
+        let name = region.statements[m[0]].name.clone();
         let first = &region.statements[m[0]];
         for &i in m {
             names.insert(region.statements[i].name.clone(), name.clone());
@@ -160,7 +177,12 @@ pub(crate) fn coarsen(region: &Region, isl: &Context) -> Region {
                     lines.push(l);
                 }
             }
-            format!("{} ({} instructions)", lines.join(", "), m.len())
+            format!(
+                "{} ({}, {} instructions)",
+                lines.join(", "),
+                name_span(m.iter().map(|&i| region.statements[i].name.as_str())),
+                m.len()
+            )
         };
         statements.push(Statement {
             name,
@@ -179,6 +201,7 @@ pub(crate) fn coarsen(region: &Region, isl: &Context) -> Region {
                 .collect(),
             fp: m.iter().any(|&i| region.statements[i].fp),
             exact: m.iter().all(|&i| region.statements[i].exact && !widened[i]),
+            update: None,
         });
     }
     let renamed = |n: &str| names.get(n).cloned().unwrap_or_else(|| n.to_string());

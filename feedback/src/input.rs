@@ -55,6 +55,51 @@ pub struct Statement {
     pub fp: bool,
     /// Whether the domain was folded exactly.
     pub exact: bool,
+    /// What the instruction computes, when it can take part in a reduction (a copy or an
+    /// associative update); `None` for anything else, and for blocks of instructions.
+    pub update: Option<Update>,
+}
+
+/// An associative and commutative operator a reduction combines values with (subtraction
+/// counts as addition of the negated value).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ReduceOp {
+    Add,
+    Mul,
+    Min,
+    Max,
+    And,
+    Or,
+    Xor,
+}
+
+impl ReduceOp {
+    /// The operator as OpenMP's `reduction` clause spells it.
+    pub fn clause(&self) -> &'static str {
+        match self {
+            ReduceOp::Add => "+",
+            ReduceOp::Mul => "*",
+            ReduceOp::Min => "min",
+            ReduceOp::Max => "max",
+            ReduceOp::And => "&",
+            ReduceOp::Or => "|",
+            ReduceOp::Xor => "^",
+        }
+    }
+}
+
+/// An instruction that copies a value or combines it with another by an associative operator:
+/// a link of a reduction's chain from reading the accumulator to writing it back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Update {
+    /// `None`: a copy (load, store, register move); else `dst = acc op other`.
+    pub op: Option<ReduceOp>,
+    /// Registers (full names, `rax`, `xmm0`) through which the accumulated value may come in:
+    /// the copy's source, or the operands the operator lets play the accumulator (both for
+    /// commutative ones, the first for a subtraction).
+    pub acc_registers: Vec<String>,
+    /// Whether the memory operand may bring the accumulated value in.
+    pub acc_memory: bool,
 }
 
 /// A dependence between two statements of the region: flow (read after write), anti (write
@@ -113,11 +158,42 @@ pub struct Region {
     pub live_out: Vec<Boundary>,
 }
 
+impl PartialEq for Storage {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Storage {}
+
+impl PartialOrd for Storage {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Storage {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+impl std::hash::Hash for Storage {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
+}
+
 /// Where a value is kept.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+///
+/// Two storages are the same when they are the same register or memory: the variable a
+/// register is named after (debug information may name it at one instruction and not at
+/// another) does not count.
+#[derive(Clone, Debug)]
 pub enum Storage {
-    /// A register (`rax`, `xmm1`).
-    Register(String),
+    /// A register (`rax`, `xmm1`), with the source variable debug information places there,
+    /// when it does.
+    Register { reg: String, var: Option<String> },
     /// A memory location that stays the same over the dependence's instances (a scalar kept
     /// in memory), named.
     Scalar { addr: u64, name: String },
@@ -129,9 +205,20 @@ pub enum Storage {
 }
 
 impl Storage {
+    /// What identifies the storage: kind, name and address.
+    fn key(&self) -> (u8, &str, u64) {
+        match self {
+            Storage::Register { reg, .. } => (0, reg, 0),
+            Storage::Scalar { addr, name } => (1, name, *addr),
+            Storage::Array { name } => (2, name, 0),
+            Storage::Effect { name } => (3, name, 0),
+        }
+    }
+
     pub fn describe(&self) -> String {
         match self {
-            Storage::Register(r) => format!("register {r}"),
+            Storage::Register { reg, var: Some(v) } => format!("`{v}` (register {reg})"),
+            Storage::Register { reg, var: None } => format!("register {reg}"),
             Storage::Scalar { name, .. } => name.clone(),
             Storage::Array { name } => format!("array {name}"),
             Storage::Effect { name } => name.clone(),
@@ -140,16 +227,23 @@ impl Storage {
 
     /// The variable this storage belongs to, for matching accesses that name it differently
     /// (`` `sum`+16 `` and ``array `sum` ``; a heap block at any offset). A stack location
-    /// has no symbol, so every location of one function's frame is taken for the same
-    /// variable: more matches only make the legality checks more cautious.
+    /// may be reached through a pointer, where debug information cannot name it, so every
+    /// location of one function's frame is taken for the same variable: more matches only
+    /// make the legality checks more cautious.
     pub fn root(&self) -> String {
         match self {
-            Storage::Register(r) => format!("register {r}"),
+            Storage::Register { reg, .. } => format!("register {reg}"),
             Storage::Effect { name } => name.clone(),
             Storage::Scalar { name, .. } | Storage::Array { name } => {
                 if let Some(rest) = name
                     .strip_prefix("a stack slot of ")
                     .or_else(|| name.strip_prefix("a stack array of "))
+                    .or_else(|| {
+                        // `` `s` (stack of main) ``: named by debug information, but a pointer
+                        // may reach the same frame unnamed.
+                        name.split_once(" (stack of ")
+                            .map(|(_, f)| f.trim_end_matches(')'))
+                    })
                 {
                     let function = rest.split(" (").next().unwrap_or(rest);
                     return format!("the stack frame of {function}");
@@ -164,7 +258,7 @@ impl Storage {
 
     /// A register or a scalar in memory (expandable, privatizable).
     pub fn is_scalar(&self) -> bool {
-        matches!(self, Storage::Register(_) | Storage::Scalar { .. })
+        matches!(self, Storage::Register { .. } | Storage::Scalar { .. })
     }
 
     /// Whether giving each instance its own copy (expansion, privatization) can remove the

@@ -19,9 +19,10 @@
 //!   renamed: a loop that calls `printf` or `rand` is serial.
 
 use crate::affine::strip_braces;
-use crate::input::{DepKind, Region, Statement, Storage};
+use crate::input::{DepKind, ReduceOp, Region, Statement, Storage};
 use crate::islx::{self, empty, union_map, union_set};
 use crate::params::Parameterizer;
+use crate::reduction::Reductions;
 use crate::Error;
 use isl_rs::{Context, UnionMap, UnionSet};
 use std::collections::{BTreeMap, BTreeSet};
@@ -41,6 +42,12 @@ pub enum Change {
     Expand,
     /// A scalar lives in an array element that is dead meanwhile (DeLICM).
     MapToArray,
+    /// Each thread accumulates a partial result, combined with `op` after the loop (OpenMP's
+    /// `reduction(op: var)`). `fp`: the operator is floating point, and combining partial
+    /// results reassociates it (the result may differ in the last bits).
+    /// `array`: the partial results are an array's elements (each thread needs a copy of the
+    /// array).
+    Reduction { op: ReduceOp, fp: bool, array: bool },
 }
 
 impl Change {
@@ -52,6 +59,7 @@ impl Change {
             Change::CopyIn => "copy_in",
             Change::Expand => "expand",
             Change::MapToArray => "map_to_array",
+            Change::Reduction { .. } => "reduction",
         }
     }
 }
@@ -67,6 +75,20 @@ pub struct Requirement {
 }
 
 impl Requirement {
+    /// The OpenMP clause of a reduction: `reduction(+: s)`, with the variable's name when the
+    /// storage has one a person can type.
+    pub fn clause(&self) -> Option<String> {
+        let Change::Reduction { op, .. } = self.change else {
+            return None;
+        };
+        let name = variable(&self.storage);
+        let name = match name.strip_prefix('`').and_then(|n| n.strip_suffix('`')) {
+            Some(n) => n.to_string(),
+            None => format!("<{name}>"),
+        };
+        Some(format!("reduction({}: {name})", op.clause()))
+    }
+
     /// For a sentence: "privatizing `t` (written at k.c:7)".
     pub fn phrase(&self) -> String {
         let at = if self.lines.is_empty() {
@@ -91,6 +113,9 @@ impl Requirement {
             // Their storage already says where (`xmm1 onto `C` (line k.c:18)`).
             Change::Expand => format!("expanding {}", self.storage),
             Change::MapToArray => format!("mapping {}", self.storage),
+            Change::Reduction { .. } => {
+                format!("a reduction on {}{at}", self.storage)
+            }
         }
     }
 }
@@ -177,6 +202,9 @@ pub(crate) struct Ctx<'a> {
     maps: Vec<Option<UnionMap>>,
     /// Per live-out border of the region: its rewritten relation (without braces).
     outs: Vec<String>,
+    /// The reductions of the loops, found on demand on the region's instructions (before
+    /// they were grouped into blocks).
+    pub reductions: Reductions<'a>,
 }
 
 /// Which way a value crosses a loop's border.
@@ -212,6 +240,7 @@ impl<'a> Ctx<'a> {
             n: sched_len(region),
             maps: Vec::new(),
             outs,
+            reductions: Reductions::none(),
         }
     }
 
@@ -428,20 +457,39 @@ impl<'a> Ctx<'a> {
         theta: &str,
         renamed: &BTreeSet<String>,
     ) -> Result<Verdict, Error> {
-        let within = self.deps_within(l);
         let deps = &self.region.dependences;
         let rel = carried_at(self.n, lvl, &self.prefix());
-        // A carried flow dependence: nothing makes the iterations independent.
-        let flows: Vec<usize> = within
-            .iter()
-            .copied()
-            .filter(|&i| deps[i].kind == DepKind::Flow)
-            .collect();
-        if let Some(i) = self.first_related(&flows, theta, &rel)? {
-            return Ok(Verdict::Blocked(format!(
-                "it carries {}",
-                self.describe_dep(i)
-            )));
+        let mut within = self.deps_within(l);
+        let mut needs = Vec::new();
+        // A carried flow dependence: nothing makes the iterations independent, unless it
+        // belongs to a reduction, whose storage is then accumulated per thread: all of that
+        // storage's dependences are set aside, and the reduction named.
+        loop {
+            let flows: Vec<usize> = within
+                .iter()
+                .copied()
+                .filter(|&i| deps[i].kind == DepKind::Flow)
+                .collect();
+            let Some(i) = self.first_related(&flows, theta, &rel)? else {
+                break;
+            };
+            let root = deps[i].storage.root();
+            let Some(r) = self.reductions.of(l, &root)? else {
+                return Ok(Verdict::Blocked(format!(
+                    "it carries {}",
+                    self.describe_dep(i)
+                )));
+            };
+            needs.push(Requirement {
+                change: Change::Reduction {
+                    op: r.op,
+                    fp: r.fp,
+                    array: matches!(r.storage, Storage::Array { .. }),
+                },
+                storage: r.storage.describe(),
+                lines: r.lines.clone(),
+            });
+            within.retain(|&k| deps[k].storage.root() != root);
         }
         // Anti and output dependences, a storage at a time (one question each): when one of
         // a storage's is carried, all of its are taken as carried, which only widens the
@@ -478,7 +526,6 @@ impl<'a> Ctx<'a> {
         }
         let by_storage = merged;
         let inside = self.inside(l);
-        let mut needs = Vec::new();
         for (storage, idx) in by_storage {
             let lines = |ends: &mut dyn Iterator<Item = &str>| -> Vec<String> {
                 ends.map(|n| line_of(self.region, n))
@@ -503,7 +550,7 @@ impl<'a> Ctx<'a> {
                         self.describe_dep(idx[0])
                     )))
                 }
-                Storage::Register(_) | Storage::Scalar { .. } => {
+                Storage::Register { .. } | Storage::Scalar { .. } => {
                     if matches!(storage, Storage::Scalar { .. }) {
                         needs.push(Requirement {
                             change: Change::Privatize,

@@ -89,6 +89,21 @@ impl Parameterizer {
         format!("{}{body}", self.prefix())
     }
 
+    /// Each parameter fixed to its base value, to read a parameterized result back in the
+    /// program's own numbers; `None` when there are no parameters.
+    pub fn fixed(&self) -> Option<String> {
+        if self.bases.is_empty() {
+            return None;
+        }
+        let cons: Vec<String> = self
+            .bases
+            .iter()
+            .enumerate()
+            .map(|(k, b)| format!("P{k} = {b}"))
+            .collect();
+        Some(format!("{}{{ : {} }}", self.prefix(), cons.join(" and ")))
+    }
+
     /// The context: each parameter at least its base value.
     pub fn context(&self) -> String {
         let cons: Vec<String> = self

@@ -6,13 +6,16 @@
 //! iteration vector (loop counters, address arithmetic) leaves the statement set, and the
 //! dependences out of it are dropped, since they would serialize every loop.
 
-use crate::input::{Access, Boundary, Dependence, Loop, Region, Statement, Storage};
+use crate::input::{
+    Access, Boundary, Dependence, Loop, ReduceOp, Region, Statement, Storage, Update,
+};
 use crate::{analyze_region, Feedback, Options};
 use folder::{FoldOptions, Folded, Label, StreamFolder};
 use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter, Mnemonic};
 use ptrace_runner::{AccessKind, Event, EventSink};
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::{BTreeMap, BTreeSet};
+use tracer::deps::Effect;
 use tracer::{DepKind, DepOptions, EventSource, NodeId, NodeKind, ScheduleTree, Stmt, Through};
 
 /// Options of the whole back end, with documented defaults.
@@ -627,6 +630,217 @@ fn writes_data(insn: &iced_x86::Instruction, info: &mut iced_x86::InstructionInf
     })
 }
 
+/// The full name of a register as dependences name it (`rax` for `eax`, `xmm0` for `ymm0`).
+fn full_name(r: iced_x86::Register) -> Option<String> {
+    let full = r.full_register();
+    if full.is_gpr64() {
+        let n = full.number();
+        return GPR_NAMES.get(n).map(|s| s.to_string());
+    }
+    if r.is_xmm() || r.is_ymm() || r.is_zmm() {
+        return Some(format!("xmm{}", full.number()));
+    }
+    None
+}
+
+/// What an instruction computes, when it may be a link of a reduction: a copy, or
+/// `dst = acc op other` with an associative operator. Each operand that may carry the
+/// accumulated value in is named; an instruction reading one register twice (`add eax, eax`,
+/// `xor eax, eax`) is no link: its result is not `acc op other`.
+fn update_of(insn: &iced_x86::Instruction) -> Option<Update> {
+    use iced_x86::OpKind;
+    use Mnemonic as M;
+    let m = insn.mnemonic();
+    let copy = matches!(
+        m,
+        M::Mov
+            | M::Movsd
+            | M::Movss
+            | M::Movaps
+            | M::Movapd
+            | M::Movups
+            | M::Movupd
+            | M::Movdqa
+            | M::Movdqu
+            | M::Movq
+            | M::Movd
+            | M::Movzx
+            | M::Movsx
+            | M::Movsxd
+            | M::Vmovsd
+            | M::Vmovss
+            | M::Vmovaps
+            | M::Vmovapd
+            | M::Vmovups
+            | M::Vmovupd
+            | M::Vmovdqa
+            | M::Vmovdqu
+            | M::Vmovq
+            | M::Vmovd
+    );
+    // (operator, commutative)
+    let op = match m {
+        M::Add
+        | M::Inc
+        | M::Lea
+        | M::Addsd
+        | M::Addss
+        | M::Addpd
+        | M::Addps
+        | M::Paddb
+        | M::Paddw
+        | M::Paddd
+        | M::Paddq
+        | M::Vaddsd
+        | M::Vaddss
+        | M::Vaddpd
+        | M::Vaddps
+        | M::Vpaddb
+        | M::Vpaddw
+        | M::Vpaddd
+        | M::Vpaddq => Some((ReduceOp::Add, true)),
+        M::Sub
+        | M::Dec
+        | M::Subsd
+        | M::Subss
+        | M::Subpd
+        | M::Subps
+        | M::Psubb
+        | M::Psubw
+        | M::Psubd
+        | M::Psubq
+        | M::Vsubsd
+        | M::Vsubss
+        | M::Vsubpd
+        | M::Vsubps
+        | M::Vpsubb
+        | M::Vpsubw
+        | M::Vpsubd
+        | M::Vpsubq => Some((ReduceOp::Add, false)),
+        M::Imul
+        | M::Mulsd
+        | M::Mulss
+        | M::Mulpd
+        | M::Mulps
+        | M::Pmulld
+        | M::Vmulsd
+        | M::Vmulss
+        | M::Vmulpd
+        | M::Vmulps
+        | M::Vpmulld => Some((ReduceOp::Mul, true)),
+        M::Minsd
+        | M::Minss
+        | M::Minpd
+        | M::Minps
+        | M::Pminsb
+        | M::Pminsw
+        | M::Pminsd
+        | M::Pminub
+        | M::Pminuw
+        | M::Pminud
+        | M::Vminsd
+        | M::Vminss
+        | M::Vminpd
+        | M::Vminps
+        | M::Vpminsd
+        | M::Vpminud => Some((ReduceOp::Min, true)),
+        M::Maxsd
+        | M::Maxss
+        | M::Maxpd
+        | M::Maxps
+        | M::Pmaxsb
+        | M::Pmaxsw
+        | M::Pmaxsd
+        | M::Pmaxub
+        | M::Pmaxuw
+        | M::Pmaxud
+        | M::Vmaxsd
+        | M::Vmaxss
+        | M::Vmaxpd
+        | M::Vmaxps
+        | M::Vpmaxsd
+        | M::Vpmaxud => Some((ReduceOp::Max, true)),
+        M::And | M::Pand | M::Andps | M::Andpd | M::Vpand | M::Vandps | M::Vandpd => {
+            Some((ReduceOp::And, true))
+        }
+        M::Or | M::Por | M::Orps | M::Orpd | M::Vpor | M::Vorps | M::Vorpd => {
+            Some((ReduceOp::Or, true))
+        }
+        M::Xor | M::Pxor | M::Xorps | M::Xorpd | M::Vpxor | M::Vxorps | M::Vxorpd => {
+            Some((ReduceOp::Xor, true))
+        }
+        _ => None,
+    };
+    if !copy && op.is_none() {
+        return None;
+    }
+    // The operands whose values are combined (or copied).
+    let count = insn.op_count();
+    let sources: Vec<u32> = if copy {
+        vec![1]
+    } else if m == M::Lea {
+        Vec::new()
+    } else if count == 1 {
+        // `inc`, `dec`; the one-operand `imul` writes rdx:rax, no link.
+        if m == M::Imul {
+            return None;
+        }
+        vec![0]
+    } else if count == 3 && m == M::Imul {
+        // `imul r, r/m, imm`: the product of the second operand and a constant.
+        vec![1]
+    } else if count == 3 {
+        // VEX forms: `vaddsd xmm0, xmm1, xmm2`.
+        vec![1, 2]
+    } else {
+        vec![0, 1]
+    };
+    let commutative = op.is_none_or(|(_, c)| c);
+    let mut acc_registers: Vec<String> = Vec::new();
+    let mut acc_memory = false;
+    let mut seen: Vec<String> = Vec::new();
+    if m == M::Lea {
+        // `lea d, [b + i*1 + c]`: the addends are the base and an unscaled index.
+        let base = full_name(insn.memory_base());
+        let index = (insn.memory_index_scale() == 1)
+            .then(|| full_name(insn.memory_index()))
+            .flatten();
+        if base.is_some() && base == index {
+            return None;
+        }
+        if insn.memory_base() == iced_x86::Register::RIP {
+            return None;
+        }
+        acc_registers.extend(base.into_iter().chain(index));
+        if acc_registers.is_empty() {
+            return None;
+        }
+    } else {
+        for (k, &o) in sources.iter().enumerate() {
+            let may_acc = commutative || k == 0;
+            match insn.op_kind(o) {
+                OpKind::Register => {
+                    let r = full_name(insn.op_register(o))?;
+                    if seen.contains(&r) {
+                        return None;
+                    }
+                    seen.push(r.clone());
+                    if may_acc {
+                        acc_registers.push(r);
+                    }
+                }
+                OpKind::Memory => acc_memory |= may_acc,
+                _ => {}
+            }
+        }
+    }
+    Some(Update {
+        op: op.map(|(o, _)| o),
+        acc_registers,
+        acc_memory,
+    })
+}
+
 fn fp_op(m: Mnemonic) -> bool {
     let name = format!("{m:?}");
     let arith = [
@@ -668,6 +882,71 @@ fn name_memory(
     function: &str,
 ) -> String {
     name_memory_at(addr, exe, bias, code, function, true)
+}
+
+/// Addresses from here up are the stack's.
+const STACK_START: u64 = 0x7ff0_0000_0000;
+
+/// `` `s` `` or `` `a`+16 ``, as globals are named.
+fn with_offset(var: &str, off: u64) -> String {
+    if off == 0 {
+        format!("`{var}`")
+    } else {
+        format!("`{var}`+{off}")
+    }
+}
+
+/// The instruction at run-time address `pc`, if it ran.
+fn insn_at(code: &Code, pc: u64) -> Option<iced_x86::Instruction> {
+    let bytes = code.bytes.get(&pc)?;
+    Some(Decoder::with_ip(64, bytes, pc, DecoderOptions::NONE).decode())
+}
+
+/// The source variable debug information places in register `reg` where the consumer `cons`
+/// reads it, or just after the producer `prod` writes it (a location starts after the
+/// instruction that writes it).
+fn register_variable(
+    exe: &symbols::ElfFile,
+    bias: u64,
+    code: &Code,
+    reg: &str,
+    cons: u64,
+    prod: u64,
+) -> Option<String> {
+    let number = symbols::dwarf_register(reg)?;
+    let after = insn_at(code, prod).map(|i| i.next_ip());
+    [Some(cons), after]
+        .into_iter()
+        .flatten()
+        .find_map(|pc| exe.variable_in_register(pc.wrapping_sub(bias), number))
+        .map(|v| v.name)
+}
+
+/// The stack variable, and the offset inside it, that one of the instructions at `pcs`
+/// reaches through its memory operand `[rbp + disp]` or `[rsp + disp]`: the frame a variable
+/// lives in is known statically, from the call frame information at the instruction. An
+/// indexed operand names the array it starts from.
+fn stack_variable(
+    exe: &symbols::ElfFile,
+    bias: u64,
+    code: &Code,
+    pcs: &[u64],
+) -> Option<(String, u64)> {
+    use iced_x86::{OpKind, Register};
+    pcs.iter().find_map(|&pc| {
+        let insn = insn_at(code, pc)?;
+        if !(0..insn.op_count()).any(|o| insn.op_kind(o) == OpKind::Memory) {
+            return None;
+        }
+        let base = match insn.memory_base() {
+            Register::RBP => symbols::regs::RBP,
+            Register::RSP => symbols::regs::RSP,
+            _ => return None,
+        };
+        let disp = insn.memory_displacement64() as i64;
+        let v = exe.stack_variable(pc.wrapping_sub(bias), base, disp)?;
+        Some((v.name.clone(), v.offset))
+    })
 }
 
 /// The array or block holding `addr`, without the offset inside it.
@@ -851,30 +1130,160 @@ pub fn profile_after(
             .collect(),
     };
     let naming = tracer::Naming::new(exe, bias, &analysis.structure);
-    let regions = select_regions(&analysis.tree, opts)
-        .into_iter()
+    let roots = select_regions(&analysis.tree, opts);
+    let build = |i: usize, roots: &[NodeId]| {
+        build_region(
+            i,
+            roots,
+            &analysis.tree,
+            &naming,
+            &folded,
+            &code,
+            exe,
+            bias,
+            opts,
+        )
+    };
+    let mut regions = roots
+        .iter()
         .enumerate()
         // Once cancelled, the regions analysed so far are what is reported.
         .take_while(|_| !opts.feedback.cancelled())
-        .map(|(i, root)| {
-            build_region(
-                i,
-                root,
-                &analysis.tree,
-                &naming,
-                &folded,
-                &code,
-                exe,
-                bias,
-                opts,
-            )
-        })
+        .map(|(i, &root)| build(i, &[root]))
         .collect::<Result<Vec<_>, _>>()?;
+    // Consecutive nests that pass values from one to the other are scheduled together: the
+    // fusion isl finds, when legal, goes to the first nest's region.
+    for (a, b) in fusion_pairs(&analysis.tree, &roots, &folded) {
+        if opts.feedback.cancelled() {
+            break;
+        }
+        let group = build(regions.len(), &[a, b])?;
+        let fuse = group
+            .feedback
+            .suggestions
+            .iter()
+            .find(|s| s.kind == crate::SuggestionKind::Fuse);
+        if std::env::var_os("POLYPROF_DEBUG_FUSION").is_some() {
+            eprintln!(
+                "fusion group {a}+{b}: {:?}\n{:?}\nwhy not: {:?}",
+                group.feedback.schedule,
+                group
+                    .feedback
+                    .suggestions
+                    .iter()
+                    .map(|s| s.kind)
+                    .collect::<Vec<_>>(),
+                group.feedback.why_not
+            );
+            for d in &group.input.dependences {
+                eprintln!(
+                    "  {} -> {} {:?} {:?} exact {} {}",
+                    d.source, d.sink, d.kind, d.storage, d.exact, d.relation
+                );
+            }
+        }
+        if let Some(fuse) = fuse {
+            let mut fuse = fuse.clone();
+            fuse.text = format!(
+                "{} {}",
+                fuse.text,
+                passed_values(&group, a, b, &analysis.tree)
+            );
+            if let Some(r) = regions.iter_mut().find(|r| r.root == a) {
+                r.feedback.suggestions.push(fuse);
+                // Ranked among the region's own advice, not the group's.
+                crate::gain::rate(&r.input, &mut r.feedback, &opts.feedback.gain);
+            }
+        }
+    }
     Ok(Profile {
         analysis,
         regions,
         streams,
     })
+}
+
+/// Pairs of region roots that are consecutive loops of one parent (no other loop between them
+/// in the order they first ran) where the first produces values the second reads.
+fn fusion_pairs(tree: &ScheduleTree, roots: &[NodeId], folded: &Folded2) -> Vec<(NodeId, NodeId)> {
+    let is_loop = |n: NodeId| matches!(tree.nodes[n].kind, NodeKind::Loop { .. });
+    let mut pairs = Vec::new();
+    for &a in roots {
+        let Some(parent) = tree.nodes[a].parent else {
+            continue;
+        };
+        // Nodes are numbered as first entered: the next loop child of the parent.
+        let next =
+            (a + 1..tree.nodes.len()).find(|&n| tree.nodes[n].parent == Some(parent) && is_loop(n));
+        let Some(b) = next.filter(|b| roots.contains(b)) else {
+            continue;
+        };
+        let feeds = folded.deps.iter().any(|((cons, prod, kind, _, _), ..)| {
+            *kind == DepKind::Flow
+                && tree.is_within(prod.context, a)
+                && tree.is_within(cons.context, b)
+        });
+        if is_loop(a) && feeds {
+            pairs.push((a, b));
+        }
+    }
+    pairs
+}
+
+/// How much data the second nest of a fused pair reads from the first: "`tmp` passes 32768
+/// bytes from one nest to the other; fused, each iteration of the outer loop reads the 1024
+/// bytes it wrote, while they are still in cache."
+fn passed_values(group: &RegionReport, a: NodeId, b: NodeId, tree: &ScheduleTree) -> String {
+    let input = &group.input;
+    let stmt_in = |name: &str, root: NodeId| {
+        group
+            .statements
+            .iter()
+            .find(|s| s.name == name)
+            .is_some_and(|s| tree.is_within(s.context, root))
+    };
+    let mut arrays: BTreeSet<String> = BTreeSet::new();
+    let mut bytes: u64 = 0;
+    for d in &input.dependences {
+        if d.kind != DepKind::Flow || !stmt_in(&d.source, a) || !stmt_in(&d.sink, b) {
+            continue;
+        }
+        if let Storage::Array { name } | Storage::Scalar { name, .. } = &d.storage {
+            arrays.insert(name.clone());
+        }
+        // The distinct elements the producer writes: its trips along the dimensions its
+        // address moves with (a store in a reduction loop rewrites one element).
+        if let Some(p) = input.statements.iter().find(|s| s.name == d.source) {
+            for w in p.accesses.iter().filter(|x| x.write) {
+                let elements: Option<u64> = w
+                    .strides
+                    .iter()
+                    .zip(&p.loops)
+                    .filter(|(st, _)| **st != Some(0))
+                    .map(|(_, &l)| input.trips.get(l).copied().flatten())
+                    .product();
+                if let Some(n) = elements {
+                    bytes = bytes.max(n * u64::from(w.size));
+                }
+            }
+        }
+    }
+    let outer = input.statements.iter().find_map(|s| {
+        let l = *s.loops.first()?;
+        input.trips.get(l).copied().flatten()
+    });
+    let per = outer.filter(|&t| t > 0).map(|t| bytes / t);
+    let what = if arrays.is_empty() {
+        "values".to_string()
+    } else {
+        arrays.into_iter().collect::<Vec<_>>().join(", ")
+    };
+    match per {
+        Some(per) => format!(
+            "{what} passes about {bytes} bytes from one nest to the other; fused, each iteration of the outer loop reads the {per} bytes it wrote, while they are still in cache."
+        ),
+        None => format!("{what} passes about {bytes} bytes from one nest to the other."),
+    }
 }
 
 /// Outermost loop (or recursion) nodes holding at least the threshold share, hottest first.
@@ -909,7 +1318,7 @@ fn select_regions(tree: &ScheduleTree, opts: &PipelineOptions) -> Vec<NodeId> {
 #[allow(clippy::too_many_arguments)]
 fn build_region(
     index: usize,
-    root: NodeId,
+    roots: &[NodeId],
     tree: &ScheduleTree,
     naming: &tracer::Naming<'_>,
     folded: &Folded2,
@@ -920,13 +1329,15 @@ fn build_region(
 ) -> Result<RegionReport, PipelineError> {
     let totals = tree.total_weights();
     let all = totals[ScheduleTree::ROOT].max(1) as f64;
+    let root = roots[0];
+    let in_region = |n: NodeId| roots.iter().any(|&r| tree.is_within(n, r));
     // Loops of the region: loop nodes in the subtree, numbered by node.
     let loop_nodes: Vec<NodeId> = (0..tree.nodes.len())
         .filter(|&n| {
             matches!(
                 tree.nodes[n].kind,
                 NodeKind::Loop { .. } | NodeKind::Recursion { .. }
-            ) && tree.is_within(n, root)
+            ) && in_region(n)
         })
         .collect();
     let loops: Vec<Loop> = loop_nodes
@@ -949,7 +1360,7 @@ fn build_region(
     let mut keys: Vec<&(NodeId, u64)> = folded
         .insns
         .keys()
-        .filter(|(ctx, _)| tree.is_within(*ctx, root))
+        .filter(|(ctx, _)| in_region(*ctx))
         .collect();
     keys.sort_by_key(|k| folded.insns[*k].0.first);
     let mut formatter = IntelFormatter::new();
@@ -962,7 +1373,7 @@ fn build_region(
     let mut library_calls: BTreeSet<String> = BTreeSet::new();
     for n in 0..tree.nodes.len() {
         if let NodeKind::Func { entry, .. } = tree.nodes[n].kind {
-            if tree.is_within(n, root) && naming.import(entry).is_some() {
+            if in_region(n) && naming.import(entry).is_some() {
                 library_calls.insert(
                     naming
                         .frame(tree, n)
@@ -974,8 +1385,8 @@ fn build_region(
     }
     let interprocedural = !library_calls.is_empty()
         || (0..tree.nodes.len()).any(|n| {
-            n != root
-                && tree.is_within(n, root)
+            !roots.contains(&n)
+                && in_region(n)
                 && matches!(tree.nodes[n].kind, NodeKind::Func { .. })
         });
     for key in keys {
@@ -1089,6 +1500,7 @@ fn build_region(
             accesses,
             fp: fp_op(insn.mnemonic()),
             exact: f.is_exact(),
+            update: update_of(&insn),
         });
         reports.push(StatementReport {
             name: name.clone(),
@@ -1109,7 +1521,7 @@ fn build_region(
     let mut dep_reports = Vec::new();
     let mut live_in = Vec::new();
     let mut live_out = Vec::new();
-    let inside = |ctx: NodeId| tree.is_within(ctx, root);
+    let inside = |ctx: NodeId| in_region(ctx);
     let outside_line = |pc: u64| source_line(exe, bias, pc);
     for ((cons, prod, kind, through, _), f, multi, location, fixed) in &folded.deps {
         let sink = names.get(&(cons.context, cons.pc));
@@ -1119,8 +1531,30 @@ fn build_region(
             .and_then(|n| functions.get(n))
             .map_or("the region", String::as_str);
         let storage = || match through {
-            Through::Register => Storage::Register(register_name(*location)),
-            Through::Memory => match tracer::deps::Effect::at(*location) {
+            Through::Register => {
+                let reg = register_name(*location);
+                let var = register_variable(exe, bias, code, &reg, cons.pc, prod.pc);
+                Storage::Register { reg, var }
+            }
+            Through::Memory if *location >= STACK_START && Effect::at(*location).is_none() => {
+                match stack_variable(exe, bias, code, &[cons.pc, prod.pc]) {
+                    Some((var, off)) if *fixed => Storage::Scalar {
+                        addr: *location,
+                        name: format!("{} (stack of {function})", with_offset(&var, off)),
+                    },
+                    Some((var, _)) => Storage::Array {
+                        name: format!("`{var}` (stack of {function})"),
+                    },
+                    None if *fixed => Storage::Scalar {
+                        addr: *location,
+                        name: name_memory(*location, exe, bias, code, function),
+                    },
+                    None => Storage::Array {
+                        name: name_array(*location, exe, bias, code, function),
+                    },
+                }
+            }
+            Through::Memory => match Effect::at(*location) {
                 Some(e) => Storage::Effect {
                     name: e.describe().to_string(),
                 },
@@ -1226,7 +1660,7 @@ fn build_region(
     Ok(RegionReport {
         id: format!("R{}", index + 1),
         root,
-        ops_percent: 100.0 * totals[root] as f64 / all,
+        ops_percent: 100.0 * roots.iter().map(|&r| totals[r]).sum::<u64>() as f64 / all,
         interprocedural,
         affine_percent: if ops == 0 {
             0.0

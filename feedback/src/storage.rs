@@ -11,7 +11,7 @@
 use crate::affine::parse_schedule_map;
 use crate::input::{DepKind, Region, Statement, Storage};
 use crate::legality::{line_of, Change, Ctx, Requirement};
-use crate::{Error, Suggestion, SuggestionKind};
+use crate::{Error, Rating, Suggestion, SuggestionKind};
 use std::collections::{BTreeMap, BTreeSet};
 
 fn stmt<'a>(region: &'a Region, name: &str) -> Option<&'a Statement> {
@@ -97,6 +97,29 @@ pub(crate) fn for_schedule(
         .filter(|&i| !region.dependences[i].binding())
         .collect();
     let broken = cx.all_violated(&renamable, theta)?;
+    // The compiler reuses a register for unrelated values of different nests (each nest's
+    // accumulator in xmm1): no value passes between the nests through it, so the reuse says
+    // nothing about the source, and the compiler allocates registers again after any
+    // reordering.
+    let outermost = |name: &str| stmt(region, name).and_then(|s| s.loops.first().copied());
+    let passes: BTreeSet<(&Storage, Option<usize>, Option<usize>)> = region
+        .dependences
+        .iter()
+        .filter(|d| d.kind == DepKind::Flow)
+        .map(|d| (&d.storage, outermost(&d.source), outermost(&d.sink)))
+        .collect();
+    let broken: Vec<usize> = broken
+        .into_iter()
+        .filter(|&i| {
+            let d = &region.dependences[i];
+            let (a, b) = (outermost(&d.source), outermost(&d.sink));
+            let reuse_only = matches!(d.storage, Storage::Register { .. })
+                && a != b
+                && !passes.contains(&(&d.storage, a, b))
+                && !passes.contains(&(&d.storage, b, a));
+            !reuse_only
+        })
+        .collect();
     let mut by_storage: BTreeMap<&Storage, Vec<usize>> = BTreeMap::new();
     let mut renamed = BTreeSet::new();
     for i in broken {
@@ -184,6 +207,8 @@ pub(crate) fn for_schedule(
                     ),
                     sizes: Vec::new(),
                     requires: Vec::new(),
+                    array: Some(array.clone()),
+                    rating: Rating::default(),
                 });
                 needs.push(Requirement {
                     change: Change::MapToArray,
@@ -211,6 +236,8 @@ pub(crate) fn for_schedule(
                     ),
                     sizes: n.map(|n| vec![u32::try_from(n).unwrap_or(u32::MAX)]).unwrap_or_default(),
                     requires: Vec::new(),
+                    array: None,
+                    rating: Rating::default(),
                 });
                 needs.push(Requirement {
                     change: Change::Expand,
@@ -302,6 +329,8 @@ pub(crate) fn layout(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
                     ),
                     sizes: vec![u32::try_from(record).unwrap_or(u32::MAX)],
                     requires: Vec::new(),
+                    array: Some(name.clone()),
+                    rating: Rating::default(),
                 });
                 continue;
             }
@@ -327,6 +356,8 @@ pub(crate) fn layout(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
                     ),
                     sizes: Vec::new(),
                     requires: Vec::new(),
+                    array: Some(name.clone()),
+                    rating: Rating::default(),
                 });
             }
         }
@@ -346,6 +377,8 @@ pub(crate) fn layout(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
                 ),
                 sizes: vec![u32::try_from(row + 64).unwrap_or(u32::MAX)],
                 requires: Vec::new(),
+                array: Some(name.clone()),
+                rating: Rating::default(),
             });
         }
     }
@@ -476,6 +509,8 @@ pub(crate) fn contraction(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
                 u32::try_from(keep * row).unwrap_or(u32::MAX),
             ],
             requires: Vec::new(),
+            array: Some(name.to_string()),
+            rating: Rating::default(),
         });
     }
     out

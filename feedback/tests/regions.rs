@@ -40,6 +40,7 @@ fn stmt(
         accesses,
         fp: true,
         exact: true,
+        update: None,
     }
 }
 
@@ -428,4 +429,117 @@ fn a_region_over_the_time_budget_says_so() {
     let e = analyze_region(&matmul(), &opts).expect_err("over budget");
     assert!(matches!(e, feedback::Error::TooComplex), "{e}");
     assert!(t0.elapsed() < std::time::Duration::from_secs(5));
+}
+
+/// Advice ranked by estimated gain: the interchange's cache-lines estimate first, then the
+/// rest; tiles larger than the loops and threads for a few hundred instructions kept but
+/// marked skipped, with the reason.
+#[test]
+fn matmul_advice_is_ranked_with_estimates_and_skips() {
+    use feedback::{GainModel, GainOptions, SkipReason};
+    let mut r = matmul();
+    r.trips = vec![Some(8); 3];
+    let opts = Options {
+        gain: GainOptions {
+            threads: Some(8),
+            ..GainOptions::default()
+        },
+        ..Options::default()
+    };
+    let f = analyze_region(&r, &opts).unwrap();
+    let ranks: Vec<usize> = f.suggestions.iter().map(|s| s.rating.rank).collect();
+    assert_eq!(
+        ranks,
+        (1..=f.suggestions.len()).collect::<Vec<_>>(),
+        "{f:#?}"
+    );
+    let find = |k: SuggestionKind| f.suggestions.iter().find(|s| s.kind == k).unwrap();
+    let ic = find(SuggestionKind::Interchange);
+    assert_eq!(ic.rating.rank, 1, "{:#?}", f.suggestions);
+    let g = ic.rating.gain.as_ref().expect("an estimate");
+    assert_eq!(g.model, GainModel::CacheLines);
+    // A[i][k] along k and B[k][j] along k: one line each 8 iterations and one per iteration;
+    // with j innermost only B's and C's rows stream.
+    assert!(g.estimate > 1.5, "{g:?}");
+    assert!(g.basis.contains("1.00 now"), "{}", g.basis);
+    let tile = find(SuggestionKind::Tile);
+    assert_eq!(
+        tile.rating.skipped.as_ref().map(|s| s.reason),
+        Some(SkipReason::FewIterations),
+        "{tile:?}"
+    );
+    let par = find(SuggestionKind::Parallelize);
+    assert_eq!(
+        par.rating.skipped.as_ref().map(|s| s.reason),
+        Some(SkipReason::LittleWork),
+        "{par:?}"
+    );
+    assert!(par.rating.gain.as_ref().is_some_and(|g| g.estimate < 1.1));
+    // Skipped advice ranks after all the advice that pays.
+    let first_skip = f
+        .suggestions
+        .iter()
+        .position(|s| s.rating.skipped.is_some())
+        .unwrap();
+    assert!(f.suggestions[first_skip..]
+        .iter()
+        .all(|s| s.rating.skipped.is_some()));
+    // The code after follows the advice: the interchanged order, no tiles.
+    assert!(f.code_after.contains("k.c:12 (L2)"), "{}", f.code_after);
+    assert!(!f.code_after.contains("tiles of"), "{}", f.code_after);
+    let inner = f
+        .code_after
+        .lines()
+        .position(|l| l.contains("(L1)"))
+        .unwrap();
+    let middle = f
+        .code_after
+        .lines()
+        .position(|l| l.contains("(L2)"))
+        .unwrap();
+    assert!(
+        middle < inner,
+        "L2 outside L1 after the interchange:\n{}",
+        f.code_after
+    );
+}
+
+/// On loops large enough for tiles, the tiled code shows tile and point loops.
+#[test]
+fn tiles_that_fit_are_estimated_and_generated() {
+    let mut r = matmul();
+    let n = 64i64;
+    r.trips = vec![Some(64); 3];
+    r.statements[0].domain =
+        "{ S0[i0, i1, i2] : 0 <= i0 <= 63 and 0 <= i1 <= 63 and 0 <= i2 <= 63 }".into();
+    r.statements[0].ops = 64 * 64 * 64;
+    r.statements[0].accesses = vec![
+        acc(&[8 * n, 0, 8], 8, false),
+        acc(&[0, 8, 8 * n], 8, false),
+        acc(&[8 * n, 8, 0], 8, false),
+        acc(&[8 * n, 8, 0], 8, true),
+    ];
+    r.dependences = vec![dep(
+        "S0",
+        "S0",
+        "{ S0[i0, i1, i2] -> S0[i0, i1, i2 - 1] : 0 <= i0 <= 63 and 0 <= i1 <= 63 and 1 <= i2 <= 63 }",
+    )];
+    let f = analyze_region(&r, &Options::default()).unwrap();
+    let tile = f
+        .suggestions
+        .iter()
+        .find(|s| s.kind == SuggestionKind::Tile)
+        .expect("tile");
+    assert!(tile.rating.skipped.is_none(), "{tile:?}");
+    let g = tile.rating.gain.as_ref().expect("an estimate");
+    assert!(
+        g.estimate > 1.1 && g.basis.contains("with tiles of 32"),
+        "{g:?}"
+    );
+    assert!(
+        f.code_after.contains("tiles of 32 of k.c:10"),
+        "{}",
+        f.code_after
+    );
+    assert!(f.code_after.contains("32 * c"), "{}", f.code_after);
 }

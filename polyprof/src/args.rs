@@ -159,6 +159,10 @@ pub struct ReportArgs {
     #[arg(long, value_name = "PERCENT", default_value_t = 5.0)]
     pub region_threshold: f64,
 
+    /// At most this many regions are analysed (and reported), hottest first.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub max_regions: usize,
+
     /// Budget of isl operations per region (scheduling and storage questions): a region
     /// larger than the polyhedral scheduler can handle in a few seconds is reported without
     /// suggestions, and says so.
@@ -206,7 +210,7 @@ pub enum EngineKind {
 /// `--format`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Format {
-    /// flamegraph.svg, stacks.folded, report.txt and report.json.
+    /// flamegraph.svg, stacks.folded, report.txt, report.html and report.json.
     All,
     /// report.json only.
     Json,

@@ -1,8 +1,9 @@
 //! Regions in the report's terms: report.json entries, flame-graph styles, and the closing
 //! summary.
 
+use feedback::legality::Change;
 use feedback::pipeline::RegionReport;
-use reports::{FrameStyle, Region, GREY, HIGHLIGHT};
+use reports::{advised, FrameStyle, Region, GREY, HIGHLIGHT};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use tracer::{Naming, NodeKind, ScheduleTree};
@@ -147,8 +148,10 @@ pub fn region_json(
             "location": loc_value(naming.node_location(tree, r.loop_nodes[li])),
             "depth": info.depth,
             "parallel": info.parallel,
+            "reduction": info.reduction,
             "permutable": info.permutable,
             "stride01_percent": info.stride01_percent,
+            "why_not": info.why_not,
         }))
     };
     let loops = chain.iter().filter_map(|&li| loop_value(li)).collect();
@@ -181,11 +184,13 @@ pub fn region_json(
             })
         })
         .collect();
+    let run_share = shares.run_percent(r.root) / 100.0;
     let suggestions = fb
         .suggestions
         .iter()
         .map(|s| {
             let mut v = json!({ "kind": s.kind.as_str(), "loops": s.loops, "text": s.text });
+            rating_json(&mut v, s, &fb.suggestions, run_share);
             if !s.sizes.is_empty() {
                 v["sizes"] = json!(s.sizes);
             }
@@ -194,13 +199,35 @@ pub fn region_json(
                     .requires
                     .iter()
                     .map(|r| {
-                        json!({
+                        let mut v = json!({
                             "change": r.change.as_str(),
                             "storage": r.storage,
                             "lines": r.lines,
-                        })
+                        });
+                        if let Change::Reduction { op, fp, .. } = r.change {
+                            v["op"] = json!(op.clause());
+                            v["reassociates"] = json!(fp);
+                        }
+                        v
                     })
                     .collect();
+                // The reductions again on their own: "parallel with reduction(+: s)".
+                let reductions: Vec<Value> = s
+                    .requires
+                    .iter()
+                    .filter_map(|r| match r.change {
+                        Change::Reduction { op, fp, .. } => Some(json!({
+                            "op": op.clause(),
+                            "storage": r.storage,
+                            "lines": r.lines,
+                            "reassociates": fp,
+                        })),
+                        _ => None,
+                    })
+                    .collect();
+                if !reductions.is_empty() {
+                    v["reduction"] = json!(reductions);
+                }
             }
             v
         })
@@ -236,11 +263,48 @@ pub fn region_json(
         }),
         ast_before: fb.ast_before.clone(),
         ast_after: fb.ast_after.clone(),
+        code_before: fb.code_before.clone(),
+        code_after: fb.code_after.clone(),
         why_not: fb.why_not.clone(),
         scheduler: fb.schedule_seconds.map(|seconds| reports::SchedulerRun {
             strategy: fb.strategy.map(|s| s.as_str().to_string()),
             seconds,
         }),
+    }
+}
+
+/// A suggestion's rank, group, alternatives, estimated gain (with the whole run's, by
+/// Amdahl's law over the region's share of the run), what it enables, and why it is skipped.
+fn rating_json(v: &mut Value, s: &feedback::Suggestion, all: &[feedback::Suggestion], run: f64) {
+    let r = &s.rating;
+    v["rank"] = json!(r.rank);
+    v["group"] = json!(r.group);
+    let alternatives: Vec<usize> = all
+        .iter()
+        .filter(|o| o.rating.group == r.group && o.rating.rank != r.rank)
+        .filter(|o| o.rating.enables.is_empty() && r.enables.is_empty())
+        .map(|o| o.rating.rank)
+        .collect();
+    if !alternatives.is_empty() {
+        v["alternatives"] = json!(alternatives);
+    }
+    if let Some(g) = &r.gain {
+        let whole = 1.0 / ((1.0 - run) + run / g.estimate.max(1e-9));
+        v["gain"] = json!({
+            "model": g.model.as_str(),
+            "estimate": g.estimate,
+            "run_estimate": whole,
+            "basis": g.basis,
+        });
+    }
+    if !r.enables.is_empty() {
+        v["enables"] = json!(r.enables.iter().map(|k| k.as_str()).collect::<Vec<_>>());
+    }
+    if let Some(a) = &s.array {
+        v["array"] = json!(a);
+    }
+    if let Some(k) = &r.skipped {
+        v["skipped"] = json!({ "reason": k.reason.as_str(), "text": k.text });
     }
 }
 
@@ -282,7 +346,7 @@ pub fn frame_styles(
                 let loops = s["loops"].as_array();
                 let mine = loops.is_some_and(|ls| ls.iter().any(|x| x == id.as_str()))
                     || (k == 0 && loops.is_none_or(|ls| ls.is_empty()));
-                if let Some(kind) = s["kind"].as_str().filter(|_| mine) {
+                if let Some(kind) = s["kind"].as_str().filter(|_| mine && advised(s)) {
                     if !kinds.contains(&kind) {
                         kinds.push(kind);
                     }
@@ -368,6 +432,8 @@ fn loop_facts(id: &str, l: &Value) -> String {
         "{id}: {}, {}, stride 0/1 {:.0}%",
         if l["parallel"].as_bool() == Some(true) {
             "parallel"
+        } else if l["reduction"].as_bool() == Some(true) {
+            "parallel as a reduction"
         } else {
             "not parallel"
         },
@@ -449,9 +515,24 @@ pub fn summary(regions: &[Region]) -> Vec<String> {
             });
             let headline = r
                 .suggestions
-                .first()
-                .and_then(|s| s["text"].as_str())
-                .map(str::to_string)
+                .iter()
+                .find(|s| advised(s))
+                .and_then(|s| {
+                    let text = s["text"].as_str()?;
+                    Some(match s["gain"]["estimate"].as_f64() {
+                        Some(e) => format!("{text} (estimated {e:.1}x)"),
+                        None => text.to_string(),
+                    })
+                })
+                .or_else(|| {
+                    r.suggestions.first().and_then(|s| {
+                        Some(format!(
+                            "no advice pays at this size: {} ({})",
+                            s["kind"].as_str()?,
+                            s["skipped"]["text"].as_str()?
+                        ))
+                    })
+                })
                 .or_else(|| r.why_not.as_ref().map(|w| format!("no suggestion: {w}")))
                 .unwrap_or_default();
             format!(

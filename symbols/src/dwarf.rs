@@ -9,7 +9,8 @@ use object::{Object, ObjectSection};
 
 use crate::{Frame, Loc};
 
-type Reader = EndianArcSlice<RunTimeEndian>;
+/// Section data shared by the addr2line context and the variable index.
+pub(crate) type Reader = EndianArcSlice<RunTimeEndian>;
 type Context = addr2line::Context<Reader>;
 
 /// Cached lookups are dropped wholesale past this many entries.
@@ -19,6 +20,10 @@ const MAX_CACHED: usize = 1 << 20;
 struct State {
     /// `None`: not built yet; `Some(None)`: building failed.
     ctx: Option<Option<Context>>,
+    /// Sections read so far, by id: the addr2line context and the variable
+    /// index ([`DwarfCache::dwarf_for_variables`]) share them, so neither
+    /// copies `.debug_info` a second time.
+    sections: HashMap<SectionId, Reader>,
     locations: HashMap<u64, Option<Loc>>,
     frames: HashMap<u64, Vec<Frame>>,
 }
@@ -33,12 +38,29 @@ impl DwarfCache {
     fn with_ctx<T>(&self, data: &[u8], f: impl FnOnce(&mut State) -> T) -> T {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if state.ctx.is_none() {
-            let ctx = catch_unwind(AssertUnwindSafe(|| build_context(data)))
-                .ok()
-                .flatten();
+            let ctx = catch_unwind(AssertUnwindSafe(|| {
+                build_context(data, &mut state.sections)
+            }))
+            .ok()
+            .flatten();
             state.ctx = Some(ctx);
         }
         f(&mut state)
+    }
+
+    /// The sections addr2line reads plus the location lists
+    /// (`.debug_loc`, `.debug_loclists`), for the variable index. Building
+    /// it does not build the addr2line context; sections either one has
+    /// already read are shared. `None` when the file does not parse.
+    pub(crate) fn dwarf_for_variables(&self, data: &[u8]) -> Option<gimli::Dwarf<Reader>> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        catch_unwind(AssertUnwindSafe(|| {
+            load_dwarf(data, &mut state.sections, |id| {
+                wanted(id) || matches!(id, SectionId::DebugLoc | SectionId::DebugLocLists)
+            })
+        }))
+        .ok()
+        .flatten()
     }
 
     /// Source location of `addr` (link-time), cached.
@@ -83,7 +105,8 @@ impl DwarfCache {
 }
 
 /// Sections addr2line reads; the others (location lists, macros, frame
-/// tables…) are left empty to save memory.
+/// tables…) are left empty to save memory. The variable index adds the
+/// location lists to these.
 fn wanted(id: SectionId) -> bool {
     matches!(
         id,
@@ -101,7 +124,17 @@ fn wanted(id: SectionId) -> bool {
     )
 }
 
-fn build_context(data: &[u8]) -> Option<Context> {
+fn build_context(data: &[u8], memo: &mut HashMap<SectionId, Reader>) -> Option<Context> {
+    Context::from_dwarf(load_dwarf(data, memo, wanted)?).ok()
+}
+
+/// A `gimli::Dwarf` over the sections `want` accepts (the others empty),
+/// reading each section once: `memo` keeps what was read.
+fn load_dwarf(
+    data: &[u8],
+    memo: &mut HashMap<SectionId, Reader>,
+    want: impl Fn(SectionId) -> bool,
+) -> Option<gimli::Dwarf<Reader>> {
     let file = object::File::parse(data).ok()?;
     let endian = if file.is_little_endian() {
         RunTimeEndian::Little
@@ -109,18 +142,20 @@ fn build_context(data: &[u8]) -> Option<Context> {
         RunTimeEndian::Big
     };
     let load = |id: SectionId| -> Result<Reader, gimli::Error> {
-        let bytes: Arc<[u8]> = if wanted(id) {
-            file.section_by_name(id.name())
+        if !want(id) {
+            return Ok(EndianArcSlice::new(Arc::from(&[][..]), endian));
+        }
+        let reader = memo.entry(id).or_insert_with(|| {
+            let bytes: Arc<[u8]> = file
+                .section_by_name(id.name())
                 .and_then(|s| s.uncompressed_data().ok())
                 .map(|d| Arc::from(&*d))
-                .unwrap_or_else(|| Arc::from(&[][..]))
-        } else {
-            Arc::from(&[][..])
-        };
-        Ok(EndianArcSlice::new(bytes, endian))
+                .unwrap_or_else(|| Arc::from(&[][..]));
+            EndianArcSlice::new(bytes, endian)
+        });
+        Ok(reader.clone())
     };
-    let dwarf = gimli::Dwarf::load(load).ok()?;
-    Context::from_dwarf(dwarf).ok()
+    gimli::Dwarf::load(load).ok()
 }
 
 fn to_loc(loc: &addr2line::Location<'_>) -> Option<Loc> {

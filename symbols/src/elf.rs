@@ -17,7 +17,8 @@ use object::{
 use crate::dwarf::DwarfCache;
 use crate::maps::Mapping;
 use crate::plt::{decode_stubs, PltSection};
-use crate::{demangle, Error, Frame, Loc};
+use crate::vars::{Sources, VarCache};
+use crate::{demangle, Error, Frame, Loc, Variable};
 
 /// A function symbol (from `.symtab`, `.dynsym`, or a synthetic `name@plt`
 /// for a PLT stub).
@@ -118,6 +119,7 @@ pub struct ElfFile {
     /// Sorted by start.
     plt: Vec<PltStub>,
     dwarf: DwarfCache,
+    vars: VarCache,
 }
 
 impl std::fmt::Debug for ElfFile {
@@ -535,6 +537,7 @@ impl ElfFile {
             got,
             plt,
             dwarf: DwarfCache::default(),
+            vars: VarCache::default(),
         })
     }
 
@@ -722,6 +725,60 @@ impl ElfFile {
             }
         }
         frames
+    }
+
+    fn var_sources(&self) -> Sources<'_> {
+        Sources {
+            main: &self.map,
+            debug: self.debug_data(),
+            dwarf: &self.dwarf,
+        }
+    }
+
+    /// The source variable held in DWARF register `reg` (see
+    /// [`crate::dwarf_register`]) at link-time `pc`: a local, a parameter,
+    /// or one of an inlined function, whose location at `pc`
+    /// (`DW_OP_regN` / `DW_OP_regx`, alone or as a `DW_OP_piece`) is that
+    /// register. The innermost scope wins.
+    ///
+    /// Location ranges hold *before* the instruction at their start
+    /// executes, and gcc starts a register's range just after the
+    /// instruction that writes it: ask at an instruction that reads the
+    /// register (or, for the writer itself, at the address that follows
+    /// it). `None` without DWARF or when no variable is there.
+    pub fn variable_in_register(&self, pc: u64, reg: u16) -> Option<Variable> {
+        self.vars.variable_in_register(&self.var_sources(), pc, reg)
+    }
+
+    /// The source variable whose frame slot holds the address
+    /// `base + disp` at link-time `pc`, where `base` is the DWARF number of
+    /// the memory operand's base register (`rbp` = 6 or `rsp` = 7, see
+    /// [`crate::regs`]) and `disp` its displacement. For an indexed operand
+    /// (`[rbp+rax*4-0x50]`) pass the displacement alone to name the array
+    /// (offset 0 is then where the displacement points), or add
+    /// index × scale when the index's value is known.
+    ///
+    /// Statically: the CFA rule at `pc` (`.eh_frame`, else `.debug_frame`)
+    /// turns `base + disp` into a CFA offset when the rule is
+    /// `CFA = base + k`, matched against variables at `DW_OP_fbreg` (frame
+    /// base `DW_OP_call_frame_cfa`, gcc's; a register frame base, clang's,
+    /// matches that register directly, as `DW_OP_bregN` locations do).
+    /// A variable matches when the address falls inside it (its type's
+    /// size; exactly its start when the size is unknown); the innermost
+    /// scope wins, and [`Variable::offset`] tells where in the variable the
+    /// address falls. `None` when the CFA rule is an expression (a
+    /// realigned stack) and nothing matches directly.
+    pub fn stack_variable(&self, pc: u64, base: u16, disp: i64) -> Option<Variable> {
+        self.vars
+            .stack_variable(&self.var_sources(), pc, base, disp)
+    }
+
+    /// The global or static variable (`DW_OP_addr`, including `static`
+    /// locals, which the symbol table names `name.1234`) whose storage
+    /// contains link-time address `addr`, from DWARF. The first call indexes
+    /// every compilation unit.
+    pub fn global_variable(&self, addr: u64) -> Option<Variable> {
+        self.vars.global_variable(&self.var_sources(), addr)
     }
 
     /// Load bias of this file in a process: `runtime = link-time + bias`.

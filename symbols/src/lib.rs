@@ -12,6 +12,9 @@
 //!   ([`ElfFile::import_for_got_slot`], [`ElfFile::import_for_plt_stub`]);
 //! * DWARF source locations and inlined frames
 //!   ([`ElfFile::location`], [`ElfFile::frames`]);
+//! * the source variables behind a register, a frame slot or a static
+//!   address at a pc ([`ElfFile::variable_in_register`],
+//!   [`ElfFile::stack_variable`], [`ElfFile::global_variable`]);
 //! * header facts (PIE, entry point, PT_LOAD segments) and the load bias of
 //!   the file in a process, from the text of `/proc/PID/maps`
 //!   ([`parse_proc_maps`], [`ElfFile::load_bias`]).
@@ -30,6 +33,7 @@ mod error;
 mod maps;
 mod plt;
 mod symbolizer;
+mod vars;
 
 #[cfg(test)]
 mod tests;
@@ -39,6 +43,7 @@ pub use elf::{ElfFile, FunctionSym, LoadSegment, OpenOptions, PltStub, SectionIn
 pub use error::Error;
 pub use maps::{parse_proc_maps, Mapping};
 pub use symbolizer::{Resolved, Symbolizer};
+pub use vars::{dwarf_register, dwarf_register_name, regs, Variable, VariableKind};
 
 use std::fmt;
 

@@ -8,6 +8,8 @@ use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind};
 
 use crate::*;
 
+mod vars;
+
 /// Line of `int compute(int x) {` in [`PROG_C`] (1-based).
 const COMPUTE_LINE: u32 = 5;
 

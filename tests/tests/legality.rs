@@ -425,8 +425,11 @@ fn loop_ids(s: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A storage change other than a reduction is needed first.
 fn requires(s: &Value) -> bool {
-    s["requires"].as_array().is_some_and(|a| !a.is_empty())
+    s["requires"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|r| r["change"] != "reduction"))
 }
 
 fn requires_change(s: &Value, change: &str) -> bool {
@@ -437,6 +440,50 @@ fn requires_change(s: &Value, change: &str) -> bool {
 
 fn has_reduction(s: &Value) -> bool {
     s.get("reduction").is_some_and(|r| !r.is_null())
+}
+
+/// The OpenMP clauses that apply the suggestion's reductions to the source (empty without
+/// any), or why they cannot be checked. Each reduction's variable is the one its source line
+/// updates with a compound assignment (`t += ...`); integer scalars only: a floating-point
+/// reduction reassociates, so its output may differ legitimately.
+fn reduction_clauses(src: &Source, s: &Value) -> Result<String, String> {
+    let Some(rs) = s["reduction"].as_array() else {
+        return Ok(String::new());
+    };
+    let mut clauses = String::new();
+    for r in rs {
+        if r["reassociates"].as_bool() != Some(false) {
+            return Err("a floating-point reduction (reassociates)".into());
+        }
+        let op = r["op"].as_str().unwrap_or("?");
+        let lines: Vec<usize> = r["lines"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|l| l.as_str()?.rsplit(':').next()?.parse().ok())
+            .collect();
+        let [line] = lines[..] else {
+            return Err(format!("a reduction over lines {lines:?}"));
+        };
+        let text = src.lines.get(line - 1).map_or("", String::as_str);
+        let var = ["+=", "-=", "*=", "&=", "|=", "^="].iter().find_map(|a| {
+            let before = text[..text.find(a)?].trim_end();
+            if before.ends_with(']') {
+                return None;
+            }
+            let start = before
+                .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .map_or(0, |k| k + 1);
+            Some(before[start..].to_string())
+        });
+        let Some(var) = var.filter(|v| !v.is_empty()) else {
+            return Err(format!(
+                "no scalar compound assignment on line {line}: {text}"
+            ));
+        };
+        clauses.push_str(&format!(" reduction({op}: {var})"));
+    }
+    Ok(clauses)
 }
 
 /// The region's loops mapped to source headers: id -> header, or why not.
@@ -664,9 +711,10 @@ fn apply(runner: &mut Runner, reg: &Value, s: &Value) -> Outcome {
     if requires(s) {
         return Outcome::NeedsStorage;
     }
-    if has_reduction(s) {
-        return Outcome::Unchecked("a reduction (reassociates)".into());
-    }
+    let clauses = match reduction_clauses(src, s) {
+        Ok(c) => c,
+        Err(why) => return Outcome::Unchecked(why),
+    };
     if !matches!(kind, "parallelize" | "vectorize" | "interchange" | "tile") {
         return Outcome::Unchecked(format!("{kind} is not applied"));
     }
@@ -699,15 +747,10 @@ fn apply(runner: &mut Runner, reg: &Value, s: &Value) -> Outcome {
             }
             let line = src.header_line(h);
             if kind == "parallelize" {
-                for (pragma, name) in [
-                    ("#pragma omp parallel for", "omp parallel for"),
-                    (
-                        "#pragma omp parallel for schedule(static, 1)",
-                        "omp parallel for schedule(static, 1)",
-                    ),
-                ] {
+                for name in ["omp parallel for", "omp parallel for schedule(static, 1)"] {
+                    let name = format!("{name}{clauses}");
                     checks.push((
-                        edit.text_with_pragma(h, pragma),
+                        edit.text_with_pragma(h, &format!("#pragma {name}")),
                         true,
                         format!("{prefix}{name} on line {line}"),
                     ));

@@ -65,6 +65,7 @@ fn triangular_nests_get_transformation_advice() {
         for opt in ["-O0", "-O2"] {
             let r = profile(name, &["-g", opt]);
             assert_no_isl_failure(&r, &format!("{name} {opt}"));
+            tests::assert_every_loop_answered(&r, &format!("{name} {opt}"));
             let reg = region_with_loop(&r, line_of(name, marker));
             let k = kinds(reg);
             assert!(
@@ -87,6 +88,7 @@ fn modulo_and_table_loops_schedule() {
     for opt in ["-O0", "-O2"] {
         let r = profile("sched_tables", &["-g", opt]);
         assert_no_isl_failure(&r, &format!("sched_tables {opt}"));
+        tests::assert_every_loop_answered(&r, &format!("sched_tables {opt}"));
         // The table is built by independent iterations (the bit loop inside each is serial).
         let reg = region_with_loop(&r, line_of("sched_tables", "CRC_TABLE"));
         assert!(

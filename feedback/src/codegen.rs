@@ -1,0 +1,498 @@
+//! Before and after as C-like code: isl's AST generator scans the region's statements in the
+//! order of a schedule (the program's own, then the advised one: the interchange's order, tile
+//! and point loops, or isl's skewed or fused schedule), and this module prints the AST with
+//! each loop named by its source line and the advised `#pragma`s, each statement by its name
+//! in report.json and its source line.
+//!
+//! isl-rs has no bindings for `isl_ast_build`: the functions used are declared here (isl is
+//! linked statically by isl-rs), as is `isl_ast_node_get_type`, whose isl-rs wrapper numbers
+//! the node types one off from isl's `enum isl_ast_node_type` (and panics on user nodes).
+
+use crate::analyze::layout;
+use crate::input::Region;
+use crate::islx::{isl, union_map, union_set};
+use crate::{Error, Feedback, SuggestionKind};
+use isl_rs::{ASTExpr, ASTNode, Context, Set, UnionMap};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+extern "C" {
+    fn isl_ast_node_get_type(node: usize) -> i32;
+    fn isl_ast_build_from_context(set: usize) -> usize;
+    fn isl_ast_build_node_from_schedule_map(build: usize, schedule: usize) -> usize;
+    fn isl_ast_build_free(build: usize) -> usize;
+}
+
+/// Lines of generated code kept per schedule: a region whose domains split into many pieces
+/// would print pages no one reads.
+const MAX_LINES: usize = 80;
+
+/// What one output dimension of a schedule means for a statement.
+#[derive(Clone, Debug, PartialEq)]
+enum Role {
+    /// A constant: the statement's place among its siblings (no loop).
+    Position(u32),
+    /// Iterates the statement's dimension `d`.
+    Dim(usize),
+    /// Iterates the tiles of dimension `d`, `size` iterations each.
+    Tile(usize, u32),
+    /// Anything else isl computed (a skew), as isl prints it.
+    Other,
+}
+
+/// A schedule to generate code for: per statement, the role of each output dimension, or a
+/// map isl computed (with its parameters fixed by `params`).
+enum Plan {
+    Rows(BTreeMap<String, Vec<Role>>),
+    Isl { map: String, params: Option<String> },
+}
+
+/// What the printed loops are marked with.
+#[derive(Default)]
+struct Marks {
+    /// Region loop run in parallel (its tile loop when tiled).
+    parallel: Option<usize>,
+    /// Region loop vectorized.
+    simd: Option<usize>,
+}
+
+/// The region's code before and after the advised transformations, or why there is none.
+pub(crate) fn region_code(
+    region: &Region,
+    fb: &Feedback,
+    isl: &Context,
+) -> Result<(String, String), Error> {
+    let domain = domain_text(region);
+    let chain = hottest_chain(region);
+    let before = Plan::Rows(rows(region, &[], &[], None));
+    let before = generate(isl, region, &domain, &before, &Marks::default())?;
+    let (plan, marks) = after_plan(region, fb, &chain);
+    let after = generate(isl, region, &domain, &plan, &marks)?;
+    Ok((before, after))
+}
+
+/// The loops of the statement with the most executions, outermost first.
+fn hottest_chain(region: &Region) -> Vec<usize> {
+    region
+        .statements
+        .iter()
+        .max_by_key(|s| s.ops)
+        .map(|s| s.loops.clone())
+        .unwrap_or_default()
+}
+
+fn domain_text(region: &Region) -> String {
+    let pieces: Vec<String> = region
+        .statements
+        .iter()
+        .map(|s| crate::affine::strip_braces(&s.domain))
+        .filter(|d| !d.trim().is_empty())
+        .collect();
+    format!("{{ {} }}", pieces.join("; "))
+}
+
+/// The schedule of the advised transformations, with the loops to mark.
+fn after_plan(region: &Region, fb: &Feedback, chain: &[usize]) -> (Plan, Marks) {
+    let advised = |k: SuggestionKind| {
+        fb.suggestions
+            .iter()
+            .find(|s| s.kind == k && s.rating.skipped.is_none())
+    };
+    let loop_of = |id: &String| region.loops.iter().position(|l| &l.id == id);
+    let marks = Marks {
+        parallel: advised(SuggestionKind::Parallelize)
+            .and_then(|s| s.loops.first())
+            .and_then(loop_of),
+        simd: advised(SuggestionKind::Vectorize)
+            .and_then(|s| s.loops.first())
+            .and_then(loop_of),
+    };
+    let tile = advised(SuggestionKind::Tile);
+    // isl's own schedule where the advice follows it (skewing, fusion, distribution).
+    let from_isl = [
+        SuggestionKind::Skew,
+        SuggestionKind::Fuse,
+        SuggestionKind::Distribute,
+    ]
+    .into_iter()
+    .any(|k| advised(k).is_some());
+    if let (true, Some(s)) = (from_isl, &fb.isl_schedule) {
+        let map = if tile.is_some() { &s.tiled } else { &s.map };
+        return (
+            Plan::Isl {
+                map: map.clone(),
+                params: s.params.clone(),
+            },
+            marks,
+        );
+    }
+    let order: Vec<usize> = advised(SuggestionKind::Interchange)
+        .and_then(|s| s.loops.iter().map(loop_of).collect())
+        .unwrap_or_else(|| chain.to_vec());
+    let band: Option<(Vec<usize>, u32)> = tile.map(|s| {
+        (
+            s.loops.iter().filter_map(loop_of).collect(),
+            s.sizes.first().copied().unwrap_or(32),
+        )
+    });
+    let band = band.as_ref().map(|(l, t)| (l.as_slice(), *t));
+    (Plan::Rows(rows(region, chain, &order, band)), marks)
+}
+
+/// Each statement's schedule rows once the statements running the whole `chain` follow
+/// `order`, with the loops of `band` tiled: `[p0, i0, p1, i1, ..., pk]`, tile dimensions
+/// inserted before the first tiled level.
+fn rows(
+    region: &Region,
+    chain: &[usize],
+    order: &[usize],
+    band: Option<(&[usize], u32)>,
+) -> BTreeMap<String, Vec<Role>> {
+    let mut out = BTreeMap::new();
+    for (s, (positions, _, dims)) in region.statements.iter().zip(layout(region, chain, order)) {
+        let tiled: Vec<usize> = match band {
+            Some((loops, _)) => (0..dims.len())
+                .filter(|&lvl| loops.contains(&s.loops[dims[lvl]]))
+                .collect(),
+            None => Vec::new(),
+        };
+        let contiguous = tiled.windows(2).all(|w| w[1] == w[0] + 1);
+        let size = band.map_or(1, |b| b.1.max(1));
+        let mut r = Vec::new();
+        for (lvl, &d) in dims.iter().enumerate() {
+            r.push(Role::Position(positions.get(lvl).copied().unwrap_or(0)));
+            if contiguous && tiled.first() == Some(&lvl) {
+                for (j, &t) in tiled.iter().enumerate() {
+                    if j > 0 {
+                        r.push(Role::Position(0));
+                    }
+                    r.push(Role::Tile(dims[t], size));
+                }
+                r.push(Role::Position(0));
+            }
+            r.push(Role::Dim(d));
+        }
+        r.push(Role::Position(
+            positions.get(dims.len()).copied().unwrap_or(0),
+        ));
+        out.insert(s.name.clone(), r);
+    }
+    let n = out.values().map(Vec::len).max().unwrap_or(0);
+    for r in out.values_mut() {
+        r.resize(n, Role::Position(0));
+    }
+    out
+}
+
+/// The rows as an isl map.
+fn map_text(region: &Region, rows: &BTreeMap<String, Vec<Role>>) -> String {
+    let pieces: Vec<String> = region
+        .statements
+        .iter()
+        .filter_map(|s| {
+            let r = rows.get(&s.name)?;
+            let vars: Vec<String> = (0..s.loops.len()).map(|d| format!("i{d}")).collect();
+            let out: Vec<String> = r
+                .iter()
+                .map(|role| match role {
+                    Role::Position(p) => p.to_string(),
+                    Role::Dim(d) => format!("i{d}"),
+                    Role::Tile(d, t) => format!("floor(i{d}/{t})"),
+                    Role::Other => "0".to_string(),
+                })
+                .collect();
+            Some(format!(
+                "{}[{}] -> [{}]",
+                s.name,
+                vars.join(", "),
+                out.join(", ")
+            ))
+        })
+        .collect();
+    format!("{{ {} }}", pieces.join("; "))
+}
+
+/// Roles read back from a map isl computed: a row following one dimension is that
+/// dimension's loop; a constant row a position; anything else a skew or a tile.
+fn roles_of_map(map: &str) -> BTreeMap<String, Vec<Role>> {
+    crate::affine::parse_schedule_map(map)
+        .into_iter()
+        .map(|r| {
+            let roles = r
+                .rows
+                .iter()
+                .map(|row| match row {
+                    Some(a) if a.dims_used() == 0 => Role::Position(a.constant.max(0) as u32),
+                    Some(a) => match a.single_dim() {
+                        Some(d) => Role::Dim(d),
+                        None => Role::Other,
+                    },
+                    None => Role::Other,
+                })
+                .collect();
+            (r.name, roles)
+        })
+        .collect()
+}
+
+fn generate(
+    ctx: &Context,
+    region: &Region,
+    domain: &str,
+    plan: &Plan,
+    marks: &Marks,
+) -> Result<String, Error> {
+    let dom = union_set(ctx, domain)?;
+    let (schedule, roles) = match plan {
+        Plan::Rows(rows) => (union_map(ctx, &map_text(region, rows))?, rows.clone()),
+        Plan::Isl { map, params } => {
+            let mut m = union_map(ctx, map)?;
+            if let Some(p) = params {
+                let fixed = Set::read_from_str(ctx, p).map_err(isl("reading parameters"))?;
+                m = m
+                    .intersect_params(fixed)
+                    .and_then(UnionMap::project_out_all_params)
+                    .map_err(isl("fixing parameters"))?;
+            }
+            (m, roles_of_map(map))
+        }
+    };
+    let schedule = schedule
+        .intersect_domain(dom)
+        .map_err(isl("restricting the schedule"))?;
+    let node = build(ctx, schedule)?;
+    let mut p = Printer {
+        region,
+        roles: &roles,
+        marks,
+        out: String::new(),
+        lines: 0,
+    };
+    p.node(&node, 0)?;
+    if p.lines > MAX_LINES {
+        let _ = writeln!(p.out, "... ({} more lines)", p.lines - MAX_LINES);
+    }
+    Ok(p.out)
+}
+
+/// isl's AST for `schedule` (consumed), in a universe context.
+fn build(ctx: &Context, schedule: UnionMap) -> Result<ASTNode, Error> {
+    let mut context = Set::read_from_str(ctx, "{ : }").map_err(isl("reading the context"))?;
+    let mut schedule = schedule;
+    let (c, s) = (context.ptr, schedule.ptr);
+    context.do_not_free_on_drop();
+    schedule.do_not_free_on_drop();
+    // SAFETY: both objects were valid and are handed over (`__isl_take`), as their wrappers
+    // no longer free them; the build is freed here and the node is owned by the wrapper.
+    let node = unsafe {
+        let build = isl_ast_build_from_context(c);
+        if build == 0 {
+            // The schedule was not consumed: its wrapper frees it.
+            drop(UnionMap {
+                ptr: s,
+                should_free_on_drop: true,
+            });
+            return Err(Error::Isl("creating an AST build".into()));
+        }
+        let node = isl_ast_build_node_from_schedule_map(build, s);
+        isl_ast_build_free(build);
+        node
+    };
+    if node == 0 {
+        return Err(Error::Isl("generating code from a schedule".into()));
+    }
+    Ok(ASTNode {
+        ptr: node,
+        should_free_on_drop: true,
+    })
+}
+
+/// The kinds of AST nodes, as isl numbers them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    For,
+    If,
+    Block,
+    Mark,
+    User,
+    Error,
+}
+
+fn kind(n: &ASTNode) -> Kind {
+    // SAFETY: the node is valid for the wrapper's lifetime; the call only reads it.
+    match unsafe { isl_ast_node_get_type(n.ptr) } {
+        1 => Kind::For,
+        2 => Kind::If,
+        3 => Kind::Block,
+        4 => Kind::Mark,
+        5 => Kind::User,
+        _ => Kind::Error,
+    }
+}
+
+struct Printer<'a> {
+    region: &'a Region,
+    roles: &'a BTreeMap<String, Vec<Role>>,
+    marks: &'a Marks,
+    out: String,
+    lines: usize,
+}
+
+fn c_expr(e: &ASTExpr) -> Result<String, Error> {
+    Ok(e.to_C_str()
+        .map_err(isl("printing an expression"))?
+        .to_string())
+}
+
+impl Printer<'_> {
+    fn line(&mut self, depth: usize, text: &str) {
+        self.lines += 1;
+        if self.lines <= MAX_LINES {
+            let _ = writeln!(self.out, "{}{text}", "  ".repeat(depth));
+        }
+    }
+
+    fn node(&mut self, n: &ASTNode, depth: usize) -> Result<(), Error> {
+        let e = || isl("reading the generated code");
+        match kind(n) {
+            Kind::For => self.for_node(n, depth),
+            Kind::If => {
+                let cond = c_expr(&n.if_get_cond().map_err(e())?)?;
+                self.line(depth, &format!("if ({cond}) {{"));
+                self.node(&n.if_get_then_node().map_err(e())?, depth + 1)?;
+                if n.if_has_else_node().map_err(e())? {
+                    self.line(depth, "} else {");
+                    self.node(&n.if_get_else_node().map_err(e())?, depth + 1)?;
+                }
+                self.line(depth, "}");
+                Ok(())
+            }
+            Kind::Block => {
+                let list = n.block_get_children().map_err(e())?;
+                for i in 0..list.n_ast_node().map_err(e())? {
+                    self.node(&list.get_at(i).map_err(e())?, depth)?;
+                }
+                Ok(())
+            }
+            Kind::Mark => self.node(&n.mark_get_node().map_err(e())?, depth),
+            Kind::User => {
+                let call = n.user_get_expr().map_err(e())?;
+                let text = c_expr(&call)?;
+                let name = text.split('(').next().unwrap_or("").trim().to_string();
+                let label = self
+                    .region
+                    .statements
+                    .iter()
+                    .find(|s| s.name == name)
+                    .map_or(String::new(), |s| s.label.clone());
+                self.line(depth, &format!("{text};  // {label}"));
+                Ok(())
+            }
+            Kind::Error => Err(Error::Isl("an AST node in error".into())),
+        }
+    }
+
+    fn for_node(&mut self, n: &ASTNode, depth: usize) -> Result<(), Error> {
+        let e = || isl("reading a loop");
+        let it = c_expr(&n.for_get_iterator().map_err(e())?)?;
+        let init = c_expr(&n.for_get_init().map_err(e())?)?;
+        let body = n.for_get_body().map_err(e())?;
+        let role = self.role_of(&it, &body)?;
+        let what = role.as_ref().map_or(String::new(), |(r, l)| {
+            let lp = &self.region.loops[*l];
+            match r {
+                Role::Tile(_, t) => format!("  // tiles of {t} of {} ({})", lp.label, lp.id),
+                _ => format!("  // {} ({})", lp.label, lp.id),
+            }
+        });
+        let parallel = role.as_ref().is_some_and(|(r, l)| {
+            Some(*l) == self.marks.parallel && (matches!(r, Role::Tile(..)) || !self.tiled(*l))
+        });
+        let simd = role
+            .as_ref()
+            .is_some_and(|(r, l)| Some(*l) == self.marks.simd && matches!(r, Role::Dim(_)));
+        if parallel {
+            self.line(depth, "#pragma omp parallel for");
+        }
+        if simd {
+            self.line(depth, "#pragma omp simd");
+        }
+        if n.for_is_degenerate().map_err(e())? {
+            self.line(
+                depth,
+                &format!("{{ int {it} = {init};{what}, one iteration"),
+            );
+        } else {
+            let cond = c_expr(&n.for_get_cond().map_err(e())?)?;
+            let inc = c_expr(&n.for_get_inc().map_err(e())?)?;
+            let step = if inc == "1" {
+                format!("{it}++")
+            } else {
+                format!("{it} += {inc}")
+            };
+            self.line(
+                depth,
+                &format!("for (int {it} = {init}; {cond}; {step}) {{{what}"),
+            );
+        }
+        self.node(&body, depth + 1)?;
+        self.line(depth, "}");
+        Ok(())
+    }
+
+    /// Whether region loop `l` is tiled in this schedule.
+    fn tiled(&self, l: usize) -> bool {
+        self.roles.iter().any(|(name, rows)| {
+            let Some(s) = self.region.statements.iter().find(|s| &s.name == name) else {
+                return false;
+            };
+            rows.iter()
+                .any(|r| matches!(r, Role::Tile(d, _) if s.loops.get(*d) == Some(&l)))
+        })
+    }
+
+    /// The role of iterator `it` (`c3`: schedule dimension 3) for the first statement under
+    /// `body`, with the region loop it scans.
+    fn role_of(&self, it: &str, body: &ASTNode) -> Result<Option<(Role, usize)>, Error> {
+        let Some(k) = it.strip_prefix('c').and_then(|d| d.parse::<usize>().ok()) else {
+            return Ok(None);
+        };
+        let Some(name) = first_statement(body)? else {
+            return Ok(None);
+        };
+        let Some(s) = self.region.statements.iter().find(|s| s.name == name) else {
+            return Ok(None);
+        };
+        let role = self.roles.get(&name).and_then(|r| r.get(k)).cloned();
+        Ok(match role {
+            Some(r @ (Role::Dim(d) | Role::Tile(d, _))) => s.loops.get(d).map(|&l| (r, l)),
+            _ => None,
+        })
+    }
+}
+
+/// The name of the first statement an AST node runs.
+fn first_statement(n: &ASTNode) -> Result<Option<String>, Error> {
+    let e = || isl("reading the generated code");
+    Ok(match kind(n) {
+        Kind::For => first_statement(&n.for_get_body().map_err(e())?)?,
+        Kind::If => first_statement(&n.if_get_then_node().map_err(e())?)?,
+        Kind::Mark => first_statement(&n.mark_get_node().map_err(e())?)?,
+        Kind::Block => {
+            let list = n.block_get_children().map_err(e())?;
+            let mut found = None;
+            for i in 0..list.n_ast_node().map_err(e())? {
+                found = first_statement(&list.get_at(i).map_err(e())?)?;
+                if found.is_some() {
+                    break;
+                }
+            }
+            found
+        }
+        Kind::User => {
+            let text = c_expr(&n.user_get_expr().map_err(e())?)?;
+            Some(text.split('(').next().unwrap_or("").trim().to_string())
+        }
+        Kind::Error => None,
+    })
+}

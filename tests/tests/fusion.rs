@@ -1,0 +1,99 @@
+//! Fusion across nests (issue 18): two consecutive nests sharing a temporary (2mm's shape) are
+//! scheduled together, and their outer loops are suggested fused when that is legal, with the
+//! data passed from one to the other. The fused source (`-DFUSED`) prints the same bytes.
+//! When the second nest reads rows the first has not written yet (`-DCOLUMN`), fusion is not
+//! suggested.
+
+use serde_json::Value;
+use std::process::Command;
+use tests::{compile_linked, line_of, polyprof, polyprof_bin};
+
+const KERNEL: &str = "fuse_2mm";
+
+fn profile(flags: &[&str]) -> Value {
+    let k = compile_linked(KERNEL, flags, &["-lm"]);
+    let run = polyprof(
+        polyprof_bin!(),
+        &[k.path.to_str().expect("a UTF-8 path")],
+        b"",
+    );
+    assert_eq!(run.output.code(), 0, "{}", run.output.stderr);
+    run.report()
+}
+
+/// The fuse suggestions of the report, with the source lines of the loops they name.
+fn fusions(r: &Value) -> Vec<(Vec<u64>, String)> {
+    let mut lines = std::collections::HashMap::new();
+    for reg in r["regions"].as_array().into_iter().flatten() {
+        for l in reg["all_loops"].as_array().into_iter().flatten() {
+            lines.insert(
+                l["id"].as_str().unwrap_or("?").to_string(),
+                l["location"]["line"].as_u64().unwrap_or(0),
+            );
+        }
+    }
+    r["regions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|reg| reg["suggestions"].as_array().into_iter().flatten())
+        .filter(|s| s["kind"] == "fuse")
+        .map(|s| {
+            let ls = s["loops"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|id| lines.get(id.as_str().unwrap_or("")).copied().unwrap_or(0))
+                .collect();
+            (ls, s["text"].as_str().unwrap_or("").to_string())
+        })
+        .collect()
+}
+
+fn output(flags: &[&str]) -> String {
+    let k = compile_linked(KERNEL, flags, &["-lm"]);
+    let out = Command::new(&k.path).output().expect("running the kernel");
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn producer_consumer_nests_are_fused() {
+    let (first, second) = (
+        u64::from(line_of(KERNEL, "/* FIRST */")),
+        u64::from(line_of(KERNEL, "/* SECOND */")),
+    );
+    for opt in ["-O0", "-O2"] {
+        let r = profile(&[opt, "-g"]);
+        let found = fusions(&r);
+        assert!(
+            found
+                .iter()
+                .any(|(ls, text)| ls == &[first, second] && text.contains("`tmp` passes")),
+            "{opt}: expected the nests at lines {first} and {second} fused, with what `tmp` passes: {found:?}"
+        );
+        // Applied: the same output, byte for byte.
+        assert_eq!(
+            output(&[opt]),
+            output(&[opt, "-DFUSED"]),
+            "{opt}: the fused program prints something else"
+        );
+    }
+}
+
+#[test]
+fn fusion_that_reads_unwritten_rows_is_not_suggested() {
+    for opt in ["-O0", "-O2"] {
+        let r = profile(&[opt, "-g", "-DCOLUMN"]);
+        assert!(
+            fusions(&r).is_empty(),
+            "{opt}: fusion reads rows of tmp before they are written: {:?}",
+            fusions(&r)
+        );
+        // And indeed, fused, the program prints something else.
+        assert_ne!(
+            output(&[opt, "-DCOLUMN"]),
+            output(&[opt, "-DCOLUMN", "-DFUSED"])
+        );
+    }
+}

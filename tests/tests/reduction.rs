@@ -1,0 +1,137 @@
+//! Reductions (issue 18): associative updates carried by a loop are reported as reductions,
+//! with their operator, and look-alikes (a prefix sum, a scan, Horner's rule, an alternating
+//! difference, `s = s + s * a[i]`) are not. `tests/kernels/red_cases.c` marks each loop with
+//! `MARK <case>`; every loop is its own region.
+
+use serde_json::Value;
+use tests::{compile_linked, line_of, polyprof, polyprof_bin};
+
+const KERNEL: &str = "red_cases";
+
+/// report.json of the kernel at `opt`, every loop a region.
+fn profile(opt: &str) -> Value {
+    let k = compile_linked(KERNEL, &[opt, "-g"], &["-lm"]);
+    let run = polyprof(
+        polyprof_bin!(),
+        &[
+            "--region-threshold",
+            "0.01",
+            "--max-regions",
+            "20",
+            k.path.to_str().expect("a UTF-8 path"),
+        ],
+        b"",
+    );
+    assert_eq!(run.output.code(), 0, "{}", run.output.stderr);
+    run.report()
+}
+
+/// The region rooted at the loop marked `case`.
+fn region<'r>(r: &'r Value, case: &str) -> &'r Value {
+    let line = line_of(KERNEL, &format!("MARK {case}"));
+    r["regions"]
+        .as_array()
+        .expect("regions")
+        .iter()
+        .find(|g| g["location"]["line"].as_u64() == Some(u64::from(line)))
+        .unwrap_or_else(|| panic!("no region at line {line} ({case}): {r:#}"))
+}
+
+/// The operators of the reductions the region's parallelize suggestion names, or `None`
+/// when it has no parallelize suggestion.
+fn parallel_reductions(reg: &Value) -> Option<Vec<String>> {
+    let s = reg["suggestions"]
+        .as_array()?
+        .iter()
+        .find(|s| s["kind"] == "parallelize")?;
+    Some(
+        s["reduction"]
+            .as_array()
+            .map(|rs| {
+                rs.iter()
+                    .map(|r| r["op"].as_str().unwrap_or("?").to_string())
+                    .collect()
+            })
+            .unwrap_or_default(),
+    )
+}
+
+fn check(opt: &str) {
+    let r = profile(opt);
+    tests::assert_every_loop_answered(&r, opt);
+    let mut wrong = Vec::new();
+    for (case, op) in [
+        ("int_sum", "+"),
+        ("fp_product", "*"),
+        ("array_reduction", "+"),
+    ] {
+        let reg = region(&r, case);
+        match parallel_reductions(reg) {
+            Some(ops) if ops == [op] => {}
+            other => wrong.push(format!(
+                "{case}: expected parallel with reduction({op}: ...), got {other:?}; why not: {}",
+                reg["why_not"]
+            )),
+        }
+    }
+    for case in ["prefix_sum", "scan", "horner", "alternating", "self_square"] {
+        let reg = region(&r, case);
+        if let Some(ops) = parallel_reductions(reg) {
+            wrong.push(format!(
+                "{case} is no reduction, yet called parallel (reductions {ops:?}): {:#}",
+                reg["suggestions"]
+            ));
+        } else {
+            let why = reg["why_not"].as_str().unwrap_or("");
+            assert!(
+                why.contains("carries a flow dependence"),
+                "{case} at {opt}: the why-not should name the carried flow dependence: {why}"
+            );
+        }
+    }
+    // The floating-point reductions say they reassociate; the integer one does not.
+    for (case, fp) in [
+        ("int_sum", false),
+        ("fp_product", true),
+        ("array_reduction", true),
+    ] {
+        let reg = region(&r, case);
+        let s = reg["suggestions"]
+            .as_array()
+            .and_then(|ss| ss.iter().find(|s| s["kind"] == "parallelize"));
+        if let Some(s) = s {
+            assert_eq!(
+                s["reduction"][0]["reassociates"].as_bool(),
+                Some(fp),
+                "{case} at {opt}: {s:#}"
+            );
+            assert!(
+                s["text"].as_str().unwrap_or("").contains("reduction("),
+                "{case} at {opt}: the text should give the clause: {}",
+                s["text"]
+            );
+        }
+    }
+    // The array reduction names the array, and the inner loop parallel without one.
+    let s = &region(&r, "array_reduction")["suggestions"];
+    let text = s
+        .as_array()
+        .and_then(|ss| ss.iter().find(|s| s["kind"] == "parallelize"))
+        .and_then(|s| s["text"].as_str())
+        .unwrap_or("");
+    assert!(
+        text.contains("reduction(+: y)") && text.contains("Alternatively"),
+        "at {opt}: {text}"
+    );
+    assert!(wrong.is_empty(), "at {opt}:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn reductions_at_o0() {
+    check("-O0");
+}
+
+#[test]
+fn reductions_at_o2() {
+    check("-O2");
+}
