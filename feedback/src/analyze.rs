@@ -85,10 +85,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     // dependences through scalars are the storage advice's business.
     let binding = cx.binding();
     let validity = match cx.deps_map(&binding)? {
-        Some(m) => m
-            .to_str()
-            .map_err(islx::isl("printing dependences"))?
-            .to_string(),
+        Some(m) => islx::text(&m)?,
         None => cx.params.declare("{ }"),
     };
     // The scheduler runs within a budget of its own: when it fails or runs out, the per-loop

@@ -162,7 +162,7 @@ pub(crate) fn coarsen(region: &Region, isl: &Context) -> Region {
             names.insert(region.statements[i].name.clone(), name.clone());
         }
         // The simplified domain: fewer pieces for the scheduler.
-        let domain = match sets[m[0]].as_ref().and_then(|d| d.to_str().ok()) {
+        let domain = match sets[m[0]].as_ref().and_then(|d| crate::islx::text(d).ok()) {
             Some(text) => text.replace("X[", &format!("{name}[")),
             None => rename(&first.domain, &names),
         };

@@ -339,9 +339,7 @@ struct Printer<'a> {
 }
 
 fn c_expr(e: &ASTExpr) -> Result<String, Error> {
-    Ok(e.to_C_str()
-        .map_err(isl("printing an expression"))?
-        .to_string())
+    crate::islx::text(e)
 }
 
 impl Printer<'_> {

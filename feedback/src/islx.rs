@@ -9,6 +9,73 @@ use isl_rs::{
 };
 use std::collections::BTreeMap;
 
+extern "C" {
+    fn isl_schedule_to_str(schedule: usize) -> *mut std::os::raw::c_char;
+    fn isl_union_map_to_str(umap: usize) -> *mut std::os::raw::c_char;
+    fn isl_union_set_to_str(uset: usize) -> *mut std::os::raw::c_char;
+    fn isl_set_to_str(set: usize) -> *mut std::os::raw::c_char;
+    fn isl_ast_expr_to_C_str(expr: usize) -> *mut std::os::raw::c_char;
+}
+
+/// An isl object isl can print.
+pub(crate) trait Printable {
+    /// isl's text of the object: a string isl allocated, or null when isl failed.
+    fn isl_text(&self) -> *mut std::os::raw::c_char;
+}
+
+impl Printable for isl_rs::Schedule {
+    fn isl_text(&self) -> *mut std::os::raw::c_char {
+        // SAFETY: `ptr` is a live isl_schedule owned by `self`; printing does not take it.
+        unsafe { isl_schedule_to_str(self.ptr) }
+    }
+}
+
+impl Printable for UnionMap {
+    fn isl_text(&self) -> *mut std::os::raw::c_char {
+        // SAFETY: as above, for an isl_union_map.
+        unsafe { isl_union_map_to_str(self.ptr) }
+    }
+}
+
+impl Printable for UnionSet {
+    fn isl_text(&self) -> *mut std::os::raw::c_char {
+        // SAFETY: as above, for an isl_union_set.
+        unsafe { isl_union_set_to_str(self.ptr) }
+    }
+}
+
+impl Printable for Set {
+    fn isl_text(&self) -> *mut std::os::raw::c_char {
+        // SAFETY: as above, for an isl_set.
+        unsafe { isl_set_to_str(self.ptr) }
+    }
+}
+
+impl Printable for isl_rs::ASTExpr {
+    /// As C.
+    fn isl_text(&self) -> *mut std::os::raw::c_char {
+        // SAFETY: as above, for an isl_ast_expr.
+        unsafe { isl_ast_expr_to_C_str(self.ptr) }
+    }
+}
+
+/// The text of an isl object. isl-rs's `to_str` reads isl's result without checking it, and
+/// isl returns null once a budget stop (or the watchdog) fails its operations: that read
+/// crashed. Here a null is the budget error, and isl's string is freed.
+pub(crate) fn text(obj: &impl Printable) -> Result<String, Error> {
+    let raw = obj.isl_text();
+    if raw.is_null() {
+        return Err(Error::TooComplex);
+    }
+    // SAFETY: isl returned a valid NUL-terminated string that the caller owns.
+    let out = unsafe { std::ffi::CStr::from_ptr(raw) }
+        .to_string_lossy()
+        .into_owned();
+    // SAFETY: isl allocates with malloc by default; the string is not used after this.
+    unsafe { libc::free(raw.cast()) };
+    Ok(out)
+}
+
 pub(crate) fn isl(what: &str) -> impl FnOnce(LibISLError) -> Error + '_ {
     move |e| {
         let text = e.to_string();
@@ -208,10 +275,7 @@ fn read_tree(n: &ScheduleNode) -> Result<Tree, Error> {
             let sched = n
                 .band_get_partial_schedule_union_map()
                 .map_err(isl("reading a band's schedule"))?;
-            let text = sched
-                .to_str()
-                .map_err(isl("printing a schedule"))?
-                .to_string();
+            let text = text(&sched)?;
             let rows = parse_schedule_map(&text);
             let mut members = Vec::new();
             for k in 0..m {
@@ -235,12 +299,7 @@ fn read_tree(n: &ScheduleNode) -> Result<Tree, Error> {
             let mut children = Vec::new();
             for i in 0..k {
                 let f = n.get_child(i).map_err(isl("reading a filter"))?;
-                let filter = f
-                    .filter_get_filter()
-                    .map_err(isl("reading a filter"))?
-                    .to_str()
-                    .map_err(isl("printing a filter"))?
-                    .to_string();
+                let filter = text(&f.filter_get_filter().map_err(isl("reading a filter"))?)?;
                 let names = statement_names(&filter);
                 let sub = match f.n_children().map_err(isl("reading a filter"))? {
                     0 => Tree::Leaf,
@@ -396,13 +455,10 @@ fn schedule_in(
         .and_then(|s| s.set_coincidence(validity.copy()?))
         .map_err(isl("setting up the scheduler"))?;
     let s = sc.compute_schedule().map_err(isl("computing a schedule"))?;
-    let text = s
-        .to_str()
-        .map_err(isl("printing the schedule"))?
-        .to_string();
+    let printed = text(&s)?;
     let map_of = |s: &isl_rs::Schedule| -> Result<String, Error> {
         let m = s.get_map().map_err(isl("flattening the schedule"))?;
-        Ok(m.to_str().map_err(isl("printing a schedule"))?.to_string())
+        text(&m)
     };
     let map = map_of(&s)?;
     let root = s.get_root().map_err(isl("reading the schedule"))?;
@@ -410,7 +466,7 @@ fn schedule_in(
     let tiled = tile_bands(ctx, root, i64::from(tile.max(1)))?
         .get_schedule()
         .map_err(isl("reading the tiled schedule"))?;
-    Ok((text, tree, map, map_of(&tiled)?))
+    Ok((printed, tree, map, map_of(&tiled)?))
 }
 
 /// Tiles every permutable band of two or more members below `node` by `size`, returning the

@@ -291,8 +291,8 @@ impl<'a> Ctx<'a> {
             let reversed = |m: UnionMap| m.reverse().map_err(islx::isl("reversing"));
             let m = reversed(union_map(self.isl, &text)?)?;
             let kept = reversed(islx::forward(m, &original)?)?;
-            let text = kept.to_str().map_err(islx::isl("printing a map"))?;
-            self.deps[i] = strip_braces(text);
+            let text = islx::text(&kept)?;
+            self.deps[i] = strip_braces(&text);
         }
         Ok(())
     }
