@@ -8,57 +8,16 @@
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
-use tests::{compile, kernels_dir, polyprof, polyprof_bin, run_with_timeout, Run};
+use tests::{browser, compile, kernels_dir, polyprof, polyprof_bin, Run};
 
 const BIN: &str = polyprof_bin!();
 
 /// The fill inferno's script gives the frames a search matched (`#e600e6`).
 const SEARCH_FILL: &str = "rgb(230,0,230)";
 
-fn chromium() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .flat_map(|name| std::env::split_paths(&path).map(move |d| d.join(name)))
-        .find(|p| p.is_file())
-}
-
-/// Chromium, or `None` after saying on stderr why the browser checks are skipped.
-fn browser() -> Option<PathBuf> {
-    let c = chromium();
-    if c.is_none() {
-        eprintln!(
-            "SKIPPED the browser checks: chromium is not installed (scripts/install-deps.sh, \
-             which `make test` runs, installs it)"
-        );
-    }
-    c
-}
-
-/// Loads `svg` with `query` (`?s=term`, `?x=..&y=..`) in headless Chromium and returns the
-/// document once its scripts have run.
+/// Loads `svg` with `query` (`?s=term`, `?x=..&y=..`) in headless Chromium.
 fn dump_dom(chromium: &Path, svg: &Path, query: &str) -> String {
-    let profile = tempfile::tempdir().expect("a profile directory");
-    let mut cmd = Command::new(chromium);
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--virtual-time-budget=2000",
-    ])
-    .arg(format!("--user-data-dir={}", profile.path().display()))
-    .arg("--dump-dom")
-    .arg(format!("file://{}{query}", svg.display()));
-    let out = run_with_timeout(cmd, b"", Duration::from_secs(120));
-    assert!(
-        out.stdout.contains("<svg"),
-        "chromium printed no document for {}{query}:\n{}",
-        svg.display(),
-        out.stderr
-    );
-    out.stdout
+    tests::dump_dom(chromium, svg, query, "<svg")
 }
 
 fn unescape(s: &str) -> String {

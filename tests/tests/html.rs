@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-use tests::{chromium, polyprof, polyprof_bin, run_with_timeout, Run};
+use tests::{polyprof, polyprof_bin, run_with_timeout, Run};
 
 const BIN: &str = polyprof_bin!();
 
@@ -71,26 +71,7 @@ fn interchange(r: &Value) -> &Value {
 }
 
 fn browser_dom(chromium: &Path, page: &Path, query: &str) -> String {
-    let profile = tempfile::tempdir().expect("a profile directory");
-    let mut cmd = Command::new(chromium);
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--virtual-time-budget=2000",
-    ])
-    .arg(format!("--user-data-dir={}", profile.path().display()))
-    .arg("--dump-dom")
-    .arg(format!("file://{}{query}", page.display()));
-    let out = run_with_timeout(cmd, b"", Duration::from_secs(120));
-    assert!(
-        out.stdout.contains("<html"),
-        "chromium printed no document for {}:\n{}",
-        page.display(),
-        out.stderr
-    );
-    out.stdout
+    tests::dump_dom(chromium, page, query, "<html")
 }
 
 #[test]
@@ -168,11 +149,7 @@ fn the_demo_page_shows_the_interchange_beside_its_line_with_a_gain() {
     assert!(text.contains("C[i][j] += A[i][k] * B[k][j];"), "{text}");
     assert!(text.contains(&format!("{}(", ids[0])), "{text}");
 
-    let Some(chromium) = chromium() else {
-        eprintln!(
-            "SKIPPED the browser checks: chromium is not installed (scripts/install-deps.sh, \
-             which `make test` runs, installs it)"
-        );
+    let Some(chromium) = tests::browser() else {
         return;
     };
     let dom = browser_dom(&chromium, &page_path, "");
