@@ -1230,9 +1230,9 @@ fn fusion_pairs(tree: &ScheduleTree, roots: &[NodeId], folded: &Folded2) -> Vec<
     pairs
 }
 
-/// How much data the second nest of a fused pair reads from the first: "`tmp` passes 32768
-/// bytes from one nest to the other; fused, each iteration of the outer loop reads the 1024
-/// bytes it wrote, while they are still in cache."
+/// How much data the second nest of a fused pair reads from the first: "About 32768 bytes of
+/// `tmp` pass from one nest to the other; fused, each iteration of the outer loop reads the
+/// 1024 bytes it wrote, while they are still in cache."
 fn passed_values(group: &RegionReport, a: NodeId, b: NodeId, tree: &ScheduleTree) -> String {
     let input = &group.input;
     let stmt_in = |name: &str, root: NodeId| {
@@ -1280,9 +1280,9 @@ fn passed_values(group: &RegionReport, a: NodeId, b: NodeId, tree: &ScheduleTree
     };
     match per {
         Some(per) => format!(
-            "{what} passes about {bytes} bytes from one nest to the other; fused, each iteration of the outer loop reads the {per} bytes it wrote, while they are still in cache."
+            "About {bytes} bytes of {what} pass from one nest to the other; fused, each iteration of the outer loop reads the {per} bytes it wrote, while they are still in cache."
         ),
-        None => format!("{what} passes about {bytes} bytes from one nest to the other."),
+        None => format!("About {bytes} bytes of {what} pass from one nest to the other."),
     }
 }
 

@@ -69,7 +69,7 @@ fn producer_consumer_nests_are_fused() {
         assert!(
             found
                 .iter()
-                .any(|(ls, text)| ls == &[first, second] && text.contains("`tmp` passes")),
+                .any(|(ls, text)| ls == &[first, second] && text.contains("bytes of `tmp` pass")),
             "{opt}: expected the nests at lines {first} and {second} fused, with what `tmp` passes: {found:?}"
         );
         // Applied: the same output, byte for byte.
