@@ -9,6 +9,7 @@ mod analyze;
 mod coarsen;
 mod codegen;
 pub mod gain;
+mod heap;
 pub mod input;
 mod islx;
 pub mod legality;

@@ -6,6 +6,7 @@
 //! iteration vector (loop counters, address arithmetic) leaves the statement set, and the
 //! dependences out of it are dropped, since they would serialize every loop.
 
+use crate::heap::{Block, HeapBlocks, Place, STACK_START};
 use crate::input::{
     Access, Boundary, Dependence, Loop, ReduceOp, Region, Statement, Storage, Update,
 };
@@ -59,6 +60,9 @@ pub struct DependenceReport {
     pub sink: String,
     pub kind: DepKind,
     pub through: Through,
+    /// The storage, in source names where debug information has them (`` array `A` (heap
+    /// block allocated at k.c:12) ``, `` `s` (register xmm0) ``).
+    pub storage: String,
     /// Consumer instances → producer instances.
     pub relation: String,
     pub exact: bool,
@@ -483,64 +487,20 @@ impl Collect<'_> {
 }
 
 /// What the first pass keeps besides the structure: instruction bytes by address, and heap
-/// blocks by allocation site, to name statements and arrays.
+/// blocks with the variables that receive them, to name statements and arrays.
 #[derive(Default)]
 struct Code {
     bytes: HashMap<u64, Vec<u8>>,
-    /// Heap blocks: start → (size, call site).
-    blocks: BTreeMap<u64, (u64, u64)>,
-    /// rdi and rsi as traced code last set them (the allocators' arguments).
-    args: [Option<u64>; 2],
-    /// An allocation in flight: (size, call site).
-    pending: Option<(u64, u64)>,
+    heap: HeapBlocks,
 }
 
 impl EventSink for Code {
     fn event(&mut self, ev: &Event<'_>) -> std::io::Result<()> {
-        match *ev {
-            Event::Code { addr, bytes } => {
-                self.bytes.insert(addr, bytes.to_vec());
-            }
-            Event::Insn(i) => {
-                for r in &i.regs {
-                    match r.reg.full_register() {
-                        iced_x86::Register::RDI => self.args[0] = Some(r.value),
-                        iced_x86::Register::RSI => self.args[1] = Some(r.value),
-                        _ => {}
-                    }
-                }
-            }
-            Event::LibCall(c) => {
-                let name = c.name.as_deref().unwrap_or("");
-                let size = match name.split('@').next().unwrap_or("") {
-                    "malloc" => self.args[0],
-                    "calloc" => self.args[0]
-                        .zip(self.args[1])
-                        .map(|(a, b)| a.saturating_mul(b)),
-                    "realloc" => self.args[1],
-                    _ => None,
-                };
-                self.pending = size.map(|n| (n, c.site));
-            }
-            Event::LibReturn { rax, .. } => {
-                if let Some((n, site)) = self.pending.take() {
-                    if rax != 0 {
-                        self.blocks.insert(rax, (n, site));
-                    }
-                }
-                self.args = [None, None];
-            }
-            _ => {}
+        if let Event::Code { addr, bytes } = *ev {
+            self.bytes.insert(addr, bytes.to_vec());
         }
+        self.heap.event(ev, &self.bytes);
         Ok(())
-    }
-}
-
-impl Code {
-    /// The heap block holding `addr`: (start, call site of its allocation).
-    fn block(&self, addr: u64) -> Option<(u64, u64)> {
-        let (&start, &(n, site)) = self.blocks.range(..=addr).next_back()?;
-        (addr < start.saturating_add(n)).then_some((start, site))
     }
 }
 
@@ -884,9 +844,6 @@ fn name_memory(
     name_memory_at(addr, exe, bias, code, function, true)
 }
 
-/// Addresses from here up are the stack's.
-const STACK_START: u64 = 0x7ff0_0000_0000;
-
 /// `` `s` `` or `` `a`+16 ``, as globals are named.
 fn with_offset(var: &str, off: u64) -> String {
     if off == 0 {
@@ -922,31 +879,117 @@ fn register_variable(
         .map(|v| v.name)
 }
 
+/// The frame slot the instruction at `pc` reaches through its memory operand `[rbp + disp]`
+/// or `[rsp + disp]`: (DWARF number of the base register, displacement). An indexed operand
+/// gives the displacement, where the array it indexes starts.
+fn frame_operand(code: &Code, pc: u64) -> Option<(u16, i64)> {
+    use iced_x86::{OpKind, Register};
+    let insn = insn_at(code, pc)?;
+    if !(0..insn.op_count()).any(|o| insn.op_kind(o) == OpKind::Memory) {
+        return None;
+    }
+    let base = match insn.memory_base() {
+        Register::RBP => symbols::regs::RBP,
+        Register::RSP => symbols::regs::RSP,
+        _ => return None,
+    };
+    Some((base, insn.memory_displacement64() as i64))
+}
+
 /// The stack variable, and the offset inside it, that one of the instructions at `pcs`
-/// reaches through its memory operand `[rbp + disp]` or `[rsp + disp]`: the frame a variable
-/// lives in is known statically, from the call frame information at the instruction. An
-/// indexed operand names the array it starts from.
+/// reaches through its memory operand (see [`frame_operand`]): the frame a variable lives in
+/// is known statically, from the call frame information at the instruction.
 fn stack_variable(
     exe: &symbols::ElfFile,
     bias: u64,
     code: &Code,
     pcs: &[u64],
 ) -> Option<(String, u64)> {
-    use iced_x86::{OpKind, Register};
     pcs.iter().find_map(|&pc| {
-        let insn = insn_at(code, pc)?;
-        if !(0..insn.op_count()).any(|o| insn.op_kind(o) == OpKind::Memory) {
-            return None;
-        }
-        let base = match insn.memory_base() {
-            Register::RBP => symbols::regs::RBP,
-            Register::RSP => symbols::regs::RSP,
-            _ => return None,
-        };
-        let disp = insn.memory_displacement64() as i64;
+        let (base, disp) = frame_operand(code, pc)?;
         let v = exe.stack_variable(pc.wrapping_sub(bias), base, disp)?;
         Some((v.name.clone(), v.offset))
     })
+}
+
+/// The source variable that holds the start of heap block `block`, and the call depth it
+/// does so at: the holder in the shallowest frame that debug information names (see
+/// [`crate::heap`]).
+fn heap_variable(
+    exe: &symbols::ElfFile,
+    bias: u64,
+    code: &Code,
+    block: &Block,
+) -> Option<(String, u32)> {
+    let mut holders = block.holders.clone();
+    // Stable: among holders of one frame, the first.
+    holders.sort_by_key(|h| h.depth);
+    holders.iter().find_map(|h| {
+        let mut at = std::iter::once(h.pc)
+            .chain(h.at.iter().copied().take_while(|&a| a != 0))
+            .map(|a| a.wrapping_sub(bias));
+        let var = match h.place {
+            Place::Memory { addr } if addr >= STACK_START => {
+                // The slot the filling instruction reached, named where a location range
+                // covers it (the stack pointer does not move between calls at -O2).
+                let (base, disp) = frame_operand(code, h.pc)?;
+                at.find_map(|a| exe.stack_variable(a, base, disp))
+                    .filter(|v| v.offset == 0)?
+                    .name
+            }
+            Place::Memory { addr } => {
+                let link = addr.wrapping_sub(bias);
+                match exe.global_variable(link) {
+                    Some(v) => (v.offset == 0).then_some(v.name)?,
+                    None => {
+                        let d = exe.data_at(link)?;
+                        (d.address == link).then(|| d.name.clone())?
+                    }
+                }
+            }
+            Place::Register { reg } => {
+                let number = symbols::dwarf_register(GPR_NAMES[usize::from(reg)])?;
+                at.skip(1)
+                    .find_map(|a| exe.variable_in_register(a, number))?
+                    .name
+            }
+        };
+        Some((var, h.depth))
+    })
+}
+
+/// The local variable, and the offset inside it, holding stack address `addr`, from the
+/// `lea r, [rsp/rbp + disp]` that computed a pointer to it (a loop that walks a local array
+/// through a pointer register): the `lea` names a variable, and its last value says where
+/// that variable was.
+fn stack_variable_via_lea(
+    exe: &symbols::ElfFile,
+    bias: u64,
+    code: &Code,
+    addr: u64,
+) -> Option<(String, u64)> {
+    use iced_x86::Register;
+    let mut found: Vec<(u64, String, u64)> = code
+        .heap
+        .stack_leas
+        .iter()
+        .filter(|&(_, &value)| value <= addr)
+        .filter_map(|(&pc, &value)| {
+            let insn = insn_at(code, pc)?;
+            let base = match insn.memory_base() {
+                Register::RBP => symbols::regs::RBP,
+                _ => symbols::regs::RSP,
+            };
+            let disp = insn.memory_displacement64() as i64;
+            let v = exe.stack_variable(pc.wrapping_sub(bias), base, disp)?;
+            let start = value.checked_sub(v.offset)?;
+            let off = addr - start;
+            (off < v.size?).then_some((start, v.name, off))
+        })
+        .collect();
+    // The innermost: the variable starting closest below the address.
+    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    found.into_iter().next().map(|(_, name, off)| (name, off))
 }
 
 /// The array or block holding `addr`, without the offset inside it.
@@ -971,16 +1014,38 @@ fn name_memory_at(
             format!("`{}`+{off}", d.name)
         };
     }
-    if let Some((start, site)) = code.block(addr) {
+    if let Some((start, block)) = code.heap.block(addr) {
         let off = addr - start;
-        let what = format!("the heap block allocated at {}", loc(site));
-        return if off == 0 || !with_offset {
-            what
-        } else {
-            format!("{what} (+{off})")
+        return match heap_variable(exe, bias, code, block) {
+            Some((var, depth)) => {
+                let var = if with_offset {
+                    self::with_offset(&var, off)
+                } else {
+                    format!("`{var}`")
+                };
+                format!(
+                    "{var} (heap block allocated at {})",
+                    loc(block.call_at(depth))
+                )
+            }
+            None => {
+                let what = format!("the heap block allocated at {}", loc(block.site));
+                if off == 0 || !with_offset {
+                    what
+                } else {
+                    format!("{what} (+{off})")
+                }
+            }
         };
     }
-    if addr >= 0x7ff0_0000_0000 {
+    if addr >= STACK_START {
+        if let Some((var, off)) = stack_variable_via_lea(exe, bias, code, addr) {
+            return if with_offset {
+                format!("{} (stack of {function})", self::with_offset(&var, off))
+            } else {
+                format!("`{var}` (stack of {function})")
+            };
+        }
         // An array's first access varies from one dependence to the next: name it by its
         // frame alone, so that all its dependences name one storage.
         return if with_offset {
@@ -1594,19 +1659,21 @@ fn build_region(
         let relation = f.to_isl_map(sink, source);
         // Pairs past the slots were dropped: the relation is then known to be incomplete.
         let exact = f.is_exact() && !multi;
-        dependences.push(Dependence {
-            source: source.clone(),
-            sink: sink.clone(),
-            kind: *kind,
-            storage: storage(),
-            relation: relation.clone(),
-            exact,
-        });
+        let storage = storage();
         dep_reports.push(DependenceReport {
             source: source.clone(),
             sink: sink.clone(),
             kind: *kind,
             through: *through,
+            storage: storage.describe(),
+            relation: relation.clone(),
+            exact,
+        });
+        dependences.push(Dependence {
+            source: source.clone(),
+            sink: sink.clone(),
+            kind: *kind,
+            storage,
             relation,
             exact,
         });

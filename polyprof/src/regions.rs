@@ -179,6 +179,7 @@ pub fn region_json(
                 "sink": d.sink,
                 "kind": d.kind.as_str(),
                 "through": d.through.as_str(),
+                "storage": d.storage,
                 "relation": d.relation,
                 "exact": d.exact,
             })

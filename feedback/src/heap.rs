@@ -1,0 +1,374 @@
+//! Heap blocks seen in the trace, and the places that receive their addresses, so that arrays
+//! the program allocates are named by their source variable (`` `A` ``) rather than by an
+//! address; and the stack addresses `lea` computes, which name a local array a loop reaches
+//! through a pointer register.
+//!
+//! The first pass follows the allocators' calls (`malloc`, `calloc`, `realloc`,
+//! `posix_memalign`, `aligned_alloc`, `memalign`) and, after each, where traced code puts the
+//! block's start: a 64-bit store of a register holding it, or a register write of it. Each such
+//! place is a *holder*, kept with the call depth it happened at. Naming, later and only for
+//! the blocks a report mentions, asks debug information which variable each holder is, the
+//! shallowest first: PolyBench's `A = polybench_alloc_data(...)` passes the block up through
+//! `xmalloc`'s and `polybench_alloc_data`'s locals before `main`'s `A` receives it, and `A` is
+//! the name the user knows.
+
+use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register};
+use ptrace_runner::{AccessKind, Event, Insn, MemAccess, TransferKind};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeMap;
+
+/// Holders kept per block: the first ones are the allocation's own path; later ones are
+/// pointer copies in loops.
+const MAX_HOLDERS: usize = 16;
+
+/// Addresses a holder is known at.
+pub(crate) const WATCHED: usize = 4;
+
+/// Where a block's start was put.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// Memory at `addr` (a local, a global): stored there, or, for `posix_memalign`'s
+    /// out-parameter, loaded from there.
+    Memory { addr: u64 },
+    /// General-purpose register `reg` (iced's number, 0 = rax ... 15 = r15).
+    Register { reg: u8 },
+}
+
+/// Where traced code put a block's start: the instruction at `pc` did, at call depth `depth`.
+/// `at`: addresses of that function executed while the place still held it, the first just
+/// after `pc` (0: none). Debug information's location ranges often start a little after the
+/// instruction that fills the place (gcc starts the range of a value returned by one call at
+/// the next call's last byte), so naming tries each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Holder {
+    pub pc: u64,
+    pub depth: u32,
+    pub place: Place,
+    pub at: [u64; WATCHED],
+}
+
+/// One allocated block.
+#[derive(Clone, Debug)]
+pub(crate) struct Block {
+    pub size: u64,
+    /// The call instruction of the allocation.
+    pub site: u64,
+    /// Return addresses of the traced calls that led to the allocation, outermost first:
+    /// `calls[d] - 1` is inside the call made at depth `d`.
+    pub calls: Vec<u64>,
+    /// In the order they happened.
+    pub holders: Vec<Holder>,
+}
+
+impl Block {
+    /// The call made at `depth` on the way to the allocation (the allocator's own call when
+    /// `depth` is the allocating function's): where a holder at that depth allocated it.
+    pub(crate) fn call_at(&self, depth: u32) -> u64 {
+        self.calls
+            .get(depth as usize)
+            .map_or(self.site, |ret| ret.wrapping_sub(1))
+    }
+}
+
+/// An allocator's call in flight.
+#[derive(Clone, Copy, Debug)]
+enum Allocator {
+    /// The block comes back in `rax`.
+    Returned { size: u64, site: u64 },
+    /// `posix_memalign(&p, align, size)`: the block is written to `p`.
+    OutParameter { ptr: u64, size: u64, site: u64 },
+}
+
+/// The heap blocks of one execution and their holders, built from the event stream.
+#[derive(Default)]
+pub(crate) struct HeapBlocks {
+    blocks: BTreeMap<u64, Block>,
+    /// Values of the general-purpose registers as traced code left them (`None` where
+    /// natively-run code may have changed them).
+    values: [Option<u64>; 16],
+    /// Bit `r`: register `r` holds the start of a block.
+    holding: u16,
+    /// Return addresses of the calls traced code made and has not returned from: the call
+    /// depth, kept by return address so that a native call's return (which shows no `ret`)
+    /// and a `longjmp` unwind it right.
+    calls: Vec<u64>,
+    /// An allocator's call in flight, and the calls that led to it.
+    pending: Option<(Allocator, Vec<u64>)>,
+    /// `posix_memalign` returned: the block's start is the next 8-byte load from `ptr`.
+    awaiting: Option<(u64, u64, u64, Vec<u64>)>,
+    /// The source register of each 64-bit store `mov [m], r64` seen (`None`: another kind of
+    /// instruction), so that each instruction is decoded once.
+    stores: HashMap<u64, Option<u8>>,
+    /// Holders still holding their block: (block start, holder index).
+    watching: Vec<(u64, usize)>,
+    /// Whether the instruction at each address is `lea r64, [rsp/rbp + disp]`.
+    is_lea: HashMap<u64, bool>,
+    /// The last value each such `lea` computed, by its address.
+    pub(crate) stack_leas: HashMap<u64, u64>,
+}
+
+/// The general-purpose register number of `r`'s full register, for 32- and 64-bit writes
+/// (iced reports those as the 64-bit register; 8- and 16-bit writes keep the upper bits).
+fn gpr64(r: Register) -> Option<u8> {
+    r.is_gpr64().then(|| r.number() as u8)
+}
+
+/// Which caller-saved registers a native call may change.
+const CALLER_SAVED: [usize; 9] = [0, 1, 2, 6, 7, 8, 9, 10, 11];
+
+impl HeapBlocks {
+    /// The block holding `addr`: its start and the block.
+    pub(crate) fn block(&self, addr: u64) -> Option<(u64, &Block)> {
+        let (&start, b) = self.blocks.range(..=addr).next_back()?;
+        (addr < start.saturating_add(b.size)).then_some((start, b))
+    }
+
+    /// Follows one event; `bytes` holds the code seen so far, to decode stores.
+    pub(crate) fn event(&mut self, ev: &Event<'_>, bytes: &HashMap<u64, Vec<u8>>) {
+        match *ev {
+            Event::Insn(i) => self.insn(i, bytes),
+            Event::LibCall(c) => {
+                let name = c.name.as_deref().unwrap_or("");
+                let arg = |n: usize| self.values[n];
+                let (rdi, rsi, rdx) = (arg(7), arg(6), arg(2));
+                let site = c.site;
+                self.pending = match name.split('@').next().unwrap_or("") {
+                    "malloc" => rdi.map(|size| Allocator::Returned { size, site }),
+                    "calloc" => rdi.zip(rsi).map(|(a, b)| Allocator::Returned {
+                        size: a.saturating_mul(b),
+                        site,
+                    }),
+                    "realloc" | "aligned_alloc" | "memalign" => {
+                        rsi.map(|size| Allocator::Returned { size, site })
+                    }
+                    "posix_memalign" => {
+                        rdi.zip(rdx)
+                            .map(|(ptr, size)| Allocator::OutParameter { ptr, size, site })
+                    }
+                    _ => None,
+                }
+                .map(|a| (a, self.calls.clone()));
+            }
+            Event::LibReturn { pc, rax, .. } => {
+                self.returned_to(pc);
+                if !self.watching.is_empty() {
+                    self.watch(pc, &[]);
+                }
+                for r in CALLER_SAVED {
+                    self.values[r] = None;
+                }
+                self.holding &= !CALLER_SAVED.iter().fold(0u16, |m, &r| m | 1 << r);
+                match self.pending.take() {
+                    Some((Allocator::Returned { size, site }, calls)) if rax != 0 => {
+                        self.insert(rax, size, site, calls);
+                    }
+                    Some((Allocator::OutParameter { ptr, size, site }, calls)) if rax == 0 => {
+                        self.awaiting = Some((ptr, size, site, calls));
+                    }
+                    _ => {}
+                }
+                self.set(0, rax);
+                self.returned_value(pc);
+            }
+            _ => {}
+        }
+    }
+
+    /// Execution came back to `pc`: unwind the calls up to the one returning there.
+    fn returned_to(&mut self, pc: u64) {
+        if let Some(k) = self.calls.iter().rposition(|&r| r == pc) {
+            self.calls.truncate(k);
+        }
+    }
+
+    fn insert(&mut self, start: u64, size: u64, site: u64, calls: Vec<u64>) {
+        self.blocks.insert(
+            start,
+            Block {
+                size,
+                site,
+                calls,
+                holders: Vec::new(),
+            },
+        );
+    }
+
+    /// Register `r` now holds `value`.
+    fn set(&mut self, r: usize, value: u64) {
+        self.values[r] = Some(value);
+        if self.blocks.contains_key(&value) {
+            self.holding |= 1 << r;
+        } else {
+            self.holding &= !(1 << r);
+        }
+    }
+
+    /// Adds a holder of the block at `start`: `place` was filled by the instruction at `pc`,
+    /// and execution goes on at `next`.
+    fn hold(&mut self, start: u64, pc: u64, next: u64, place: Place) {
+        let depth = self.calls.len() as u32;
+        let Some(b) = self.blocks.get_mut(&start) else {
+            return;
+        };
+        let same = |h: &Holder| h.pc == pc && h.place == place;
+        if b.holders.len() < MAX_HOLDERS && !b.holders.iter().any(same) {
+            let mut at = [0; WATCHED];
+            at[0] = next;
+            b.holders.push(Holder {
+                pc,
+                depth,
+                place,
+                at,
+            });
+            self.watching.push((start, b.holders.len() - 1));
+        }
+    }
+
+    /// Execution is at `pc` (before the instruction there, if any; `written`: the memory it
+    /// writes): holders still holding their block learn it.
+    fn watch(&mut self, pc: u64, written: &[MemAccess]) {
+        let (values, blocks) = (&self.values, &mut self.blocks);
+        let now = self.calls.len() as u32;
+        self.watching.retain(|&(start, k)| {
+            let Some(h) = blocks.get_mut(&start).and_then(|b| b.holders.get_mut(k)) else {
+                return false;
+            };
+            let held = match h.place {
+                Place::Register { reg } => values[usize::from(reg)] == Some(start),
+                Place::Memory { addr } => !written.iter().any(|m| {
+                    m.kind == AccessKind::Write
+                        && m.addr < addr + 8
+                        && addr < m.addr + u64::from(m.size)
+                }),
+            };
+            if h.depth != now {
+                // In a callee (a PLT stub too): its addresses are not the holder's function's.
+                return held && h.depth < now;
+            }
+            match h.at.iter().position(|&a| a == 0) {
+                Some(free) if held || matches!(h.place, Place::Memory { .. }) => {
+                    // Before a store over the place executes, the place still holds.
+                    if h.at[free - 1] != pc {
+                        h.at[free] = pc;
+                    }
+                    held && free + 1 < WATCHED
+                }
+                _ => false,
+            }
+        });
+    }
+
+    fn insn(&mut self, i: &Insn, bytes: &HashMap<u64, Vec<u8>>) {
+        if !self.watching.is_empty() {
+            self.watch(i.pc, &i.mem);
+        }
+        let next = i.pc + u64::from(i.len);
+        if let Some((ptr, ..)) = self.awaiting {
+            // The first load of posix_memalign's out-parameter reads the block's start.
+            let load = i
+                .mem
+                .iter()
+                .any(|m| m.kind == AccessKind::Read && m.addr == ptr && m.size == 8);
+            let written = i.regs.iter().find(|w| w.reg.is_gpr64()).filter(|_| load);
+            if let Some(w) = written {
+                if let Some((_, size, site, calls)) = self.awaiting.take() {
+                    self.insert(w.value, size, site, calls);
+                    self.hold(w.value, i.pc, next, Place::Memory { addr: ptr });
+                }
+            }
+        }
+        // A store of a register holding a block's start: the registers' values before the
+        // instruction are the stored ones.
+        if self.holding != 0 {
+            if let Some(m) = i
+                .mem
+                .iter()
+                .find(|m| m.kind == AccessKind::Write && m.size == 8)
+            {
+                let src = *self
+                    .stores
+                    .entry(i.pc)
+                    .or_insert_with(|| bytes.get(&i.pc).and_then(|b| store_source(b, i.pc)));
+                if let Some(r) = src.filter(|&r| self.holding & (1 << r) != 0) {
+                    if let Some(start) = self.values[r as usize] {
+                        self.hold(start, i.pc, next, Place::Memory { addr: m.addr });
+                    }
+                }
+            }
+        }
+        let returned = match i.transfer {
+            Some(t) if t.kind == TransferKind::Call => {
+                self.calls.push(next);
+                None
+            }
+            Some(t) if t.kind == TransferKind::Return => {
+                self.returned_to(t.target);
+                Some(t.target)
+            }
+            _ => None,
+        };
+        if let ([], [w]) = (&i.mem[..], &i.regs[..]) {
+            // A stack address computed into a register (not the stack or frame pointer).
+            let r = w.reg;
+            if w.value >= STACK_START && r.is_gpr64() && r != Register::RSP && r != Register::RBP {
+                let lea = *self
+                    .is_lea
+                    .entry(i.pc)
+                    .or_insert_with(|| bytes.get(&i.pc).is_some_and(|b| stack_lea(b, i.pc)));
+                if lea {
+                    self.stack_leas.insert(i.pc, w.value);
+                }
+            }
+        }
+        for w in &i.regs {
+            match gpr64(w.reg) {
+                Some(r) => {
+                    self.set(r as usize, w.value);
+                    if self.holding & (1 << r) != 0 {
+                        self.hold(w.value, i.pc, next, Place::Register { reg: r });
+                    }
+                }
+                None => {
+                    // An 8- or 16-bit write: the full register's value is not at hand.
+                    let r = w.reg.full_register().number();
+                    if r < 16 {
+                        self.values[r] = None;
+                        self.holding &= !(1 << r);
+                    }
+                }
+            }
+        }
+        if let Some(to) = returned {
+            self.returned_value(to);
+        }
+    }
+
+    /// A call returned to `to`: a block's start in `rax` is the caller's now.
+    fn returned_value(&mut self, to: u64) {
+        if self.holding & 1 != 0 {
+            if let Some(start) = self.values[0] {
+                self.hold(start, to, to, Place::Register { reg: 0 });
+            }
+        }
+    }
+}
+
+/// Addresses from here up are the stack's.
+pub(crate) const STACK_START: u64 = 0x7ff0_0000_0000;
+
+/// Whether `bytes` at `pc` encode `lea r64, [rsp + disp]` or `[rbp + disp]`.
+fn stack_lea(bytes: &[u8], pc: u64) -> bool {
+    let insn: Instruction = Decoder::with_ip(64, bytes, pc, DecoderOptions::NONE).decode();
+    insn.mnemonic() == Mnemonic::Lea
+        && insn.memory_index() == Register::None
+        && matches!(insn.memory_base(), Register::RSP | Register::RBP)
+}
+
+/// The source register of `mov [m], r64` at `pc`, if that is what `bytes` encode.
+fn store_source(bytes: &[u8], pc: u64) -> Option<u8> {
+    let insn: Instruction = Decoder::with_ip(64, bytes, pc, DecoderOptions::NONE).decode();
+    let store = insn.mnemonic() == Mnemonic::Mov
+        && insn.op0_kind() == OpKind::Memory
+        && insn.op1_kind() == OpKind::Register;
+    store.then(|| gpr64(insn.op1_register())).flatten()
+}

@@ -1,0 +1,98 @@
+//! Storage in source names (issue 18): dependences name the heap arrays by the variable that
+//! receives the block (through `posix_memalign` in a wrapper, as PolyBench allocates, and
+//! from `malloc` into a global) and a local array by its variable, at -O0 and -O2, in
+//! report.json's `storage` and in report.txt.
+
+use serde_json::Value;
+use tests::{compile, line_of, polyprof, polyprof_bin};
+
+const KERNEL: &str = "names";
+
+/// report.json and report.txt of the kernel at `opt`, every loop a region.
+fn profile(opt: &str) -> (Value, String) {
+    let k = compile(KERNEL, &[opt, "-g"]);
+    let run = polyprof(
+        polyprof_bin!(),
+        &[
+            "--region-threshold",
+            "0.01",
+            "--max-regions",
+            "20",
+            k.path.to_str().expect("a UTF-8 path"),
+        ],
+        b"",
+    );
+    assert_eq!(run.output.code(), 0, "{}", run.output.stderr);
+    let text = std::fs::read_to_string(run.out.join("report.txt")).expect("report.txt");
+    (run.report(), text)
+}
+
+/// The storage names of the dependences of the region rooted at the loop marked `case`.
+fn storages(r: &Value, case: &str) -> Vec<String> {
+    let line = line_of(KERNEL, &format!("MARK {case}"));
+    let region = r["regions"]
+        .as_array()
+        .expect("regions")
+        .iter()
+        .find(|g| g["location"]["line"].as_u64() == Some(u64::from(line)))
+        .unwrap_or_else(|| panic!("no region at line {line} ({case}): {r:#}"));
+    region["dependences"]
+        .as_array()
+        .expect("dependences")
+        .iter()
+        .map(|d| d["storage"].as_str().expect("a storage name").to_string())
+        .collect()
+}
+
+fn has(names: &[String], want: &str) -> bool {
+    names.iter().any(|n| n == want)
+}
+
+#[test]
+fn heap_arrays_and_local_arrays_are_named_by_their_variables_at_o0() {
+    let (r, text) = profile("-O0");
+    let alloc = line_of(KERNEL, "double *mat = xmalloc");
+    let heap = storages(&r, "heap");
+    let mat = format!("array `mat` (heap block allocated at names.c:{alloc})");
+    assert!(has(&heap, &mat), "{heap:?}");
+    let global = storages(&r, "global");
+    let gbuf_line = line_of(KERNEL, "gbuf = malloc");
+    let gbuf = format!("array `gbuf` (heap block allocated at names.c:{gbuf_line})");
+    assert!(has(&global, &gbuf), "{global:?}");
+    let local = storages(&r, "local");
+    assert!(has(&local, "array `local` (stack of main)"), "{local:?}");
+    let bare = mat.trim_start_matches("array ");
+    assert!(
+        text.contains(bare),
+        "report.txt does not name `mat`:\n{text}"
+    );
+    // Not by the wrapper's line, nor by the kernel's parameter.
+    let wrapper = line_of(KERNEL, "posix_memalign(&p");
+    let kernel = line_of(KERNEL, "void kernel(");
+    for bad in [
+        "memory at 0x".to_string(),
+        "stack slot of".to_string(),
+        format!("allocated at names.c:{wrapper})"),
+        format!("allocated at names.c:{kernel})"),
+    ] {
+        assert!(
+            !text.contains(&bad),
+            "report.txt names storage by {bad:?}:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn heap_and_local_arrays_keep_their_names_at_o2() {
+    let (r, text) = profile("-O2");
+    let alloc = line_of(KERNEL, "double *mat = xmalloc");
+    let heap = storages(&r, "heap");
+    let mat = format!("array `mat` (heap block allocated at names.c:{alloc})");
+    assert!(has(&heap, &mat), "{heap:?}");
+    for bad in ["memory at 0x", "a stack array of", "a stack slot of"] {
+        assert!(
+            !text.contains(bad),
+            "report.txt names storage by {bad:?}:\n{text}"
+        );
+    }
+}
