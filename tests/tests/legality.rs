@@ -892,6 +892,7 @@ apply_and_run_tests! {
     apply_and_run_sse => "legal_sse",
     apply_and_run_libcalls => "legal_libcalls",
     apply_and_run_reduction => "legal_reduction",
+    apply_and_run_covariance => "legal_covariance",
     apply_and_run_matmul => "legal_matmul",
     apply_and_run_jacobi2d => "legal_jacobi2d",
     apply_and_run_seidel1d => "legal_seidel1d",
@@ -1114,6 +1115,29 @@ fn legal_matmul_keeps_interchange_and_tile() {
                 describe(&found)
             );
         }
+    }
+}
+
+#[test]
+fn legal_covariance_mirrored_write_blocks_neither_parallel_nor_interchange() {
+    let src = source("legal_covariance");
+    let i = src.header_enclosing("cov[j][i] = cov[i][j];");
+    let i = (0..src.headers.len())
+        .find(|&h| src.contains(h, i) || h == i)
+        .expect("the i loop");
+    let nest: Vec<usize> = (0..src.headers.len())
+        .filter(|&h| h == i || src.contains(i, h))
+        .collect();
+    let found = suggested("legal_covariance", &["parallelize", "interchange"], &nest);
+    for opt in OPT_LEVELS {
+        assert!(
+            found
+                .iter()
+                .any(|(o, s)| *o == opt && s["kind"] == "parallelize"),
+            "covariance at {opt}: no parallel loop in the nest at line {}; found:\n{}",
+            src.header_line(i),
+            describe(&found)
+        );
     }
 }
 
