@@ -1,5 +1,5 @@
 # The set-up commands (see README.md): `make demo`, `make install`, `make test`.
-.PHONY: demo build install uninstall test bench deps lint
+.PHONY: demo build install uninstall test bench deps lint bless
 
 CARGO ?= cargo
 # Where `make install` puts polyprof: PREFIX/bin, PREFIX/share/man/man1 and
@@ -38,6 +38,10 @@ uninstall:
 # Runs the whole test suite (unit and end-to-end tests), in the release profile.
 test: deps
 	$(CARGO) test --release --workspace
+
+# Rewrites the report snapshots after an intended change (review with git diff).
+bless: deps
+	INSTA_UPDATE=always $(CARGO) test --release -p tests --test snapshots
 
 # Prints throughput figures (see README.md, "Benchmarks").
 bench: build

@@ -1,0 +1,184 @@
+//! Snapshot tests of what users read: report.txt and report.json of the bundled example and a
+//! few kernels, pinned in `tests/tests/snapshots/` (insta). A change to a report's wording,
+//! ids, lines, ranking or trees shows as a diff here.
+//!
+//! What differs from run to run or machine to machine is redacted first: paths (the checkout
+//! and the temporary build directory), every decimal number (timings, measured native costs,
+//! percentages of the run's time and the gains that depend on them) and the measured cost of
+//! native calls. Integers stay: loop and statement ids, source lines, sizes, iteration counts.
+//!
+//! After an intended change, bless the snapshots (see README.md, "Tests"):
+//! `INSTA_UPDATE=always cargo test --release -p tests --test snapshots`, then review the diff
+//! with `git diff tests/tests/snapshots`.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use tests::{kernels_dir, polyprof, polyprof_bin};
+
+/// The repository's root (where `examples/` and `tests/` are).
+fn repo_root() -> PathBuf {
+    kernels_dir()
+        .parent()
+        .and_then(Path::parent)
+        .expect("tests/kernels is two levels below the root")
+        .to_path_buf()
+}
+
+/// Replaces every decimal number (`12.5`, `0.03`) by `#.#`: timings, measured costs and
+/// everything derived from them.
+fn redact_decimals(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i].is_ascii_digit() {
+            let start = i;
+            while i < chars.len() && chars[i].is_ascii_digit() {
+                i += 1;
+            }
+            let decimal = i + 1 < chars.len() && chars[i] == '.' && chars[i + 1].is_ascii_digit();
+            if decimal {
+                i += 1;
+                while i < chars.len() && chars[i].is_ascii_digit() {
+                    i += 1;
+                }
+                // Exponents of JSON numbers (`1.5e-7`).
+                if i < chars.len() && (chars[i] == 'e' || chars[i] == 'E') {
+                    i += 1;
+                    while i < chars.len()
+                        && (chars[i].is_ascii_digit() || chars[i] == '-' || chars[i] == '+')
+                    {
+                        i += 1;
+                    }
+                }
+                // Column alignment follows the redacted width.
+                if out.ends_with("  ") {
+                    out.truncate(out.trim_end_matches(' ').len());
+                    out.push(' ');
+                }
+                out.push_str("#.#");
+            } else {
+                out.extend(&chars[start..i]);
+            }
+        } else {
+            out.push(chars[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Whether a line of report.txt states what native calls measured: their cost, their order
+/// by cost (`   0.48%  free (2 calls)`), or a warning about the meter.
+fn measured(line: &str) -> bool {
+    let per_call = line
+        .trim_start()
+        .split_once("%  ")
+        .is_some_and(|(pct, rest)| {
+            pct.parse::<f64>().is_ok() && rest.ends_with(" call)") || rest.ends_with(" calls)")
+        });
+    per_call || line.contains("instruction equivalents") || line.contains("CPU-time meter")
+}
+
+/// Paths and decimals redacted; lines about measured native costs dropped.
+fn redact_text(text: &str, build_dir: &Path) -> String {
+    let text = text
+        .replace(&build_dir.display().to_string(), "<build>")
+        .replace(&repo_root().display().to_string(), "<repo>");
+    let kept: Vec<&str> = text.lines().filter(|l| !measured(l)).collect();
+    redact_decimals(&kept.join("\n"))
+}
+
+/// report.json with the same redactions, floats and the measured native costs replaced.
+fn redact_json(v: &mut Value, build_dir: &Path) {
+    match v {
+        Value::Number(n) if n.is_f64() => *v = Value::String("#.#".into()),
+        Value::String(s) => *s = redact_text(s, build_dir),
+        Value::Array(items) => {
+            items.iter_mut().for_each(|x| redact_json(x, build_dir));
+            // A warning about the native-call meter comes and goes with the measurement.
+            items.retain(|x| x.as_str() != Some(""));
+        }
+        Value::Object(map) => {
+            for (k, x) in map.iter_mut() {
+                if matches!(
+                    k.as_str(),
+                    "native_cost" | "seconds" | "instructions_per_second"
+                ) {
+                    *x = Value::String("<measured>".into());
+                } else {
+                    redact_json(x, build_dir);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Compiles `src` at `opt` into a temporary directory, profiles it, and returns the redacted
+/// report.txt and report.json.
+fn reports(src: &Path, opt: &str, extra: &[&str]) -> (String, String) {
+    let dir = tempfile::Builder::new()
+        .prefix("polyprof-snapshot-")
+        .tempdir()
+        .expect("a temporary directory");
+    let name = src
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .expect("a file name");
+    let bin = dir.path().join(name);
+    let cc = Command::new("cc")
+        .args([opt, "-g", "-o"])
+        .arg(&bin)
+        .arg(src)
+        .output()
+        .expect("running cc");
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let mut args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    args.push(bin.display().to_string());
+    let run = polyprof(polyprof_bin!(), &args, b"");
+    assert_eq!(run.output.code(), 0, "{}", run.output.stderr);
+    let text = std::fs::read_to_string(run.out.join("report.txt")).expect("report.txt");
+    // The run's own temporary directory holds the output directory.
+    let text = text.replace(&run.dir.path().display().to_string(), "<run>");
+    let mut json = run.report();
+    redact_json(&mut json, dir.path());
+    let json = serde_json::to_string_pretty(&json)
+        .expect("JSON")
+        .replace(&run.dir.path().display().to_string(), "<run>");
+    (redact_text(&text, dir.path()), json)
+}
+
+fn snapshot(name: &str, src: &Path, opt: &str, extra: &[&str]) {
+    let (text, json) = reports(src, opt, extra);
+    let mut settings = insta::Settings::clone_current();
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_snapshot_path("snapshots");
+    settings.bind(|| {
+        insta::assert_snapshot!(format!("{name}.txt"), text);
+        insta::assert_snapshot!(format!("{name}.json"), json);
+    });
+}
+
+#[test]
+fn bundled_example_matmul_o2() {
+    let src = repo_root().join("examples").join("matmul.c");
+    snapshot("example_matmul_O2", &src, "-O2", &[]);
+}
+
+#[test]
+fn shift_loop_o0() {
+    let src = kernels_dir().join("legal_shift.c");
+    snapshot("legal_shift_O0", &src, "-O0", &["--region-threshold", "1"]);
+}
+
+#[test]
+fn storage_names_o2() {
+    let src = kernels_dir().join("names.c");
+    snapshot("names_O2", &src, "-O2", &["--region-threshold", "0.01"]);
+}
