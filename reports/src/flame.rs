@@ -8,10 +8,9 @@
 //! hold no parenthesis and name no other frame (a search for `matmul.c:18` must match only
 //! that loop's frames).
 
-use crate::Error;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::io::{self, Write};
 
 /// Parses `frame;frame;... count` lines and orders them by frames (not by the joined text), so
 /// every frame's stacks are contiguous: sorted as text, `main;loop k.c:41` would fall between
@@ -37,15 +36,11 @@ fn join(stacks: &[(Vec<&str>, u64)]) -> Vec<String> {
 
 /// Writes `stacks.folded`: one `frame;frame;... count` line per stack, each frame's stacks
 /// together.
-pub fn write_folded(lines: &[String], path: &Path) -> Result<(), Error> {
-    let mut text = join(&stacks(lines)).join("\n");
-    if !text.is_empty() {
-        text.push('\n');
+pub fn write_folded(lines: &[String], mut out: impl Write) -> io::Result<()> {
+    for line in join(&stacks(lines)) {
+        writeln!(out, "{line}")?;
     }
-    std::fs::write(path, text).map_err(|source| Error::Write {
-        path: path.display().to_string(),
-        source,
-    })
+    Ok(())
 }
 
 /// How to draw the frames of one name: a fill colour, and facts for their tooltips.
@@ -130,8 +125,8 @@ pub fn write_flamegraph(
     subtitle: Option<&str>,
     unit: &str,
     styles: &BTreeMap<String, FrameStyle>,
-    path: &Path,
-) -> Result<(), Error> {
+    mut out: impl Write,
+) -> io::Result<()> {
     let stacks = stacks(lines);
     let total: u64 = stacks.iter().map(|(_, c)| c).sum();
     let drawn = drawn(&stacks);
@@ -148,11 +143,7 @@ pub fn write_flamegraph(
             let _ = writeln!(attrs, "{name}\ttitle={t}");
         }
     }
-    let frameattrs = inferno::flamegraph::FuncFrameAttrsMap::from_reader(attrs.as_bytes())
-        .map_err(|source| Error::Write {
-            path: path.display().to_string(),
-            source,
-        })?;
+    let frameattrs = inferno::flamegraph::FuncFrameAttrsMap::from_reader(attrs.as_bytes())?;
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = title_text.to_string();
     opts.subtitle = subtitle.map(str::to_string);
@@ -165,11 +156,6 @@ pub fn write_flamegraph(
     opts.flame_chart = true;
     opts.func_frameattrs = frameattrs;
     opts.palette_map = Some(&mut palette);
-    let file = std::fs::File::create(path).map_err(|source| Error::Write {
-        path: path.display().to_string(),
-        source,
-    })?;
-    let mut out = std::io::BufWriter::new(file);
     let lines = join(&stacks);
     let result = if lines.is_empty() {
         // inferno refuses empty input; an empty trace still gets a valid (empty) graph.
@@ -177,10 +163,7 @@ pub fn write_flamegraph(
     } else {
         inferno::flamegraph::from_lines(&mut opts, lines.iter().rev().map(String::as_str), &mut out)
     };
-    result.map_err(|e| Error::Write {
-        path: path.display().to_string(),
-        source: std::io::Error::other(e.to_string()),
-    })
+    result.map_err(|e| io::Error::other(e.to_string()))
 }
 
 #[cfg(test)]
@@ -240,7 +223,7 @@ mod tests {
             Some("width: instructions"),
             "instructions",
             &styles,
-            &svg,
+            std::fs::File::create(&svg).unwrap(),
         )
         .unwrap();
         let text = std::fs::read_to_string(&svg).unwrap();
@@ -272,7 +255,7 @@ mod tests {
         assert!(text.contains("width: instructions"));
         assert!(text.contains("./k 10"));
         let folded = dir.path().join("s.folded");
-        write_folded(&lines, &folded).unwrap();
+        write_folded(&lines, std::fs::File::create(&folded).unwrap()).unwrap();
         assert_eq!(
             std::fs::read_to_string(&folded).unwrap(),
             "main;call puts 2\nmain;loop k.c:4 90\nmain;loop k.c:4;call puts 3\nmain;loop k.c:41 7\n"

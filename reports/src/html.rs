@@ -5,28 +5,25 @@
 
 use crate::glossary::GLOSSARY;
 use crate::source::Sources;
-use crate::{advised, gain_phrase, Error, Region, Report};
+use crate::{advised, gain_phrase, Region, Report};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::path::Path;
+use std::io::{self, Write};
 
 /// Lines of context shown around each source line a region names.
 const CONTEXT: u32 = 1;
 /// Referenced lines closer than this are shown as one stretch.
 const JOIN_GAP: u32 = 4;
 
-/// Writes `report.html` to `path`, inlining the flame graph at `svg` when it exists and the
-/// source files the report names when they can be read.
-pub fn write_html(report: &Report, svg: Option<&Path>, path: &Path) -> Result<(), Error> {
-    let flame = svg.and_then(|p| std::fs::read_to_string(p).ok());
-    let sources = Sources::load(report);
-    std::fs::write(path, render_html(report, flame.as_deref(), &sources)).map_err(|source| {
-        Error::Write {
-            path: path.display().to_string(),
-            source,
-        }
-    })
+/// Writes `report.html`: the page of [`render_html`].
+pub fn write_html(
+    report: &Report,
+    flame: Option<&str>,
+    sources: &Sources,
+    mut out: impl Write,
+) -> io::Result<()> {
+    out.write_all(render_html(report, flame, sources).as_bytes())
 }
 
 /// The page, from the report, the flame graph's SVG text and the sources.
