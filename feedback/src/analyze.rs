@@ -67,6 +67,8 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     let mut timing = Timing::new();
     let fine = region;
     let coarse = crate::coarsen::coarsen(region, isl);
+    timing.mark("coarsen");
+    islx::fresh_budget(isl);
     let region = &coarse;
     let mut fb = Feedback::default();
     let total: u64 = region.statements.iter().map(|s| s.ops).sum();
@@ -79,7 +81,10 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     // Reductions are recognised on instructions, before they were grouped into blocks.
     cx.reductions = crate::reduction::Reductions::new(fine, isl);
     cx.keep_forward()?;
+    timing.mark("forward");
+    islx::fresh_budget(isl);
     cx.parse()?;
+    timing.mark("parse");
     let domain = cx.domain();
     // The scheduler respects flow dependences and whatever cannot be renamed; anti and output
     // dependences through scalars are the storage advice's business.
@@ -152,6 +157,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     let no_renaming = BTreeSet::new();
 
     timing.mark("start-loops");
+    islx::fresh_budget(isl);
     // Per-loop properties of the program as written.
     let depth_of = |l: usize| -> usize {
         region
@@ -219,6 +225,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     let chain = main.loops.clone();
 
     timing.mark("loops");
+    islx::fresh_budget(isl);
     // Locality: which loop of the nest, made innermost, gives the most stride-0/1 accesses
     // of the statements in the innermost loop.
     let hot: Vec<&Statement> = match chain.last() {
@@ -323,6 +330,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     }
 
     timing.mark("interchange");
+    islx::fresh_budget(isl);
     // Parallelism in the chosen order: the outermost loop whose iterations are independent
     // once the storage changes it names are made.
     let theta_order = permuted(region, &chain, &order, &cx.params);
@@ -416,75 +424,84 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     }
 
     timing.mark("parallel");
-    // Skewing and tiling, from isl's bands along the hottest statement's path.
-    let all_names: Vec<String> = region.statements.iter().map(|s| s.name.clone()).collect();
-    let bands = bands_of(&tree, &main.name, &all_names);
+    // Skewing and tiling, from isl's bands along the hottest statement's path. Their checks
+    // under the tiled schedule can be the costliest of all: on a budget of their own, and
+    // skipped (said in `why_not`) when they stop at it, the answers above stand.
+    let mut skipped: Vec<&'static str> = Vec::new();
     let mut tile_depth = 0;
     let mut tile_stmts: BTreeSet<String> = BTreeSet::new();
-    for (permutable, members, stmts) in &bands {
-        if *permutable && members.len() >= 2 && members.len() > tile_depth {
-            tile_depth = members.len();
-            tile_stmts = stmts.iter().cloned().collect();
+    islx::fresh_budget(isl);
+    let tiling = (|| -> Result<(), Error> {
+        let all_names: Vec<String> = region.statements.iter().map(|s| s.name.clone()).collect();
+        let bands = bands_of(&tree, &main.name, &all_names);
+        for (permutable, members, stmts) in &bands {
+            if *permutable && members.len() >= 2 && members.len() > tile_depth {
+                tile_depth = members.len();
+                tile_stmts = stmts.iter().cloned().collect();
+            }
         }
-    }
-    if skewed_tree {
-        let rows = bands
-            .iter()
-            .flat_map(|(_, m, _)| m.iter())
-            .filter_map(|m| m.rows.get(&main.name).cloned().flatten())
-            .filter(|r| r.dims_used() >= 2)
-            .map(|r| describe_row(&r, &chain, region))
-            .collect::<Vec<_>>();
-        let text = format!(
+        if skewed_tree {
+            let rows = bands
+                .iter()
+                .flat_map(|(_, m, _)| m.iter())
+                .filter_map(|m| m.rows.get(&main.name).cloned().flatten())
+                .filter(|r| r.dims_used() >= 2)
+                .map(|r| describe_row(&r, &chain, region))
+                .collect::<Vec<_>>();
+            let text = format!(
             "Skew the nest {}: iterate along {} so that the dependences point forward in every loop, which makes the nest tilable and exposes wavefront parallelism.",
             chain.iter().map(|&l| region.loops[l].label.clone()).collect::<Vec<_>>().join(", "),
             rows.join(" and ")
         );
-        from_schedule(
-            &cx,
-            &mut fb,
-            &maps,
-            SuggestionKind::Skew,
-            &chain,
-            text,
-            Vec::new(),
-        )?;
-    }
-    if tile_depth >= 2 {
-        let tiled: Vec<usize> = chain.iter().copied().take(tile_depth).collect();
-        let text = format!(
+            from_schedule(
+                &cx,
+                &mut fb,
+                &maps,
+                SuggestionKind::Skew,
+                &chain,
+                text,
+                Vec::new(),
+            )?;
+        }
+        if tile_depth >= 2 {
+            let tiled: Vec<usize> = chain.iter().copied().take(tile_depth).collect();
+            let text = format!(
             "Tile the {}-deep band {}{} with tiles of {} iterations per loop: it is fully permutable.",
             tile_depth,
             tiled.iter().map(|&l| region.loops[l].label.clone()).collect::<Vec<_>>().join(", "),
             if skewed_tree { " after skewing" } else { "" },
             opts.tile_size
         );
-        let sizes = vec![opts.tile_size; tile_depth];
-        from_schedule(
-            &cx,
-            &mut fb,
-            &maps,
-            SuggestionKind::Tile,
-            &tiled,
-            text,
-            sizes,
-        )?;
-        // Skewing is what makes such a band tilable: it serves the tiling.
-        if skewed_tree
-            && fb
-                .suggestions
-                .iter()
-                .any(|s| s.kind == SuggestionKind::Tile)
-        {
-            for s in fb
-                .suggestions
-                .iter_mut()
-                .filter(|s| s.kind == SuggestionKind::Skew)
+            let sizes = vec![opts.tile_size; tile_depth];
+            from_schedule(
+                &cx,
+                &mut fb,
+                &maps,
+                SuggestionKind::Tile,
+                &tiled,
+                text,
+                sizes,
+            )?;
+            // Skewing is what makes such a band tilable: it serves the tiling.
+            if skewed_tree
+                && fb
+                    .suggestions
+                    .iter()
+                    .any(|s| s.kind == SuggestionKind::Tile)
             {
-                s.rating.enables.push(SuggestionKind::Tile);
+                for s in fb
+                    .suggestions
+                    .iter_mut()
+                    .filter(|s| s.kind == SuggestionKind::Skew)
+                {
+                    s.rating.enables.push(SuggestionKind::Tile);
+                }
             }
         }
-    }
+
+        Ok(())
+    })();
+    islx::skip_over_budget(isl, tiling, "skewing and tiling", &mut skipped)?;
 
     // Fusion and distribution: outermost loops with a real share of the work, before and after.
     let share_min = |ops: u64| pct(ops, total) > opts.component_share;
@@ -515,55 +532,61 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         Tree::Leaf => 0,
     };
     let outer: Vec<usize> = before.keys().flatten().copied().collect();
-    // Fusion is suggested as a person applies it: the outermost loops fused, each iteration
-    // running the first nest's body, then the second's. isl may find a fused schedule that
-    // also reorders the loops inside; "fuse" would not say that, so its fusion is not taken.
-    let restructure = if components_after > components_before && components_before >= 1 {
-        Some((
+    islx::fresh_budget(isl);
+    let fusion = (|| -> Result<(), Error> {
+        // Fusion is suggested as a person applies it: the outermost loops fused, each iteration
+        // running the first nest's body, then the second's. isl may find a fused schedule that
+        // also reorders the loops inside; "fuse" would not say that, so its fusion is not taken.
+        let restructure = if components_after > components_before && components_before >= 1 {
+            Some((
             SuggestionKind::Distribute,
             format!(
                 "Distribute the loop nest into {components_after} nests so that each can be optimised on its own."
             ),
         ))
-    } else {
-        None
-    };
-    if let Some((kind, text)) = restructure {
-        from_schedule(&cx, &mut fb, &maps, kind, &outer, text, Vec::new())?;
-    } else if components_before == 2 && outer.len() == 2 {
-        // isl keeps the nests apart (its fusion heuristics weigh more than legality): the
-        // classic producer-consumer fusion of the outermost loops, checked directly.
-        let fused = fused_outer(region, &outer, &cx.params);
-        match cx.first_violated(&binding, &fused)? {
-            None => {
-                let text = format!(
+        } else {
+            None
+        };
+        if let Some((kind, text)) = restructure {
+            from_schedule(&cx, &mut fb, &maps, kind, &outer, text, Vec::new())?;
+        } else if components_before == 2 && outer.len() == 2 {
+            // isl keeps the nests apart (its fusion heuristics weigh more than legality): the
+            // classic producer-consumer fusion of the outermost loops, checked directly.
+            let fused = fused_outer(region, &outer, &cx.params);
+            match cx.first_violated(&binding, &fused)? {
+                None => {
+                    let text = format!(
                     "Fuse the loops {} into one: each iteration runs the first nest's body, then the second's; the dependences allow it and it improves locality.",
                     outer.iter().map(|&l| label(l)).collect::<Vec<_>>().join(" and ")
                 );
-                let maps = Some((fused.clone(), fused));
-                from_schedule(
-                    &cx,
-                    &mut fb,
-                    &maps,
-                    SuggestionKind::Fuse,
-                    &outer,
-                    text,
-                    Vec::new(),
-                )?;
-            }
-            Some(i) => {
-                fb.why_not.get_or_insert(format!(
-                    "fusing {} would break {}",
-                    outer
-                        .iter()
-                        .map(|&l| label(l))
-                        .collect::<Vec<_>>()
-                        .join(" and "),
-                    cx.describe_dep(i)
-                ));
+                    let maps = Some((fused.clone(), fused));
+                    from_schedule(
+                        &cx,
+                        &mut fb,
+                        &maps,
+                        SuggestionKind::Fuse,
+                        &outer,
+                        text,
+                        Vec::new(),
+                    )?;
+                }
+                Some(i) => {
+                    fb.why_not.get_or_insert(format!(
+                        "fusing {} would break {}",
+                        outer
+                            .iter()
+                            .map(|&l| label(l))
+                            .collect::<Vec<_>>()
+                            .join(" and "),
+                        cx.describe_dep(i)
+                    ));
+                }
             }
         }
-    }
+
+        Ok(())
+    })();
+    islx::skip_over_budget(isl, fusion, "fusion and distribution", &mut skipped)?;
 
     timing.mark("tile");
     // Layout and contraction of the arrays of the hottest nest.
@@ -585,6 +608,16 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
                 _ => format!("no parallel loop: {reason}"),
             });
         }
+    }
+    if !skipped.is_empty() {
+        let reason = format!(
+            "the checks of {} stopped at isl's budget (raise it with --isl-max-operations)",
+            skipped.join(" and ")
+        );
+        fb.why_not = Some(match fb.why_not.take() {
+            Some(w) => format!("{w}; {reason}"),
+            None => reason,
+        });
     }
     if let Some(e) = schedule_failure {
         let reason = format!("no tiling, skewing or fusion advice: {e}");

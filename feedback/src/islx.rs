@@ -88,6 +88,33 @@ pub(crate) fn isl(what: &str) -> impl FnOnce(LibISLError) -> Error + '_ {
     }
 }
 
+/// Gives the next step of an analysis the whole operation budget again: the operations
+/// counted so far and a quota error are forgotten. A context the watchdog stopped (its budget
+/// lowered to one operation) stays stopped.
+pub(crate) fn fresh_budget(ctx: &Context) {
+    ctx.reset_error();
+    ctx.reset_operations();
+}
+
+/// An optional step that stopped at isl's budget is skipped: its `what` is noted for the
+/// region's `why_not`, and the analysis goes on with the next step (on a fresh budget). Any
+/// other error ends the analysis.
+pub(crate) fn skip_over_budget(
+    ctx: &Context,
+    step: Result<(), Error>,
+    what: &'static str,
+    skipped: &mut Vec<&'static str>,
+) -> Result<(), Error> {
+    match step {
+        Err(Error::TooComplex) => {
+            skipped.push(what);
+            fresh_budget(ctx);
+            Ok(())
+        }
+        other => other,
+    }
+}
+
 /// Whether `ctx` has used up its operation budget: then every operation fails, and isl may
 /// have reported the failure under another name (a parser says "syntax error").
 fn over_budget(ctx: &Context) -> bool {
