@@ -1125,6 +1125,7 @@ mod tests {
             write,
             base: Some(0),
             array: Some(array.into()),
+            mapping: None,
         }
     }
 

@@ -15,6 +15,7 @@ pub mod legality;
 pub mod params;
 pub mod pipeline;
 mod reduction;
+mod smo;
 mod storage;
 
 pub use analyze::analyze_region;
@@ -132,6 +133,7 @@ pub enum SuggestionKind {
     TransposeArray,
     AosToSoa,
     PadArray,
+    ShareStorage,
 }
 
 impl SuggestionKind {
@@ -151,6 +153,7 @@ impl SuggestionKind {
             SuggestionKind::TransposeArray => "transpose_array",
             SuggestionKind::AosToSoa => "aos_to_soa",
             SuggestionKind::PadArray => "pad_array",
+            SuggestionKind::ShareStorage => "share_storage",
         }
     }
 }
@@ -159,6 +162,19 @@ impl std::fmt::Display for SuggestionKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// A mapping Φ of an array's elements to new places (SMO's storage hyperplanes, Shirako and
+/// Sarkar's layout maps).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mapping {
+    /// In isl's notation: `{ A[i, j] -> [(i - j) mod 63] }`, `{ B[i, j] -> [j, i] }`.
+    pub isl: String,
+    /// The same as a C access: `A[((i - j) % 63 + 63) % 63]`, `B[j][i]`.
+    pub c: String,
+    /// Bytes the array takes before and after.
+    pub bytes_before: u64,
+    pub bytes_after: u64,
 }
 
 /// A suggested transformation.
@@ -175,6 +191,9 @@ pub struct Suggestion {
     pub requires: Vec<legality::Requirement>,
     /// The array a layout or storage suggestion is about, as the accesses name it.
     pub array: Option<String>,
+    /// The storage or layout mapping of `array`'s elements a storage or layout suggestion
+    /// makes, when it has one.
+    pub mapping: Option<Mapping>,
     /// Its estimated gain, rank and alternatives (set by [`gain::rate`]).
     pub rating: Rating,
 }
@@ -189,6 +208,7 @@ impl Suggestion {
             sizes: Vec::new(),
             requires: Vec::new(),
             array: None,
+            mapping: None,
             rating: Rating::default(),
         }
     }

@@ -208,6 +208,7 @@ pub(crate) fn for_schedule(
                     sizes: Vec::new(),
                     requires: Vec::new(),
                     array: Some(array.clone()),
+                    mapping: None,
                     rating: Rating::default(),
                 });
                 needs.push(Requirement {
@@ -237,6 +238,7 @@ pub(crate) fn for_schedule(
                     sizes: n.map(|n| vec![u32::try_from(n).unwrap_or(u32::MAX)]).unwrap_or_default(),
                     requires: Vec::new(),
                     array: None,
+                    mapping: None,
                     rating: Rating::default(),
                 });
                 needs.push(Requirement {
@@ -330,6 +332,7 @@ pub(crate) fn layout(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
                     sizes: vec![u32::try_from(record).unwrap_or(u32::MAX)],
                     requires: Vec::new(),
                     array: Some(name.clone()),
+                    mapping: None,
                     rating: Rating::default(),
                 });
                 continue;
@@ -357,6 +360,7 @@ pub(crate) fn layout(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
                     sizes: Vec::new(),
                     requires: Vec::new(),
                     array: Some(name.clone()),
+                    mapping: None,
                     rating: Rating::default(),
                 });
             }
@@ -378,6 +382,7 @@ pub(crate) fn layout(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
                 sizes: vec![u32::try_from(row + 64).unwrap_or(u32::MAX)],
                 requires: Vec::new(),
                 array: Some(name.clone()),
+                mapping: None,
                 rating: Rating::default(),
             });
         }
@@ -510,6 +515,7 @@ pub(crate) fn contraction(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
             ],
             requires: Vec::new(),
             array: Some(name.to_string()),
+            mapping: None,
             rating: Rating::default(),
         });
     }
