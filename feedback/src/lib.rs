@@ -172,7 +172,8 @@ pub struct Mapping {
     pub isl: String,
     /// The same as a C access: `A[((i - j) % 63 + 63) % 63]`, `B[j][i]`.
     pub c: String,
-    /// Bytes the array takes before and after.
+    /// Bytes of the array the region uses before and after (the same for a relayout that
+    /// only moves elements: a transposition, a structure of arrays).
     pub bytes_before: u64,
     pub bytes_after: u64,
 }
