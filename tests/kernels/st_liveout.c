@@ -1,14 +1,17 @@
 /* Single-assignment 2-D stencil A[t][i] = f(A[t-1][i], A[t][i-1]) whose last row and last
  * column are read after the loop: successive modulo along t keeps every row (the last column
  * spans them all), the storage hyperplane (1,-1) keeps 2N-1 cells (SMO).  Built with
- * -DCONTRACT=K it keeps A in K cells at A[(i - t) mod K]. */
+ * -DCONTRACT=K it allocates K cells, and with -D'AT(i,j)=...' it indexes them as given (the
+ * report's C mapping); -DCONTRACT=K alone uses A[(i - t) mod K]. */
 #include <stdio.h>
 #include <stdlib.h>
 
+#ifndef AT
 #ifdef CONTRACT
 #define AT(t, i) A[((((i) - (t)) % CONTRACT) + CONTRACT) % CONTRACT]
 #else
 #define AT(t, i) A[(t) * n + (i)]
+#endif
 #endif
 
 int main(int argc, char **argv)
