@@ -90,7 +90,12 @@ fn storage_maps(region: &Region, opts: &Options, fb: &mut Feedback) {
             )
         }),
     };
-    let found = match islx::limited(opts, |isl| crate::smo::storage(isl, region, &under)) {
+    // A quarter of the region's isl time at most: this advice must not double a large
+    // region's analysis.
+    let mut budget = opts.clone();
+    budget.isl_max_seconds = opts.isl_max_seconds / 4.0;
+    budget.isl_max_operations = opts.isl_max_operations / 2;
+    let found = match islx::limited(&budget, |isl| crate::smo::storage(isl, region, &under)) {
         Ok(found) => found,
         Err(e) => {
             if std::env::var_os("POLYPROF_DEBUG_SCHEDULE").is_some() {

@@ -1129,7 +1129,6 @@ mod tests {
             write,
             base: Some(0),
             array: Some(array.into()),
-            mapping: None,
         }
     }
 

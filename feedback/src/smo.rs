@@ -28,6 +28,9 @@ use std::collections::BTreeMap;
 const MAX_COEFF: i64 = 3;
 /// Arrays of more dimensions than this are left to successive modulo.
 const MAX_DIMS: usize = 3;
+/// Only the largest this many arrays of a region are weighed for sharing (pairs cost an isl
+/// question each).
+const MAX_SHARED: usize = 12;
 
 /// An array written in the region, as its writes see it.
 struct Array<'a> {
@@ -365,11 +368,14 @@ fn mapping_text(array: &str, h: &Hyperplane, order: &[usize]) -> (String, String
     )
 }
 
+/// Each statement's dimensions, outermost first, in the order a schedule runs them.
+pub(crate) type Order<'a> = &'a dyn Fn(&Statement) -> Vec<usize>;
+
 /// Options of the storage analysis.
 pub(crate) struct Under<'a> {
-    /// Each statement's dimensions in the order the suggested schedule runs them
-    /// (an interchange), with what to call it; `None`: the original order only.
-    pub suggested: Option<(&'a dyn Fn(&Statement) -> Vec<usize>, &'a str)>,
+    /// The order of the suggested schedule (an interchange), with what to call it; `None`:
+    /// the original order only.
+    pub suggested: Option<(Order<'a>, &'a str)>,
 }
 
 /// Storage hyperplanes and buffer sharing for the arrays of `region` (one statement per
@@ -521,6 +527,7 @@ fn sharing(
 ) -> Result<Vec<Suggestion>, Error> {
     let mut idx: Vec<usize> = (0..arrays.len()).collect();
     idx.sort_by_key(|&i| std::cmp::Reverse(arrays[i].bytes));
+    idx.truncate(MAX_SHARED);
     let disjoint = |x: usize, y: usize| -> Result<bool, Error> {
         Ok(islx::empty(&conflicts(&lives[x], &lives[y])?)?
             && islx::empty(&conflicts(&lives[y], &lives[x])?)?)

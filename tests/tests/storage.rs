@@ -182,7 +182,11 @@ fn matrix_of_1024_columns_walked_by_column_gets_padding_on_that_walk_only() {
             .map(|s| s["kind"].as_str().unwrap().to_string())
             .collect()
     };
-    assert!(!kinds(of(init)).contains(&"pad_array".to_string()), "{:#?}", of(init));
+    assert!(
+        !kinds(of(init)).contains(&"pad_array".to_string()),
+        "{:#?}",
+        of(init)
+    );
     let pad = of(walk)["suggestions"]
         .as_array()
         .unwrap()
@@ -190,7 +194,13 @@ fn matrix_of_1024_columns_walked_by_column_gets_padding_on_that_walk_only() {
         .find(|s| s["kind"] == "pad_array")
         .unwrap_or_else(|| panic!("{:#?}", of(walk)));
     assert_eq!(pad["sizes"][0], 8192 + 64, "{pad}");
-    assert!(pad["mapping"]["isl"].as_str().unwrap().contains("1032i + j"), "{pad}");
+    assert!(
+        pad["mapping"]["isl"]
+            .as_str()
+            .unwrap()
+            .contains("1032i + j"),
+        "{pad}"
+    );
     // The interchange ends the column walk: padding is its alternative, not an addition.
     let ic = of(walk)["suggestions"]
         .as_array()
