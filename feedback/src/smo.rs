@@ -92,6 +92,15 @@ fn arrays(region: &Region) -> Vec<Array<'_>> {
                     .iter()
                     .any(|b| storage_key(&b.storage) == Some(*name))
         })
+        .filter(|(name, writers)| {
+            // A value whose writer does not name the array (an unnamed access) would have no
+            // lifetime here: such an array is left alone.
+            region.dependences.iter().all(|d| {
+                d.kind != crate::DepKind::Flow
+                    || storage_key(&d.storage) != Some(*name)
+                    || writers.iter().any(|w| w.name == d.source)
+            })
+        })
         .filter_map(|(name, writers)| {
             let bytes = writers
                 .iter()
@@ -438,40 +447,10 @@ fn contract(
         return Ok(None);
     }
     // The same mapping under the suggested schedule: its conflicts differ.
-    let mut under_new = String::new();
-    if let Some((theta, what)) = suggested {
-        let l2 = lifetimes(isl_ctx, region, theta, a)?;
-        let d2 = deltas(conflicts(&l2, &l2)?)?;
-        let proj = union_map(
-            isl_ctx,
-            &format!(
-                "{{ {}[{}] -> [{}] }}",
-                w.name,
-                (0..n)
-                    .map(|k| format!("d{k}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                linear(
-                    &h.coeffs,
-                    &(0..n).map(|k| format!("d{k}")).collect::<Vec<_>>()
-                )
-            ),
-        )?;
-        let image = d2
-            .apply(proj)
-            .map_err(isl("checking the suggested schedule"))?;
-        let m = i64::try_from(h.modulus).unwrap_or(i64::MAX);
-        let clash = union_set(isl_ctx, &format!("{{ [v] : exists q : v = {m} * q }}"))?;
-        let apart = image
-            .intersect(clash)
-            .and_then(|s| s.is_empty())
-            .map_err(isl("checking the suggested schedule"))?;
-        under_new = if apart {
-            format!("; it stays legal after {what}")
-        } else {
-            format!("; after {what} some of these values would be live together, so apply it only to the original order")
-        };
-    }
+    let under_new = match suggested {
+        Some((theta, what)) => under_suggested(isl_ctx, region, a, w, &h, &order, theta, what)?,
+        None => String::new(),
+    };
     let (isl_map, c) = mapping_text(&a.name, &h, &order);
     let after = if region
         .live_out
@@ -483,7 +462,7 @@ fn contract(
         "no value is read after the loop nest"
     };
     let text = format!(
-        "Contract {} (written at {}) along the storage hyperplane ({}): map {isl_map}{}, i.e. index it as {c}; {} cells instead of {cells_before} ({bytes_after} bytes instead of {}): no two values live at the same time share a cell under the original order ({after}){under_new}. Apply the index to every access of {}, and only when the program reads no value of it written before this loop nest.",
+        "Contract {} (written at {}) along the storage hyperplane ({}): map {isl_map}{}, i.e. index it as {c}; {} cells instead of {cells_before} ({bytes_after} bytes instead of {}): no two values live at the same time share a cell under the original order ({after}){under_new}; tiling or skewing changes which values live together, so apply it without them. Apply the index to every access of {}, and only when the program reads no value of it written before this loop nest.",
         a.name,
         line_of(region, &w.name),
         order
@@ -515,6 +494,58 @@ fn contract(
         }),
         rating: Rating::default(),
     }))
+}
+
+/// Whether the hyperplane `h` of `a` (written by `w`) stays legal under the suggested
+/// schedule `theta`, and when it does not, the best one there: a clause for the advice.
+#[allow(clippy::too_many_arguments)]
+fn under_suggested(
+    isl_ctx: &Context,
+    region: &Region,
+    a: &Array<'_>,
+    w: &Statement,
+    h: &Hyperplane,
+    order: &[usize],
+    theta: &UnionMap,
+    what: &str,
+) -> Result<String, Error> {
+    let e = || isl("checking the suggested schedule");
+    let n = w.loops.len();
+    let life = lifetimes(isl_ctx, region, theta, a)?;
+    let d = conflicts(&life, &life)?.deltas().map_err(e())?;
+    let vars: Vec<String> = (0..n).map(|k| format!("d{k}")).collect();
+    let proj = union_map(
+        isl_ctx,
+        &format!(
+            "{{ {}[{}] -> [{}] }}",
+            w.name,
+            vars.join(", "),
+            linear(&h.coeffs, &vars)
+        ),
+    )?;
+    let image = d.copy().and_then(|d| d.apply(proj)).map_err(e())?;
+    let m = i64::try_from(h.modulus).unwrap_or(i64::MAX);
+    // Two conflicting values share a cell when their distance along `s` is a multiple of K.
+    let clash = union_set(isl_ctx, &format!("{{ [v] : exists q : v = {m} * q }}"))?;
+    let apart = image
+        .intersect(clash)
+        .and_then(|s| s.is_empty())
+        .map_err(e())?;
+    if apart {
+        return Ok(format!("; it stays legal after {what}"));
+    }
+    Ok(match best_hyperplane(isl_ctx, &d, &w.name, n)? {
+        Some(h2) => {
+            let (isl_map, c) = mapping_text(&a.name, &h2, order);
+            format!(
+                "; after {what} some of these values would be live together: with {what}, map {isl_map} instead ({c}, {} cells)",
+                h2.modulus
+            )
+        }
+        None => format!(
+            "; after {what} some of these values would be live together, and no storage hyperplane keeps them apart: apply it only to the original order"
+        ),
+    })
 }
 
 /// Groups of arrays whose values are never live at the same time: no write of one while a
@@ -581,7 +612,7 @@ fn sharing(
             kind: SuggestionKind::ShareStorage,
             loops,
             text: format!(
-                "Let {} share one buffer of {} bytes: no value of one is live (between its write and its last read, reads after the loop nest included) while another is written, so {saved} bytes are saved. Only when the program reads none of their values written before this loop nest.",
+                "Let {} share one buffer of {} bytes: no value of one is live (between its write and its last read, reads after the loop nest included) while another is written in the original order, so {saved} bytes are saved; a reordering that interleaves their loops would need it checked again. Only when the program reads none of their values written before this loop nest.",
                 names.join(" and "),
                 first.bytes
             ),
@@ -601,6 +632,102 @@ fn sharing(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::input::{Access, Boundary, Dependence, Loop};
+    use crate::DepKind;
+
+    fn stmt(name: &str, line: u32, pos: u32, dom: &str, write: bool) -> Statement {
+        Statement {
+            name: name.into(),
+            label: format!("k.c:{line} op"),
+            loops: vec![0, 1],
+            positions: vec![0, 0, pos],
+            domain: format!("{{ {name}[i0, i1] : {dom} }}"),
+            ops: 64,
+            accesses: vec![Access {
+                strides: vec![Some(64), Some(8)],
+                size: 8,
+                write,
+                base: Some(0),
+                array: Some("`A`".into()),
+            }],
+            fp: true,
+            exact: true,
+            update: None,
+        }
+    }
+
+    /// `A[t][i] = f(A[t-1][i], A[t][i-1])` over 8 x 8, its last row and column read after.
+    fn stencil() -> Region {
+        let all = "0 <= i0 <= 7 and 0 <= i1 <= 7";
+        let flow = |sink: &str, rel: &str| Dependence {
+            source: "S2".into(),
+            sink: sink.into(),
+            kind: DepKind::Flow,
+            storage: Storage::Array { name: "`A`".into() },
+            relation: rel.into(),
+            exact: true,
+        };
+        Region {
+            loops: vec![
+                Loop { id: "L0".into(), label: "k.c:1".into() },
+                Loop { id: "L1".into(), label: "k.c:2".into() },
+            ],
+            statements: vec![
+                stmt("S0", 3, 0, "1 <= i0 <= 7 and 0 <= i1 <= 7", false),
+                stmt("S1", 3, 1, "0 <= i0 <= 7 and 1 <= i1 <= 7", false),
+                stmt("S2", 3, 2, all, true),
+            ],
+            dependences: vec![
+                flow("S0", "{ S0[i0, i1] -> S2[i0 - 1, i1] : 1 <= i0 <= 7 and 0 <= i1 <= 7 }"),
+                flow("S1", "{ S1[i0, i1] -> S2[i0, i1 - 1] : 0 <= i0 <= 7 and 1 <= i1 <= 7 }"),
+            ],
+            trips: vec![Some(8), Some(8)],
+            live_out: vec![Boundary {
+                stmt: "S2".into(),
+                storage: Storage::Array { name: "`A`".into() },
+                relation: "{ Outside[] -> S2[7, i1] : 0 <= i1 <= 7; Outside[] -> S2[i0, 7] : 0 <= i0 <= 7 }".into(),
+                outside: "k.c:9".into(),
+            }],
+            ..Region::default()
+        }
+    }
+
+    #[test]
+    fn live_out_stencil_gets_the_hyperplane_one_minus_one_under_both_orders() {
+        let ctx = Context::alloc();
+        let region = stencil();
+        let swap = |s: &Statement| (0..s.loops.len()).rev().collect::<Vec<usize>>();
+        let under = Under {
+            suggested: Some((&swap, "the interchange")),
+        };
+        let out = storage(&ctx, &region, &under).expect("isl");
+        let c = out
+            .iter()
+            .find(|s| s.kind == SuggestionKind::ContractArray)
+            .unwrap_or_else(|| panic!("{out:#?}"));
+        let m = c.mapping.as_ref().expect("a mapping");
+        assert_eq!(m.isl, "{ A[i, j] -> [(i - j) mod 15] }", "{}", c.text);
+        assert_eq!((m.bytes_before, m.bytes_after), (512, 120));
+        // Transposed, the same wavefront: the hyperplane stays legal.
+        assert!(
+            c.text.contains("stays legal after the interchange"),
+            "{}",
+            c.text
+        );
+        // Nothing else is written: no sharing.
+        assert!(!out.iter().any(|s| s.kind == SuggestionKind::ShareStorage));
+    }
+
+    #[test]
+    fn without_live_out_a_row_suffices() {
+        let ctx = Context::alloc();
+        let mut region = stencil();
+        region.live_out.clear();
+        let out = storage(&ctx, &region, &Under { suggested: None }).expect("isl");
+        let m = out[0].mapping.as_ref().expect("a mapping");
+        // Values live one row: N + 1 cells along the rows (i), or fewer.
+        assert!(m.bytes_after <= 9 * 8, "{}", out[0].text);
+    }
 
     #[test]
     fn hyperplane_text_is_over_subscripts() {

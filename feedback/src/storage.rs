@@ -265,15 +265,12 @@ type HotAccess = (i64, u32, Option<i64>, String, Vec<Option<i64>>);
 const SET_SPAN: u64 = 4096;
 
 /// Transposition of a two-dimensional view: rows of `row` bytes, `walked` of them walked.
-fn transpose_map(name: &str, row: u64, size: u32, walked: Option<u64>) -> Mapping {
+fn transpose_map(name: &str, row: u64, walked: Option<u64>) -> Mapping {
     let a = crate::smo::c_name(name);
     let bytes = walked.map_or(0, |w| w * row);
     Mapping {
         isl: format!("{{ {a}[i, j] -> [j, i] }}"),
-        c: format!(
-            "{a}[j][i] for {a}[i][j] (rows of {} elements become columns)",
-            row / u64::from(size.max(1))
-        ),
+        c: format!("{a}[j][i] for {a}[i][j]"),
         bytes_before: bytes,
         bytes_after: bytes,
     }
@@ -410,7 +407,6 @@ pub(crate) fn layout(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
                 let map = transpose_map(
                     name,
                     stride.unsigned_abs(),
-                    size,
                     region.trips.get(inner).copied().flatten(),
                 );
                 out.push(Suggestion {
