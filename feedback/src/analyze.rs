@@ -95,7 +95,10 @@ fn storage_maps(region: &Region, opts: &Options, fb: &mut Feedback) {
     let mut budget = opts.clone();
     budget.isl_max_seconds = opts.isl_max_seconds / 4.0;
     budget.isl_max_operations = opts.isl_max_operations / 2;
-    let found = match islx::limited(&budget, |isl| crate::smo::storage(isl, region, &under)) {
+    let started = std::time::Instant::now();
+    let found = islx::limited(&budget, |isl| crate::smo::storage(isl, region, &under));
+    fb.storage_seconds = Some(started.elapsed().as_secs_f64());
+    let found = match found {
         Ok(found) => found,
         Err(e) => {
             if std::env::var_os("POLYPROF_DEBUG_SCHEDULE").is_some() {

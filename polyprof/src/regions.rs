@@ -270,6 +270,7 @@ pub fn region_json(
             strategy: fb.strategy.map(|s| s.as_str().to_string()),
             seconds,
         }),
+        storage_seconds: fb.storage_seconds,
     }
 }
 
