@@ -70,7 +70,9 @@ fn span(region: &Region, s: &Statement, name: &str) -> Option<u64> {
 }
 
 /// The arrays the region writes, with no value read before the region (a value the region
-/// did not write may sit in any cell) and no write whose address is not affine.
+/// did not write may sit in any cell), none of its values overwritten after the region (the
+/// code after it would then store into the contracted or shared cells too, with lifetimes
+/// this region does not show), and no write whose address is not affine.
 fn arrays(region: &Region) -> Vec<Array<'_>> {
     let mut by: BTreeMap<&str, Vec<&Statement>> = BTreeMap::new();
     for s in &region.statements {
@@ -90,6 +92,7 @@ fn arrays(region: &Region) -> Vec<Array<'_>> {
                 && !region
                     .live_in
                     .iter()
+                    .chain(&region.rewritten_after)
                     .any(|b| storage_key(&b.storage) == Some(*name))
         })
         .filter(|(name, writers)| {
@@ -462,7 +465,7 @@ fn contract(
         "no value is read after the loop nest"
     };
     let text = format!(
-        "Contract {} (written at {}) along the storage hyperplane ({}): map {isl_map}{}, i.e. index it as {c}; {} cells instead of {cells_before} ({bytes_after} bytes instead of {}): no two values live at the same time share a cell under the original order ({after}){under_new}; tiling or skewing changes which values live together, so apply it without them. Apply the index to every access of {}, and only when the program reads no value of it written before this loop nest.",
+        "Contract {} (written at {}) along the storage hyperplane ({}): map {isl_map}{}, i.e. index it as {c}; {} cells instead of {cells_before} ({bytes_after} bytes instead of {}): no two values live at the same time share a cell under the original order ({after}){under_new}; tiling or skewing changes which values live together, so apply it without them. Apply the index to every access of {} (the trace shows no value of it read in the loop nest from before it, and none overwritten after it; the program must not use other elements of it elsewhere).",
         a.name,
         line_of(region, &w.name),
         order
@@ -612,7 +615,7 @@ fn sharing(
             kind: SuggestionKind::ShareStorage,
             loops,
             text: format!(
-                "Let {} share one buffer of {} bytes: no value of one is live (between its write and its last read, reads after the loop nest included) while another is written in the original order, so {saved} bytes are saved; a reordering that interleaves their loops would need it checked again. Only when the program reads none of their values written before this loop nest.",
+                "Let {} share one buffer of {} bytes: no value of one is live (between its write and its last read, reads after the loop nest included) while another is written in the original order, so {saved} bytes are saved; a reordering that interleaves their loops would need it checked again. The trace shows none of their values read in the loop nest from before it, and none overwritten after it; the program must not use other elements of them elsewhere.",
                 names.join(" and "),
                 first.bytes
             ),
@@ -716,6 +719,20 @@ mod tests {
         );
         // Nothing else is written: no sharing.
         assert!(!out.iter().any(|s| s.kind == SuggestionKind::ShareStorage));
+    }
+
+    #[test]
+    fn an_array_overwritten_after_the_region_is_left_alone() {
+        let ctx = Context::alloc();
+        let mut region = stencil();
+        region.rewritten_after = vec![Boundary {
+            stmt: "S2".into(),
+            storage: Storage::Array { name: "`A`".into() },
+            relation: "{ Outside[] -> S2[0, 0] }".into(),
+            outside: "k.c:12".into(),
+        }];
+        let out = storage(&ctx, &region, &Under { suggested: None }).expect("isl");
+        assert!(out.is_empty(), "{out:#?}");
     }
 
     #[test]
