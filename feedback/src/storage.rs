@@ -476,6 +476,14 @@ pub(crate) fn contraction(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
             name: name.to_string(),
         }
         .root();
+        // Overwritten after the region: the code there would store into the kept rows too.
+        if region
+            .rewritten_after
+            .iter()
+            .any(|b| b.storage.root() == root)
+        {
+            continue;
+        }
         // Values read after the region: (the outer iteration that wrote each, when it is one
         // constant; where they are read).
         let read_after: Vec<(Option<i64>, &str)> = region
