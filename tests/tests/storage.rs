@@ -233,3 +233,19 @@ fn matmul_gets_the_interchange_and_the_transpose_only_as_its_alternative() {
         .count();
     assert_eq!(others, 0);
 }
+
+#[test]
+fn an_array_the_program_overwrites_after_the_loop_is_not_contracted() {
+    // legal_shift initialises a[0..400], which the shift loop after it reads (live-out) and
+    // overwrites: a contraction of the initialisation's array, applied to every access,
+    // would let the shift loop's stores clobber values it has yet to read.
+    let r = profile("legal_shift", &["-O1", "-g"], &[]);
+    for g in r["regions"].as_array().unwrap() {
+        for s in g["suggestions"].as_array().unwrap() {
+            assert!(
+                !matches!(s["kind"].as_str(), Some("contract_array" | "share_storage")),
+                "{s}"
+            );
+        }
+    }
+}
