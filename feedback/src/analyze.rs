@@ -38,6 +38,7 @@ impl Timing {
 /// Analyses one region.
 pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error> {
     let mut fb = islx::limited(opts, |isl| analyze_in(region, opts, isl))?;
+    storage_maps(region, opts, &mut fb);
     // The models read the region's instructions one by one (before they were grouped into
     // blocks): each statement's executions are then its iterations.
     crate::gain::rate(region, &mut fb, &opts.gain);
@@ -57,6 +58,71 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
         Err(_) => {}
     }
     Ok(fb)
+}
+
+/// Storage hyperplanes and shared buffers (SMO) on the region's instructions, under the
+/// original order and the suggested interchange. A hyperplane replaces the successive
+/// modulo contraction of the same array when it needs fewer bytes. Within its own isl
+/// budget: when that runs out, the region keeps its other advice.
+fn storage_maps(region: &Region, opts: &Options, fb: &mut Feedback) {
+    let order: Option<Vec<String>> = fb
+        .suggestions
+        .iter()
+        .find(|s| s.kind == SuggestionKind::Interchange)
+        .map(|s| s.loops.clone());
+    let perm = |s: &Statement| -> Vec<usize> {
+        let mut dims: Vec<usize> = (0..s.loops.len()).collect();
+        if let Some(order) = &order {
+            dims.sort_by_key(|&d| {
+                order
+                    .iter()
+                    .position(|id| *id == region.loops[s.loops[d]].id)
+                    .unwrap_or(d)
+            });
+        }
+        dims
+    };
+    let under = crate::smo::Under {
+        suggested: order.as_ref().map(|_| {
+            (
+                &perm as &dyn Fn(&Statement) -> Vec<usize>,
+                "the interchange",
+            )
+        }),
+    };
+    // A quarter of the region's isl time at most: this advice must not double a large
+    // region's analysis.
+    let mut budget = opts.clone();
+    budget.isl_max_seconds = opts.isl_max_seconds / 4.0;
+    budget.isl_max_operations = opts.isl_max_operations / 2;
+    let started = std::time::Instant::now();
+    let found = islx::limited(&budget, |isl| crate::smo::storage(isl, region, &under));
+    fb.storage_seconds = Some(started.elapsed().as_secs_f64());
+    let found = match found {
+        Ok(found) => found,
+        Err(e) => {
+            if std::env::var_os("POLYPROF_DEBUG_SCHEDULE").is_some() {
+                eprintln!("polyprof: no storage hyperplanes for the region: {e}");
+            }
+            return;
+        }
+    };
+    let key = |a: &Option<String>| {
+        a.as_deref()
+            .map(|n| n.split(" (+").next().unwrap_or(n).to_string())
+    };
+    for s in found {
+        let old = fb.suggestions.iter().position(|o| {
+            o.kind == SuggestionKind::ContractArray
+                && s.kind == SuggestionKind::ContractArray
+                && key(&o.array) == key(&s.array)
+        });
+        match old {
+            Some(i) if fb.suggestions[i].sizes.get(1) <= s.sizes.get(1) => {}
+            Some(i) => fb.suggestions[i] = s,
+            None => fb.suggestions.push(s),
+        }
+    }
 }
 
 /// Share of a region's operations, in percent, at data-dependent addresses from which the
@@ -307,6 +373,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
                         sizes: Vec::new(),
                         requires: fix.needs.clone(),
                         array: None,
+                        mapping: None,
                         rating: Rating::default(),
                     });
                     fb.suggestions
@@ -405,6 +472,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
                 after_interchange(needs)
             },
             array: None,
+            mapping: None,
             rating: Rating::default(),
         });
     }
@@ -418,6 +486,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
                 sizes: Vec::new(),
                 requires: after_interchange(needs),
                 array: None,
+                mapping: None,
                 rating: Rating::default(),
             });
         }
@@ -771,6 +840,7 @@ fn from_schedule(
         sizes,
         requires: fix.needs,
         array: None,
+        mapping: None,
         rating: Rating::default(),
     });
     // The same storage change asked for by several transformations is one suggestion (its
@@ -932,6 +1002,7 @@ fn answer_every_loop(
                         sizes: Vec::new(),
                         requires: needs.clone(),
                         array: None,
+                        mapping: None,
                         rating: Rating::default(),
                     });
                     parallel.insert(l);

@@ -267,6 +267,7 @@ pub(crate) fn coarsen(region: &Region, isl: &Context) -> Region {
         trips: region.trips.clone(),
         live_in: region.live_in.iter().map(border).collect(),
         live_out: region.live_out.iter().map(border).collect(),
+        rewritten_after: region.rewritten_after.iter().map(border).collect(),
     }
 }
 

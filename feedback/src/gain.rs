@@ -996,8 +996,12 @@ fn rank(suggestions: &mut Vec<Suggestion>, model: &Model<'_>, interchange: Optio
             .position(|s| s.kind == i.kind && s.loops == i.loops);
         if let Some(ic) = ic {
             for (k, s) in suggestions.iter().enumerate() {
-                if s.kind == SuggestionKind::TransposeArray
-                    && s.array.as_deref().is_some_and(|a| model.fixes_array(i, a))
+                // A layout change for the same accesses: transposing the array, or padding
+                // its rows against the cache-set conflicts of the walk the interchange ends.
+                if matches!(
+                    s.kind,
+                    SuggestionKind::TransposeArray | SuggestionKind::PadArray
+                ) && s.array.as_deref().is_some_and(|a| model.fixes_array(i, a))
                 {
                     group[k] = group[ic];
                 }

@@ -156,6 +156,10 @@ pub struct Region {
     pub live_in: Vec<Boundary>,
     /// Values the region writes that are read after it, up to the program's exit.
     pub live_out: Vec<Boundary>,
+    /// Values the region writes that are overwritten after it (an output dependence to a
+    /// write outside, `{ Outside[] -> S2[i] }`): the storage is used again later, so its
+    /// contraction or sharing would reach code this region does not show.
+    pub rewritten_after: Vec<Boundary>,
 }
 
 impl PartialEq for Storage {

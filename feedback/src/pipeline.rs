@@ -1586,6 +1586,7 @@ fn build_region(
     let mut dep_reports = Vec::new();
     let mut live_in = Vec::new();
     let mut live_out = Vec::new();
+    let mut rewritten_after = Vec::new();
     let inside = |ctx: NodeId| in_region(ctx);
     let outside_line = |pc: u64| source_line(exe, bias, pc);
     for ((cons, prod, kind, through, _), f, multi, location, fixed) in &folded.deps {
@@ -1654,6 +1655,15 @@ fn build_region(
                 });
                 continue;
             }
+            (None, Some(source)) if *kind == DepKind::Output && !inside(cons.context) => {
+                rewritten_after.push(Boundary {
+                    stmt: source.clone(),
+                    storage: storage(),
+                    relation: f.to_isl_map("Outside", source),
+                    outside: outside_line(cons.pc),
+                });
+                continue;
+            }
             _ => continue,
         };
         let relation = f.to_isl_map(sink, source);
@@ -1714,6 +1724,7 @@ fn build_region(
         trips,
         live_in,
         live_out,
+        rewritten_after,
     };
     // A region isl cannot schedule is still reported, with the reason.
     let feedback = analyze_region(&input, &opts.feedback).unwrap_or_else(|e| Feedback {

@@ -11,7 +11,7 @@
 use crate::affine::parse_schedule_map;
 use crate::input::{DepKind, Region, Statement, Storage};
 use crate::legality::{line_of, Change, Ctx, Requirement};
-use crate::{Error, Rating, Suggestion, SuggestionKind};
+use crate::{Error, Mapping, Rating, Suggestion, SuggestionKind};
 use std::collections::{BTreeMap, BTreeSet};
 
 fn stmt<'a>(region: &'a Region, name: &str) -> Option<&'a Statement> {
@@ -208,6 +208,7 @@ pub(crate) fn for_schedule(
                     sizes: Vec::new(),
                     requires: Vec::new(),
                     array: Some(array.clone()),
+                    mapping: None,
                     rating: Rating::default(),
                 });
                 needs.push(Requirement {
@@ -237,6 +238,7 @@ pub(crate) fn for_schedule(
                     sizes: n.map(|n| vec![u32::try_from(n).unwrap_or(u32::MAX)]).unwrap_or_default(),
                     requires: Vec::new(),
                     array: None,
+                    mapping: None,
                     rating: Rating::default(),
                 });
                 needs.push(Requirement {
@@ -258,6 +260,52 @@ pub(crate) fn for_schedule(
 /// An access of the innermost loop: (stride along it, size, base address, source line,
 /// strides along every dimension).
 type HotAccess = (i64, u32, Option<i64>, String, Vec<Option<i64>>);
+
+/// Accesses this many bytes apart (or a multiple) map to the same cache set.
+const SET_SPAN: u64 = 4096;
+
+/// Transposition of a two-dimensional view: rows of `row` bytes, `walked` of them walked.
+fn transpose_map(name: &str, row: u64, walked: Option<u64>) -> Mapping {
+    let a = crate::smo::c_name(name);
+    let bytes = walked.map_or(0, |w| w * row);
+    Mapping {
+        isl: format!("{{ {a}[i, j] -> [j, i] }}"),
+        c: format!("{a}[j][i] for {a}[i][j]"),
+        bytes_before: bytes,
+        bytes_after: bytes,
+    }
+}
+
+/// Padding of rows of `row` bytes by one cache line, over the `walked` rows the loop visits.
+fn pad_map(name: &str, row: u64, size: u32, walked: u64) -> Mapping {
+    let a = crate::smo::c_name(name);
+    let e = u64::from(size.max(1));
+    let (before, after) = (row / e, (row + 64) / e);
+    Mapping {
+        isl: format!("{{ {a}[i, j] -> [{after}i + j] }}"),
+        c: format!("{a}[i * {after} + j] for {a}[i * {before} + j]"),
+        bytes_before: walked * row,
+        bytes_after: walked * (row + 64),
+    }
+}
+
+/// Structure of arrays: the record index and the field trade places; `walked` records.
+fn soa_map(name: &str, record: u64, offsets: &BTreeMap<i64, u32>, walked: u64) -> Mapping {
+    let a = crate::smo::c_name(name);
+    Mapping {
+        isl: format!("{{ {a}[i, f] -> [f, i] }}"),
+        c: format!(
+            "{a}_f[i] for {a}[i].f, one array per field (fields at offsets {})",
+            offsets
+                .keys()
+                .map(|o| o.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        bytes_before: walked * record,
+        bytes_after: walked * record,
+    }
+}
 
 /// Layout advice from the accesses of the hottest loop nest.
 pub(crate) fn layout(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
@@ -314,22 +362,32 @@ pub(crate) fn layout(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
             let used: u64 = offsets.values().map(|&s| u64::from(s)).sum();
             let record = stride.unsigned_abs();
             if used < record {
+                let map = soa_map(
+                    name,
+                    record,
+                    &offsets,
+                    region.trips.get(inner).copied().flatten().unwrap_or(1),
+                );
                 out.push(Suggestion {
                     kind: SuggestionKind::AosToSoa,
                     loops: vec![region.loops[inner].id.clone()],
                     text: format!(
-                        "Turn {name} (records of {record} bytes, accessed at {lines}) into a structure of arrays: loop {} uses only the fields at offsets {} ({used} of {record} bytes, {:.0}%), so each cache line would carry only useful data.",
+                        "Turn {name} (records of {record} bytes, accessed at {lines}) into a structure of arrays: loop {} uses only the fields at offsets {} ({used} of {record} bytes, {:.0}%), so each cache line would carry only useful data: map {}{}, i.e. {}.",
                         label(inner),
                         offsets
                             .iter()
                             .map(|(o, s)| format!("{o} ({s} bytes)"))
                             .collect::<Vec<_>>()
                             .join(", "),
-                        100.0 * used as f64 / record as f64
+                        100.0 * used as f64 / record as f64,
+                        map.isl,
+                        crate::smo::standing(name),
+                        map.c
                     ),
                     sizes: vec![u32::try_from(record).unwrap_or(u32::MAX)],
                     requires: Vec::new(),
                     array: Some(name.clone()),
+                    mapping: Some(map),
                     rating: Rating::default(),
                 });
                 continue;
@@ -346,38 +404,52 @@ pub(crate) fn layout(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
                 let other = chain
                     .get(d)
                     .map_or("another loop".to_string(), |&l| label(l));
+                let map = transpose_map(
+                    name,
+                    stride.unsigned_abs(),
+                    region.trips.get(inner).copied().flatten(),
+                );
                 out.push(Suggestion {
                     kind: SuggestionKind::TransposeArray,
                     loops: vec![region.loops[inner].id.clone()],
                     text: format!(
-                        "Transpose {name} (accessed at {lines}): along the innermost loop {} its accesses step by {} bytes, along {other} by {size}; with its dimensions swapped the innermost loop walks it contiguously.",
+                        "Transpose {name} (accessed at {lines}): along the innermost loop {} its accesses step by {} bytes, along {other} by {size}; with its dimensions swapped (map {}{}, i.e. {}) the innermost loop walks it contiguously.",
                         label(inner),
-                        stride.unsigned_abs()
+                        stride.unsigned_abs(),
+                        map.isl,
+                        crate::smo::standing(name),
+                        map.c
                     ),
                     sizes: Vec::new(),
                     requires: Vec::new(),
                     array: Some(name.clone()),
+                    mapping: Some(map),
                     rating: Rating::default(),
                 });
             }
         }
-        // Padding: a power-of-two row size maps successive rows to the same cache sets.
-        let row = accs[0]
-            .4
-            .iter()
-            .flatten()
-            .map(|s| s.unsigned_abs())
-            .find(|&s| s >= 1024 && s.is_power_of_two());
-        if let Some(row) = row {
+        // Padding: along the innermost loop, accesses a multiple of 4 KiB apart fall into the
+        // same cache sets (the set index is taken from the address bits below 4 KiB on
+        // common L1 caches); a loop that walks the array contiguously gains nothing.
+        let row = stride.unsigned_abs();
+        if same_stride && row >= SET_SPAN && row % SET_SPAN == 0 {
+            let walked = region.trips.get(inner).copied().flatten().unwrap_or(1);
+            let map = pad_map(name, row, size, walked);
             out.push(Suggestion {
                 kind: SuggestionKind::PadArray,
                 loops: vec![region.loops[inner].id.clone()],
                 text: format!(
-                    "Pad the rows of {name} (accessed at {lines}) by one cache line (64 bytes): rows of {row} bytes, a power of two, map to the same cache sets."
+                    "Pad the rows of {name} (accessed at {lines}) by one cache line (64 bytes), to {} bytes: the innermost loop {} steps through it by {row} bytes, a multiple of 4 KiB, so its successive accesses map to the same cache sets and evict each other; map {}{}, i.e. index it as {}.",
+                    row + 64,
+                    label(inner),
+                    map.isl,
+                    crate::smo::standing(name),
+                    map.c
                 ),
                 sizes: vec![u32::try_from(row + 64).unwrap_or(u32::MAX)],
                 requires: Vec::new(),
                 array: Some(name.clone()),
+                mapping: Some(map),
                 rating: Rating::default(),
             });
         }
@@ -404,6 +476,14 @@ pub(crate) fn contraction(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
             name: name.to_string(),
         }
         .root();
+        // Overwritten after the region: the code there would store into the kept rows too.
+        if region
+            .rewritten_after
+            .iter()
+            .any(|b| b.storage.root() == root)
+        {
+            continue;
+        }
         // Values read after the region: (the outer iteration that wrote each, when it is one
         // constant; where they are read).
         let read_after: Vec<(Option<i64>, &str)> = region
@@ -510,6 +590,7 @@ pub(crate) fn contraction(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
             ],
             requires: Vec::new(),
             array: Some(name.to_string()),
+            mapping: None,
             rating: Rating::default(),
         });
     }

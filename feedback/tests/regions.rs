@@ -84,6 +84,7 @@ fn one_loop(deps: Vec<Dependence>) -> Region {
         trips: vec![Some(16)],
         live_in: vec![],
         live_out: vec![],
+        rewritten_after: vec![],
     }
 }
 
@@ -240,6 +241,7 @@ fn matmul() -> Region {
         trips: vec![],
         live_in: vec![],
         live_out: vec![],
+        rewritten_after: vec![],
     }
 }
 
@@ -283,6 +285,7 @@ fn column_wise_traversal_is_interchanged() {
         trips: vec![],
         live_in: vec![],
         live_out: vec![],
+        rewritten_after: vec![],
     };
     let f = analyze_region(&r, &Options::default()).unwrap();
     let ic = f
@@ -316,6 +319,7 @@ fn gauss_seidel_needs_skewing_then_tiling() {
         trips: vec![],
         live_in: vec![],
         live_out: vec![],
+        rewritten_after: vec![],
     };
     let f = analyze_region(&r, &Options::default()).unwrap();
     eprintln!("{f:#?}");
@@ -350,6 +354,7 @@ fn jacobi_spatial_loops_are_parallel() {
         trips: vec![],
         live_in: vec![],
         live_out: vec![],
+        rewritten_after: vec![],
     };
     let f = analyze_region(&r, &Options::default()).unwrap();
     eprintln!("{f:#?}");
@@ -375,6 +380,7 @@ fn a_recurrence_is_not_parallel_and_says_why() {
         trips: vec![],
         live_in: vec![],
         live_out: vec![],
+        rewritten_after: vec![],
     };
     let f = analyze_region(&r, &Options::default()).unwrap();
     assert!(!kinds(&f).contains(&"parallelize"));

@@ -271,6 +271,7 @@ pub fn region_json(
             strategy: fb.strategy.map(|s| s.as_str().to_string()),
             seconds,
         }),
+        storage_seconds: fb.storage_seconds,
     }
 }
 
@@ -303,6 +304,14 @@ fn rating_json(v: &mut Value, s: &feedback::Suggestion, all: &[feedback::Suggest
     }
     if let Some(a) = &s.array {
         v["array"] = json!(a);
+    }
+    if let Some(m) = &s.mapping {
+        v["mapping"] = json!({
+            "isl": m.isl,
+            "c": m.c,
+            "bytes_before": m.bytes_before,
+            "bytes_after": m.bytes_after,
+        });
     }
     if let Some(k) = &r.skipped {
         v["skipped"] = json!({ "reason": k.reason.as_str(), "text": k.text });

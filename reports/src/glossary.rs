@@ -138,7 +138,12 @@ pub const GLOSSARY: &[Term] = &[
     Term {
         id: "rank",
         name: "Rank and alternatives",
-        meaning: "Advice is listed best first by estimated gain. Advice marked `or` is an alternative to the one above it (transposing an array instead of the interchange that fixes the same accesses): do one of them. A storage change is listed right after the transformation it makes legal.",
+        meaning: "Advice is listed best first by estimated gain. Advice marked `or` is an alternative to the one above it (transposing an array, or padding its rows, instead of the interchange that fixes the same accesses): do one of them. A storage change is listed right after the transformation it makes legal.",
+    },
+    Term {
+        id: "mapping",
+        name: "Storage and layout maps",
+        meaning: "A storage or layout suggestion gives the new place of each element of the array as a map in isl's notation and as a C index. `{ A[i, j] -> [(i - j) mod 31] }` (a storage hyperplane, SMO): the element A[i][j] goes to cell (i - j) mod 31 of a 31-cell buffer, legal because no two values live at the same time (from a write to its last read, reads after the loop nest included) land in one cell. `{ B[i, j] -> [j, i] }`: transposition. `{ A[i, j] -> [1032i + j] }`: rows padded to 1032 elements. share_storage: arrays whose values are never live at the same time use one buffer.",
     },
     Term {
         id: "skipped",

@@ -711,6 +711,7 @@ mod tests {
             code_after: String::new(),
             why_not: None,
             scheduler: None,
+            storage_seconds: None,
         });
         r
     }

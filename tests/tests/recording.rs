@@ -30,6 +30,9 @@ fn without_timings(mut r: Value) -> Value {
             if let Some(s) = region["scheduler"].as_object_mut() {
                 s.remove("seconds");
             }
+            if let Some(o) = region.as_object_mut() {
+                o.remove("storage_seconds");
+            }
         }
     }
     r
