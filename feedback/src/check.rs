@@ -378,10 +378,19 @@ fn check_in(
 ) -> Result<Outcome, Error> {
     // No parameters: the relations stay in the program's own numbers, and the sampled
     // instances with them (nothing is scheduled, so isl's scheduler costs do not arise).
+    let debug = std::env::var_os("POLYPROF_DEBUG_CHECK").is_some();
+    let t0 = std::time::Instant::now();
+    let mark = |what: &str| {
+        if debug {
+            eprintln!("check: {what} at {:.3} s", t0.elapsed().as_secs_f64());
+        }
+    };
     let mut cx = Ctx::new(region, isl, Parameterizer::new(i64::MAX, 0));
     cx.reductions = crate::reduction::Reductions::new(region, isl);
     cx.keep_forward()?;
+    mark("keep_forward");
     cx.parse()?;
+    mark("parse");
     let mut sched = Sched::original(region);
     let mut violations = Vec::new();
     let mut claims = Vec::new();
@@ -433,14 +442,17 @@ fn check_in(
         Some(map) => given_schedule(&cx, &map)?,
         None => sched.text(region),
     };
+    mark("operations");
     let theta_m = union_map(isl, &theta)?;
     let collision = collision(&cx, &theta_m)?;
+    mark("one-to-one");
     let all: Vec<usize> = (0..region.dependences.len())
         .filter(|&i| counts(&cx, i))
         .collect();
     for dep in cx.all_violated(&all, &theta)? {
         violations.push(violation(&cx, &theta_m, dep, steps.len(), None)?);
     }
+    mark("dependences");
     Ok(outcome(&cx, theta, collision, violations, claims))
 }
 
@@ -550,7 +562,11 @@ fn skew(sched: &mut Sched, outer: usize, inner: usize, factor: i64) -> Result<()
         if let (Some(a), Some(b)) = (sched.row_of(s, outer), sched.row_of(s, inner)) {
             let by = sched.expr(s, a).clone();
             let e = sched.expr(s, b);
-            *e = format!("({e}) + ({factor})*({by})");
+            // isl takes a constant factor, not a parenthesised one.
+            *e = match factor {
+                f if f >= 0 => format!("({e}) + {f}*({by})"),
+                f => format!("({e}) - {}*({by})", f.unsigned_abs()),
+            };
             any = true;
         }
     }
@@ -855,10 +871,20 @@ fn claim(
     Ok((claim, broken))
 }
 
-/// Two instances a schedule runs at one time, if any.
+/// Two instances a schedule runs at one time, if any. A schedule one-to-one on all integer
+/// points of the statements' spaces is one-to-one on their domains, and isl answers that
+/// cheaply; only otherwise are the domains themselves (unions of many pieces when the trace
+/// folded them inexactly) asked, at a cost of seconds on large regions.
 fn collision(cx: &Ctx<'_>, theta: &UnionMap) -> Result<Option<Collision>, Error> {
     let e = || islx::isl("testing whether the schedule is one-to-one");
     let domain = union_set(cx.isl, &cx.domain())?;
+    let whole = theta
+        .copy()
+        .and_then(|t| t.intersect_domain(domain.copy()?.universe()?))
+        .map_err(e())?;
+    if whole.is_injective().map_err(e())? {
+        return Ok(None);
+    }
     let on = theta
         .copy()
         .and_then(|t| t.intersect_domain(domain.copy()?))

@@ -167,6 +167,11 @@ pub struct CheckCmd {
     #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
     pub format: CheckFormat,
 
+    /// The region (report id, R2) whose loops and statements the transformation names
+    /// [default: the region holding every loop named; for `schedule` alone, the hottest].
+    #[arg(long, value_name = "ID")]
+    pub region: Option<String>,
+
     #[command(flatten)]
     pub run: RunArgs,
 

@@ -88,7 +88,26 @@ pub(crate) fn check(cmd: &CheckCmd, ui: Ui) -> anyhow::Result<i32> {
             return Ok(usage(cmd, ui, &s));
         }
     };
-    let (ri, names) = match locate(&profile, &exe, bias, &steps, cmd.analysis.region_threshold) {
+    let only = match &cmd.region {
+        Some(id) => match profile
+            .regions
+            .iter()
+            .position(|r| r.id.eq_ignore_ascii_case(id))
+        {
+            Some(i) => Some(i),
+            None => {
+                let ids: Vec<&str> = profile.regions.iter().map(|r| r.id.as_str()).collect();
+                let s = format!(
+                    "there is no analysed region {id} (analysed: {})",
+                    if ids.is_empty() { "none".to_string() } else { ids.join(", ") }
+                );
+                return Ok(usage(cmd, ui, &s));
+            }
+        },
+        None => None,
+    };
+    let located = locate(&profile, &exe, bias, &steps, only, cmd.analysis.region_threshold);
+    let (ri, names) = match located {
         Ok(x) => x,
         Err(s) => return Ok(usage(cmd, ui, &s)),
     };
@@ -131,6 +150,7 @@ fn locate(
     exe: &symbols::ElfFile,
     bias: u64,
     steps: &[Step],
+    only: Option<usize>,
     threshold: f64,
 ) -> Result<(usize, Vec<(String, usize)>), String> {
     let mut names: Vec<&str> = steps.iter().flat_map(|s| s.op.loops()).collect();
@@ -150,6 +170,7 @@ fn locate(
             .regions
             .iter()
             .enumerate()
+            .filter(|(ri, _)| only.is_none_or(|o| o == *ri))
             .flat_map(|(ri, r)| {
                 (0..r.input.loops.len())
                     .filter(move |&l| names_loop(name, &r.input.loops[l].id, &label(r, l)))
@@ -157,6 +178,19 @@ fn locate(
             })
             .collect();
         if hits.is_empty() {
+            if let Some(o) = only {
+                return Err(format!(
+                    "`{name}` is not a loop of region {} (its loops: {})",
+                    profile.regions[o].id,
+                    profile.regions[o]
+                        .input
+                        .loops
+                        .iter()
+                        .map(|l| format!("{} {}", l.id, l.label))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
             return Err(not_in_region(profile, &naming, name, threshold));
         }
         found.push((name, hits));
@@ -168,7 +202,7 @@ fn locate(
                 "no region was analysed (lower --region-threshold), so there is nothing to schedule"
                     .into(),
             ),
-            false => Ok((0, Vec::new())),
+            false => Ok((only.unwrap_or(0), Vec::new())),
         };
     }
     let common: Vec<usize> = (0..profile.regions.len())
