@@ -302,7 +302,9 @@ impl Sched {
             .map(|s| {
                 let mut r = Vec::new();
                 for (d, &l) in s.loops.iter().enumerate() {
-                    r.push(Row::Const(i64::from(s.positions.get(d).copied().unwrap_or(0))));
+                    r.push(Row::Const(i64::from(
+                        s.positions.get(d).copied().unwrap_or(0),
+                    )));
                     r.push(Row::Loop {
                         expr: format!("i{d}"),
                         tag: l,
@@ -413,11 +415,15 @@ fn check_in(
         match &step.op {
             Op::Interchange(..) => swap(&mut sched, loops[0], loops[1]).map_err(fail)?,
             Op::Permute(_) => permute(&mut sched, &loops).map_err(fail)?,
-            Op::Reverse(_) => each_row(&mut sched, loops[0], |e| format!("-({e})")).map_err(fail)?,
+            Op::Reverse(_) => {
+                each_row(&mut sched, loops[0], |e| format!("-({e})")).map_err(fail)?
+            }
             Op::Shift { by, .. } => {
                 each_row(&mut sched, loops[0], |e| format!("({e}) + {by}")).map_err(fail)?
             }
-            Op::Skew { factor, .. } => skew(&mut sched, loops[0], loops[1], *factor).map_err(fail)?,
+            Op::Skew { factor, .. } => {
+                skew(&mut sched, loops[0], loops[1], *factor).map_err(fail)?
+            }
             Op::Fuse(..) => fuse(&mut sched, loops[0], loops[1]).map_err(fail)?,
             Op::Split(_) => split(&mut sched, loops[0]).map_err(fail)?,
             Op::Tile { size, .. } => {
@@ -690,9 +696,7 @@ fn band_rows(sched: &Sched, band: &[usize]) -> Result<Vec<(usize, Vec<usize>)>, 
         out.push((s, rows));
     }
     if out.iter().all(|(_, r)| r.len() < band.len()) {
-        return Err(
-            "no statement runs inside all of the band's loops: they are not nested".into(),
-        );
+        return Err("no statement runs inside all of the band's loops: they are not nested".into());
     }
     Ok(out)
 }
@@ -736,7 +740,9 @@ fn not_permutable(
     let rel_m = union_map(cx.isl, &rel)?;
     let mut out = Vec::new();
     for i in within {
-        let Some(d) = cx.deps_map(&[i])? else { continue };
+        let Some(d) = cx.deps_map(&[i])? else {
+            continue;
+        };
         let bad = instance_relation(&theta_m, &rel_m)?;
         let hit = d.intersect(bad).map_err(islx::isl("intersecting"))?;
         if !empty(&hit)? {
@@ -827,7 +833,9 @@ fn claim(
         // model's are per loop); every carried dependence is a violation.
         let between = instance_relation(&theta_m, &rel_m)?;
         for i in 0..cx.region.dependences.len() {
-            let Some(d) = cx.deps_map(&[i])? else { continue };
+            let Some(d) = cx.deps_map(&[i])? else {
+                continue;
+            };
             let bad = between.copy().map_err(islx::isl("copying"))?;
             let hit = d.intersect(bad).map_err(islx::isl("intersecting"))?;
             if !empty(&hit)? {
@@ -856,7 +864,9 @@ fn claim(
             // The carried dependences, with a pair of instances each.
             let between = instance_relation(&theta_m, &rel_m)?;
             for i in cx.deps_within(l) {
-                let Some(d) = cx.deps_map(&[i])? else { continue };
+                let Some(d) = cx.deps_map(&[i])? else {
+                    continue;
+                };
                 let bad = between.copy().map_err(islx::isl("copying"))?;
                 let hit = d.intersect(bad).map_err(islx::isl("intersecting"))?;
                 let kind = cx.region.dependences[i].kind;
@@ -997,7 +1007,9 @@ fn violation(
     let pair = if empty(&hit)? {
         None
     } else {
-        let s = hit.sample().map_err(islx::isl("sampling a violated pair"))?;
+        let s = hit
+            .sample()
+            .map_err(islx::isl("sampling a violated pair"))?;
         let t = islx::text(&s)?;
         if std::env::var_os("POLYPROF_DEBUG_CHECK").is_some() {
             eprintln!("sample {t}");

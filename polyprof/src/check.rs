@@ -99,14 +99,25 @@ pub(crate) fn check(cmd: &CheckCmd, ui: Ui) -> anyhow::Result<i32> {
                 let ids: Vec<&str> = profile.regions.iter().map(|r| r.id.as_str()).collect();
                 let s = format!(
                     "there is no analysed region {id} (analysed: {})",
-                    if ids.is_empty() { "none".to_string() } else { ids.join(", ") }
+                    if ids.is_empty() {
+                        "none".to_string()
+                    } else {
+                        ids.join(", ")
+                    }
                 );
                 return Ok(usage(cmd, ui, &s));
             }
         },
         None => None,
     };
-    let located = locate(&profile, &exe, bias, &steps, only, cmd.analysis.region_threshold);
+    let located = locate(
+        &profile,
+        &exe,
+        bias,
+        &steps,
+        only,
+        cmd.analysis.region_threshold,
+    );
     let (ri, names) = match located {
         Ok(x) => x,
         Err(s) => return Ok(usage(cmd, ui, &s)),
@@ -159,9 +170,10 @@ fn locate(
     let tree = &profile.analysis.tree;
     let naming = tracer::Naming::new(exe, bias, &profile.analysis.structure);
     let label = |r: &RegionReport, l: usize| {
-        naming
-            .node_location(tree, r.loop_nodes[l])
-            .map_or_else(|| r.input.loops[l].label.clone(), |x| short(&x.file, x.line))
+        naming.node_location(tree, r.loop_nodes[l]).map_or_else(
+            || r.input.loops[l].label.clone(),
+            |x| short(&x.file, x.line),
+        )
     };
     // Per name: (region, loop) pairs it may mean.
     let mut found: Vec<(&str, Vec<(usize, usize)>)> = Vec::new();
