@@ -229,7 +229,7 @@ pub struct Violation {
     pub sink_line: String,
     /// One pair of instances the transformation reorders, as isl samples it:
     /// `(statement, iteration numbers)` of the source, then of the sink.
-    pub pair: Option<((String, Vec<i64>), (String, Vec<i64>))>,
+    pub pair: Option<Collision>,
     /// The storage change that removes this dependence, if one does.
     pub fix: Option<Requirement>,
 }
@@ -248,8 +248,12 @@ pub struct Claim {
     pub why: Option<String>,
 }
 
-/// Two instances the schedule runs at the same time (it is not one-to-one).
-pub type Collision = ((String, Vec<i64>), (String, Vec<i64>));
+/// A statement instance: the statement's name and its iteration numbers, outermost first.
+pub type Instance = (String, Vec<i64>);
+
+/// Two instances: the source and sink of a dependence, or two instances a schedule runs at
+/// the same time (it is not one-to-one).
+pub type Collision = (Instance, Instance);
 
 /// The verdict on a transformation.
 #[derive(Clone, Debug, PartialEq)]
@@ -1083,7 +1087,7 @@ fn instances(text: &str) -> Option<Collision> {
     Some((instance(a, &values)?, instance(b, &values)?))
 }
 
-fn instance(t: &str, values: &BTreeMap<&str, i64>) -> Option<(String, Vec<i64>)> {
+fn instance(t: &str, values: &BTreeMap<&str, i64>) -> Option<Instance> {
     let t = t.trim();
     let (name, rest) = t.split_once('[')?;
     let inner = rest.strip_suffix(']')?;
@@ -1102,7 +1106,7 @@ fn instance(t: &str, values: &BTreeMap<&str, i64>) -> Option<(String, Vec<i64>)>
 }
 
 /// An instance for a person: `S3 (k.c:12) at L4=0, L5=2` (iteration numbers from 0).
-pub fn describe_instance(region: &Region, inst: &(String, Vec<i64>)) -> String {
+pub fn describe_instance(region: &Region, inst: &Instance) -> String {
     let Some(s) = region.statements.iter().find(|s| s.name == inst.0) else {
         return format!("{}{:?}", inst.0, inst.1);
     };
