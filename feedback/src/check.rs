@@ -266,11 +266,17 @@ pub struct Outcome {
     pub collision: Option<Collision>,
     pub violations: Vec<Violation>,
     pub claims: Vec<Claim>,
-    /// Dependences checked.
+    /// Dependences every schedule must keep (flow; anti and output through arrays and
+    /// library state), checked source before sink.
     pub dependences: usize,
-    /// Anti and output dependences through registers left to register allocation (see
-    /// [`counts`]).
-    pub register_reuse: usize,
+    /// Anti and output dependences through registers and scalars, which decide storage
+    /// rather than legality: checked by the storage model (`storage_needs`).
+    pub renamable: usize,
+    /// Storage changes the new order needs for the values of registers and scalars it
+    /// reorders (expansion, mapping onto a dead array element), as the suggestions ask them.
+    pub storage_needs: Vec<Requirement>,
+    /// Why no storage change can hold those values, when none can.
+    pub storage_blocked: Option<String>,
     /// When not legal: the storage changes that would make it legal, if changes can (every
     /// violation has a fix, every failed claim names what it needs).
     pub legal_after: Option<Vec<Requirement>>,
@@ -401,6 +407,10 @@ fn check_in(
     let mut violations = Vec::new();
     let mut claims = Vec::new();
     let mut replaced: Option<String> = None;
+    // Loops whose order changes, and whether every statement instance's iteration stays
+    // whole (its statements together), for the storage question.
+    let mut moved: Vec<usize> = Vec::new();
+    let mut whole = true;
     for (k, step) in steps.iter().enumerate() {
         let loops: Vec<usize> = step
             .op
@@ -416,9 +426,21 @@ fn check_in(
             })
             .collect::<Result<_, _>>()?;
         let fail = |why: String| Error::Usage(format!("`{}`: {why}", step.text));
+        if !matches!(step.op, Op::Parallel(_) | Op::Vectorize(_)) {
+            for &l in &loops {
+                if !moved.contains(&l) {
+                    moved.push(l);
+                }
+            }
+        }
         match &step.op {
-            Op::Interchange(..) => swap(&mut sched, loops[0], loops[1]).map_err(fail)?,
-            Op::Permute(_) => permute(&mut sched, &loops).map_err(fail)?,
+            Op::Interchange(..) | Op::Permute(_) => {
+                whole &= !distribute(&mut sched, &loops);
+                match &step.op {
+                    Op::Interchange(..) => swap(&mut sched, loops[0], loops[1]).map_err(fail)?,
+                    _ => permute(&mut sched, &loops).map_err(fail)?,
+                }
+            }
             Op::Reverse(_) => {
                 each_row(&mut sched, loops[0], |e| format!("-({e})")).map_err(fail)?
             }
@@ -428,9 +450,16 @@ fn check_in(
             Op::Skew { factor, .. } => {
                 skew(&mut sched, loops[0], loops[1], *factor).map_err(fail)?
             }
-            Op::Fuse(..) => fuse(&mut sched, loops[0], loops[1]).map_err(fail)?,
-            Op::Split(_) => split(&mut sched, loops[0]).map_err(fail)?,
+            Op::Fuse(..) => {
+                whole = false;
+                fuse(&mut sched, loops[0], loops[1]).map_err(fail)?
+            }
+            Op::Split(_) => {
+                whole = false;
+                split(&mut sched, loops[0]).map_err(fail)?
+            }
             Op::Tile { size, .. } => {
+                whole &= perfect(&sched, &loops);
                 let band = band_rows(&sched, &loops).map_err(fail)?;
                 cx.n = sched.rows.iter().map(Vec::len).max().unwrap_or(1);
                 violations.extend(not_permutable(&cx, &sched, &band, k)?);
@@ -445,7 +474,11 @@ fn check_in(
                 violations.extend(broken);
                 claims.push(claim);
             }
-            Op::Schedule(map) => replaced = Some(map.clone()),
+            Op::Schedule(map) => {
+                whole = false;
+                moved = (0..region.loops.len()).collect();
+                replaced = Some(map.clone());
+            }
         }
     }
     let theta = match replaced {
@@ -456,14 +489,81 @@ fn check_in(
     let theta_m = union_map(isl, &theta)?;
     let collision = collision(&cx, &theta_m)?;
     mark("one-to-one");
-    let all: Vec<usize> = (0..region.dependences.len())
-        .filter(|&i| counts(&cx, i))
-        .collect();
-    for dep in cx.all_violated(&all, &theta)? {
+    for dep in cx.all_violated(&cx.binding(), &theta)? {
         violations.push(violation(&cx, &theta_m, dep, steps.len(), None)?);
     }
     mark("dependences");
-    Ok(outcome(&cx, theta, collision, violations, claims))
+    // Registers and scalars whose values the new order reorders: the storage model of the
+    // suggestions says what they need (a temporary that stays within its iteration renames
+    // freely when iterations stay whole).
+    let fix = match moved.is_empty() {
+        true => None,
+        false => Some(crate::storage::for_schedule(
+            &cx,
+            &moved,
+            &theta,
+            "the transformation",
+            whole,
+        )?),
+    };
+    mark("storage");
+    let mut o = outcome(&cx, theta, collision, violations, claims);
+    if let Some(fix) = fix {
+        o.storage_needs = fix.needs;
+        o.storage_blocked = fix.blocked;
+        settle(&mut o);
+    }
+    Ok(o)
+}
+
+/// Whether the statements inside the outermost loop of `band` run inside all of its loops.
+fn perfect(sched: &Sched, band: &[usize]) -> bool {
+    inside(sched, band[0])
+        .iter()
+        .all(|&(s, _)| band.iter().all(|&l| sched.row_of(s, l).is_some()))
+}
+
+/// Before an interchange or permutation of an imperfect nest: the outermost of the loops
+/// (in the statements inside all of them) is distributed, so that the code before and after
+/// the inner loops forms nests of its own, before and after the permuted one, as the program
+/// orders it (what the interchange advice does). Returns whether it distributed.
+fn distribute(sched: &mut Sched, loops: &[usize]) -> bool {
+    let full: Vec<usize> = (0..sched.rows.len())
+        .filter(|&s| loops.iter().all(|&l| sched.row_of(s, l).is_some()))
+        .collect();
+    let Some(&first) = full.first() else {
+        return false;
+    };
+    let Some(outer) = loops
+        .iter()
+        .copied()
+        .min_by_key(|&l| sched.row_of(first, l).unwrap_or(usize::MAX))
+    else {
+        return false;
+    };
+    if perfect(sched, &[outer].iter().chain(loops).copied().collect::<Vec<_>>()) {
+        return false;
+    }
+    split(sched, outer).is_ok()
+}
+
+/// The verdict once the storage needs are known.
+fn settle(o: &mut Outcome) {
+    let was_fixable = o.legal || o.legal_after.is_some();
+    o.legal = o.legal && o.storage_needs.is_empty() && o.storage_blocked.is_none();
+    if o.legal {
+        return;
+    }
+    o.legal_after = match (was_fixable, &o.storage_blocked) {
+        (true, None) => {
+            let mut needs = o.legal_after.take().unwrap_or_default();
+            needs.extend(o.storage_needs.iter().cloned());
+            needs.sort();
+            needs.dedup();
+            Some(needs)
+        }
+        _ => None,
+    };
 }
 
 /// The verdict from its parts.
@@ -491,12 +591,10 @@ fn outcome(
         collision,
         violations,
         claims,
-        dependences: (0..cx.region.dependences.len())
-            .filter(|&i| counts(cx, i))
-            .count(),
-        register_reuse: (0..cx.region.dependences.len())
-            .filter(|&i| !counts(cx, i))
-            .count(),
+        dependences: cx.binding().len(),
+        renamable: cx.region.dependences.len() - cx.binding().len(),
+        storage_needs: Vec::new(),
+        storage_blocked: None,
         legal_after,
     }
 }
@@ -736,7 +834,7 @@ fn not_permutable(
     let within: Vec<usize> = (0..cx.region.dependences.len())
         .filter(|&i| {
             let d = &cx.region.dependences[i];
-            stmts.contains(d.source.as_str()) && stmts.contains(d.sink.as_str()) && counts(cx, i)
+            stmts.contains(d.source.as_str()) && stmts.contains(d.sink.as_str()) && d.binding()
         })
         .collect();
     let theta = sched.text(cx.region);
@@ -916,28 +1014,6 @@ fn collision(cx: &Ctx<'_>, theta: &UnionMap) -> Result<Option<Collision>, Error>
     }
     let sample = same.sample().map_err(e())?;
     Ok(instances(&islx::text(&sample)?))
-}
-
-/// Whether dependence `dep` binds a transformation. Anti and output dependences through a
-/// register do not: whatever compiles the transformed code allocates registers anew, and a
-/// value a register carries from one instance to another is a flow dependence, checked. They
-/// do when the register's value crosses the region's border: read from before the region by
-/// the anti dependence's reader, or (output) read after the region, whose last write must
-/// stay the last.
-fn counts(cx: &Ctx<'_>, dep: usize) -> bool {
-    let d = &cx.region.dependences[dep];
-    if d.kind == DepKind::Flow || !matches!(d.storage, Storage::Register { .. }) {
-        return true;
-    }
-    let root = d.storage.root();
-    match d.kind {
-        DepKind::Anti => cx
-            .region
-            .live_in
-            .iter()
-            .any(|b| b.storage.root() == root && b.stmt == d.source),
-        _ => cx.region.live_out.iter().any(|b| b.storage.root() == root),
-    }
 }
 
 /// The schedule the user gave, checked to cover every statement in one time space.

@@ -382,10 +382,10 @@ fn text_verdict(region: &RegionReport, steps: &[Step], o: &Outcome) -> String {
             "legal: the new schedule is one-to-one and keeps the source of each of the {} observed dependences before its sink",
             o.dependences
         ));
-        if o.register_reuse > 0 {
+        if o.renamable > 0 {
             out.push_str(&format!(
-                " ({} more, anti and output dependences through registers, are left to register allocation)",
-                o.register_reuse
+                " (and the values of registers and scalars it reorders, {} anti and output dependences, need no storage change)",
+                o.renamable
             ));
         }
         let claims: Vec<String> = o.claims.iter().map(|c| c.loop_id.clone()).collect();
@@ -419,6 +419,19 @@ fn text_verdict(region: &RegionReport, steps: &[Step], o: &Outcome) -> String {
     }
     for v in &o.violations {
         out.push_str(&format!("  - {}\n", violation_text(region, steps, v)));
+    }
+    if let Some(why) = &o.storage_blocked {
+        out.push_str(&format!("  - {why}.\n"));
+    }
+    if !o.storage_needs.is_empty() {
+        out.push_str(&format!(
+            "  - the new order reorders values of registers or scalars: it needs {}.\n",
+            o.storage_needs
+                .iter()
+                .map(need_text)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
     }
     match &o.legal_after {
         Some(needs) => out.push_str(&format!(
@@ -506,7 +519,9 @@ fn json_verdict(region: &RegionReport, steps: &[Step], o: &Outcome) -> Value {
         "transformation": steps.iter().map(|s| s.text.clone()).collect::<Vec<_>>(),
         "schedule": o.schedule,
         "dependences_checked": o.dependences,
-        "register_reuse": o.register_reuse,
+        "renamable": o.renamable,
+        "storage_needs": o.storage_needs.iter().map(requirement_json).collect::<Vec<_>>(),
+        "storage_blocked": o.storage_blocked,
         "one_to_one": o.collision.is_none(),
         "collision": o.collision.as_ref().map(|(a, b)| json!([instance_json(region, a), instance_json(region, b)])),
         "violations": violations,
