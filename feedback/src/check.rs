@@ -496,7 +496,7 @@ fn check_in(
     // Registers and scalars whose values the new order reorders: the storage model of the
     // suggestions says what they need (a temporary that stays within its iteration renames
     // freely when iterations stay whole).
-    let fix = match moved.is_empty() {
+    let fix = match moved.is_empty() || values_kept(&cx, &theta_m)? {
         true => None,
         false => Some(crate::storage::for_schedule(
             &cx,
@@ -514,6 +514,84 @@ fn check_in(
         settle(&mut o);
     }
     Ok(o)
+}
+
+/// Whether every value of a register or scalar whose anti or output dependences `theta`
+/// breaks still reaches its readers: no write of that storage runs between a producer and
+/// its consumer in the new order. Then no storage change is needed (the broken dependences
+/// only say the storage is reused, as a temporary is in every iteration).
+fn values_kept(cx: &Ctx<'_>, theta: &UnionMap) -> Result<bool, Error> {
+    let deps = &cx.region.dependences;
+    let renamable: Vec<usize> = (0..deps.len()).filter(|&i| !deps[i].binding()).collect();
+    let text = islx::text(theta)?;
+    let broken = cx.all_violated(&renamable, &text)?;
+    let storages: BTreeSet<&Storage> = broken.iter().map(|&i| &deps[i].storage).collect();
+    let e = || islx::isl("checking that values reach their readers");
+    for storage in storages {
+        let of = |i: &usize| &deps[*i].storage == storage;
+        let flows: Vec<usize> = (0..deps.len())
+            .filter(|i| of(i) && deps[*i].kind == DepKind::Flow)
+            .collect();
+        let Some(flow) = cx.deps_map(&flows)? else {
+            continue;
+        };
+        // The statements writing the storage: producers of its flow and output
+        // dependences, overwriters of its anti dependences.
+        let writers: BTreeSet<&str> = (0..deps.len())
+            .filter(of)
+            .flat_map(|i| {
+                let d = &deps[i];
+                match d.kind {
+                    DepKind::Flow => vec![d.source.as_str()],
+                    DepKind::Anti => vec![d.sink.as_str()],
+                    DepKind::Output => vec![d.source.as_str(), d.sink.as_str()],
+                }
+            })
+            .collect();
+        let doms: Vec<&str> = cx
+            .region
+            .statements
+            .iter()
+            .zip(&cx.domains)
+            .filter(|(s, d)| writers.contains(s.name.as_str()) && !d.is_empty())
+            .map(|(_, d)| d.as_str())
+            .collect();
+        let written = union_set(cx.isl, &format!("{{ {} }}", doms.join("; ")))?;
+        let at_writes = theta
+            .copy()
+            .and_then(|t| t.intersect_domain(written))
+            .map_err(e())?;
+        // Instance pairs (x, w) with x before the write w, and (w, y) with w before y.
+        let t_of = |m: &UnionMap| m.copy().map_err(e());
+        let before_write = t_of(theta)?
+            .lex_lt_union_map(t_of(&at_writes)?)
+            .map_err(e())?;
+        let after_write = t_of(&at_writes)?.lex_lt_union_map(t_of(theta)?).map_err(e())?;
+        let between = before_write.apply_range(after_write).map_err(e())?;
+        let lost = flow.intersect(between).map_err(e())?;
+        if !empty(&lost)? {
+            return Ok(false);
+        }
+        // A value from before the region must still be read before any write, and the last
+        // write of a value read after the region must stay the last.
+        for (borders, live_in) in [(&cx.region.live_in, true), (&cx.region.live_out, false)] {
+            for b in borders.iter().filter(|b| &b.storage == storage) {
+                let rel = union_map(cx.isl, &b.relation)?;
+                let ends = if live_in { rel.domain() } else { rel.range() }.map_err(e())?;
+                let at_ends = t_of(theta)?.intersect_domain(ends).map_err(e())?;
+                let crossed = if live_in {
+                    t_of(&at_writes)?.lex_lt_union_map(at_ends)
+                } else {
+                    at_ends.lex_lt_union_map(t_of(&at_writes)?)
+                }
+                .map_err(e())?;
+                if !empty(&crossed)? {
+                    return Ok(false);
+                }
+            }
+        }
+    }
+    Ok(true)
 }
 
 /// Whether the statements inside the outermost loop of `band` run inside all of its loops.

@@ -384,7 +384,7 @@ fn text_verdict(region: &RegionReport, steps: &[Step], o: &Outcome) -> String {
         ));
         if o.renamable > 0 {
             out.push_str(&format!(
-                " (and the values of registers and scalars it reorders, {} anti and output dependences, need no storage change)",
+                " (and the values it moves through registers and scalars, {} anti and output dependences, still reach their readers)",
                 o.renamable
             ));
         }
