@@ -566,7 +566,9 @@ fn values_kept(cx: &Ctx<'_>, theta: &UnionMap) -> Result<bool, Error> {
         let before_write = t_of(theta)?
             .lex_lt_union_map(t_of(&at_writes)?)
             .map_err(e())?;
-        let after_write = t_of(&at_writes)?.lex_lt_union_map(t_of(theta)?).map_err(e())?;
+        let after_write = t_of(&at_writes)?
+            .lex_lt_union_map(t_of(theta)?)
+            .map_err(e())?;
         let between = before_write.apply_range(after_write).map_err(e())?;
         let lost = flow.intersect(between).map_err(e())?;
         if !empty(&lost)? {
@@ -619,7 +621,10 @@ fn distribute(sched: &mut Sched, loops: &[usize]) -> bool {
     else {
         return false;
     };
-    if perfect(sched, &[outer].iter().chain(loops).copied().collect::<Vec<_>>()) {
+    if perfect(
+        sched,
+        &[outer].iter().chain(loops).copied().collect::<Vec<_>>(),
+    ) {
         return false;
     }
     split(sched, outer).is_ok()

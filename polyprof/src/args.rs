@@ -15,6 +15,8 @@ Examples:
   polyprof record -o run ./matmul 100    record only
   polyprof report run --region-threshold 1
                                          report again from the recording, without running it
+  polyprof check -t 'interchange matmul.c:18 matmul.c:19' run
+                                         is this interchange legal? (exit 0 yes, 1 no)
 
 Exit status: the program's own (128 + N when signal N killed it); 128 + N when signal N \
 interrupted polyprof; 2 when polyprof could not start the program or read a recording; \
