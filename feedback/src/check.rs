@@ -444,9 +444,7 @@ fn check_in(
             Op::Reverse(_) => {
                 each_row(&mut sched, loops[0], |e| format!("-({e})")).map_err(fail)?
             }
-            Op::Shift { by, .. } => {
-                each_row(&mut sched, loops[0], |e| format!("({e}) + {by}")).map_err(fail)?
-            }
+            Op::Shift { by, .. } => shift(&mut sched, loops[0], *by).map_err(fail)?,
             Op::Skew { factor, .. } => {
                 skew(&mut sched, loops[0], loops[1], *factor).map_err(fail)?
             }
@@ -496,7 +494,7 @@ fn check_in(
     // Registers and scalars whose values the new order reorders: the storage model of the
     // suggestions says what they need (a temporary that stays within its iteration renames
     // freely when iterations stay whole).
-    let fix = match moved.is_empty() || values_kept(&cx, &theta_m)? {
+    let fix = match moved.is_empty() || values_kept(&cx, &theta_m, whole)? {
         true => None,
         false => Some(crate::storage::for_schedule(
             &cx,
@@ -520,7 +518,11 @@ fn check_in(
 /// breaks still reaches its readers: no write of that storage runs between a producer and
 /// its consumer in the new order. Then no storage change is needed (the broken dependences
 /// only say the storage is reused, as a temporary is in every iteration).
-fn values_kept(cx: &Ctx<'_>, theta: &UnionMap) -> Result<bool, Error> {
+///
+/// When the transformation keeps iterations whole, a storage whose values never cross
+/// iterations (a temporary of one iteration's body) keeps them without asking isl: nothing
+/// of another iteration runs between two instances of one iteration.
+fn values_kept(cx: &Ctx<'_>, theta: &UnionMap, whole: bool) -> Result<bool, Error> {
     let deps = &cx.region.dependences;
     let renamable: Vec<usize> = (0..deps.len()).filter(|&i| !deps[i].binding()).collect();
     let text = islx::text(theta)?;
@@ -528,6 +530,11 @@ fn values_kept(cx: &Ctx<'_>, theta: &UnionMap) -> Result<bool, Error> {
     let storages: BTreeSet<&Storage> = broken.iter().map(|&i| &deps[i].storage).collect();
     let e = || islx::isl("checking that values reach their readers");
     for storage in storages {
+        let within_iterations = crate::storage::carrying_loops(cx.region, storage)
+            .is_some_and(|loops| loops.is_empty());
+        if whole && within_iterations {
+            continue;
+        }
         let of = |i: &usize| &deps[*i].storage == storage;
         let flows: Vec<usize> = (0..deps.len())
             .filter(|i| of(i) && deps[*i].kind == DepKind::Flow)
@@ -735,6 +742,32 @@ fn each_row(sched: &mut Sched, l: usize, f: impl Fn(&str) -> String) -> Result<(
             let e = sched.expr(s, r);
             *e = f(e);
             any = true;
+        }
+    }
+    if any {
+        Ok(())
+    } else {
+        Err("the loop holds no statement".into())
+    }
+}
+
+/// `shift A N`: the statements of loop A itself (not those of a loop fused into it, so that
+/// a fused loop can be aligned) run N iterations later.
+fn shift(sched: &mut Sched, a: usize, by: i64) -> Result<(), String> {
+    let mut any = false;
+    for rows in sched.rows.iter_mut() {
+        for r in rows.iter_mut() {
+            if let Row::Loop {
+                expr,
+                tag,
+                point: false,
+            } = r
+            {
+                if *tag == a {
+                    *expr = format!("({expr}) + {by}");
+                    any = true;
+                }
+            }
         }
     }
     if any {
@@ -1017,7 +1050,19 @@ fn claim(
         // Statements of several source loops: no storage question is asked of them (the
         // model's are per loop); every carried dependence is a violation.
         let between = instance_relation(&theta_m, &rel_m)?;
+        let members: BTreeSet<&str> = ia
+            .iter()
+            .map(|&(s, _)| cx.region.statements[s].name.as_str())
+            .collect();
         for i in 0..cx.region.dependences.len() {
+            let dep = &cx.region.dependences[i];
+            // Between statements of the fused loop; registers are private to each thread.
+            if !members.contains(dep.source.as_str())
+                || !members.contains(dep.sink.as_str())
+                || (dep.kind != DepKind::Flow && matches!(dep.storage, Storage::Register { .. }))
+            {
+                continue;
+            }
             let Some(d) = cx.deps_map(&[i])? else {
                 continue;
             };

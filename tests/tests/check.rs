@@ -54,11 +54,13 @@ fn recorded(name: &'static str) -> &'static Recorded {
     static SEIDEL: OnceLock<Recorded> = OnceLock::new();
     static SHIFT: OnceLock<Recorded> = OnceLock::new();
     static LIBCALLS: OnceLock<Recorded> = OnceLock::new();
+    static FUSE: OnceLock<Recorded> = OnceLock::new();
     let cell = match name {
         "check_matmul" => &MATMUL,
         "check_seidel1d" => &SEIDEL,
         "check_shift" => &SHIFT,
         "legal_libcalls" => &LIBCALLS,
+        "check_fuse" => &FUSE,
         _ => panic!("no recording for {name}"),
     };
     cell.get_or_init(|| record(name))
@@ -86,6 +88,7 @@ fn verdict(name: &'static str, transform: &str) -> (i32, Value) {
         &recorded(name).out,
         &["--format", "json", "--transform", transform],
     );
+    assert_ne!(o.code(), 2, "{transform}: a usage error: {}", o.stderr);
     let v: Value = serde_json::from_str(&o.stdout)
         .unwrap_or_else(|e| panic!("{transform}: not JSON ({e}): {}\n{}", o.stdout, o.stderr));
     (o.code(), v)
@@ -325,6 +328,34 @@ fn parallel_on_a_loop_calling_rand_is_illegal() {
         &format!("parallel legal_libcalls.c:{line}"),
     );
     assert_eq!(code, 1);
+}
+
+/// Fusing two sibling loops where the second reads one element ahead of the first is
+/// illegal; shifting the second by one iteration makes it legal, and the fused loop's
+/// iterations are then independent.
+#[test]
+fn fusion_needs_a_shift() {
+    let (a, b) = (
+        loop_at("check_fuse", "first"),
+        loop_at("check_fuse", "second"),
+    );
+    let (code, v) = verdict("check_fuse", &format!("fuse {a} {b}"));
+    assert_eq!(code, 1, "{v:#}");
+    assert!(!violations(&v, "flow", "`b`").is_empty(), "{v:#}");
+    assert_other_output("check_fuse", "FUSED");
+    let (code, v) = verdict(
+        "check_fuse",
+        &format!("fuse {a} {b}; shift {b} 1; parallel {a}"),
+    );
+    assert_legal(code, &v, "fuse after shift");
+    assert_eq!(v["claims"][0]["holds"], true, "{v:#}");
+    assert_same_output("check_fuse", "FUSED_SHIFT");
+    // Distributing the time loop is not: a time step reads what the previous one wrote.
+    let (code, v) = verdict(
+        "check_fuse",
+        &format!("split {}", loop_at("check_fuse", "t")),
+    );
+    assert_eq!(code, 1, "{v:#}");
 }
 
 /// Exit 2 and one sentence on stderr for each kind of usage error.
