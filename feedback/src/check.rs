@@ -1337,15 +1337,6 @@ pub fn statement_line(region: &Region, name: &str) -> String {
     line_of(region, name)
 }
 
-/// The verdicts of every dependence's kind, for a summary: flow, anti, output counts.
-pub fn kinds(region: &Region) -> BTreeMap<&'static str, usize> {
-    let mut out = BTreeMap::new();
-    for d in &region.dependences {
-        *out.entry(d.kind.as_str()).or_insert(0) += 1;
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

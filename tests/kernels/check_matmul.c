@@ -1,6 +1,7 @@
 /* polyprof check: matrix product, i-j-k order as profiled. -DIKJ builds the i-k-j
- * interchange, -DTILE=S the i-j-k band tiled by S (tile loops, then the points in order),
- * -DREVERSE_K the k loop run backwards: the tests compare their output with the original's. */
+ * interchange, -DJIK the j-i-k one, -DTILE=S the i-j-k band tiled by S (tile loops, then
+ * the points in order), -DREVERSE_K the k loop run backwards: the tests compare their output
+ * with the original's. */
 #include <stdio.h>
 
 #define N 20
@@ -24,6 +25,11 @@ int main(void)
     for (int i = 0; i < N; i++)
         for (int k = 0; k < N; k++)
             for (int j = 0; j < N; j++)
+                C[i][j] += A[i][k] * B[k][j];
+#elif defined(JIK)
+    for (int j = 0; j < N; j++)
+        for (int i = 0; i < N; i++)
+            for (int k = 0; k < N; k++)
                 C[i][j] += A[i][k] * B[k][j];
 #elif defined(TILE)
     for (int ti = 0; ti < N; ti += TILE)

@@ -27,8 +27,8 @@ struct Recorded {
     out: PathBuf,
 }
 
-fn record(name: &str) -> Recorded {
-    let kernel = compile(name, &["-g", "-O0"]);
+fn record(name: &str, level: &str) -> Recorded {
+    let kernel = compile(name, &["-g", level]);
     let dir = tempfile::Builder::new()
         .prefix("polyprof-check-")
         .tempdir()
@@ -55,15 +55,20 @@ fn recorded(name: &'static str) -> &'static Recorded {
     static SHIFT: OnceLock<Recorded> = OnceLock::new();
     static LIBCALLS: OnceLock<Recorded> = OnceLock::new();
     static FUSE: OnceLock<Recorded> = OnceLock::new();
+    static MATMUL_O2: OnceLock<Recorded> = OnceLock::new();
     let cell = match name {
         "check_matmul" => &MATMUL,
         "check_seidel1d" => &SEIDEL,
         "check_shift" => &SHIFT,
         "legal_libcalls" => &LIBCALLS,
         "check_fuse" => &FUSE,
+        "check_matmul_O2" => &MATMUL_O2,
         _ => panic!("no recording for {name}"),
     };
-    cell.get_or_init(|| record(name))
+    cell.get_or_init(|| match name.strip_suffix("_O2") {
+        Some(base) => record(base, "-O2"),
+        None => record(name, "-O0"),
+    })
 }
 
 /// `file:line` of the loop marked `/* loop <var> */` in kernel `name`.
@@ -179,6 +184,29 @@ fn matmul_tiling_is_legal() {
     );
     assert_legal(code, &v, "i-k-j tiled, i parallel");
     assert_eq!(v["claims"][0]["holds"], true, "{v:#}");
+}
+
+/// At -O2 the sum of `C[i][j]` stays in a register across the k loop: the i-k-j interchange
+/// reorders its values, and is legal once the register lives in the element of `C` it is
+/// stored to, as the interchange advice says; interchanging i and j keeps each sum whole.
+#[test]
+fn matmul_at_o2_names_the_accumulator() {
+    let l = |v| loop_at("check_matmul", v);
+    let (code, v) = verdict("check_matmul_O2", &format!("interchange {} {}", l("j"), l("k")));
+    assert_eq!(code, 1, "{v:#}");
+    assert!(v["violations"].as_array().unwrap().is_empty(), "{v:#}");
+    let needs = v["legal_after"].as_array().expect("legal after a storage change");
+    assert!(
+        needs.iter().any(|n| n["change"] == "map_to_array"
+            && n["storage"].as_str().unwrap_or("").contains("`C`")),
+        "{v:#}"
+    );
+    let (code, v) = verdict("check_matmul_O2", &format!("interchange {} {}", l("i"), l("j")));
+    assert_legal(code, &v, "-O2 j-i-k");
+    assert_same_output("check_matmul", "JIK");
+    let (code, v) = verdict("check_matmul_O2", &format!("reverse {}", l("k")));
+    assert_eq!(code, 1, "{v:#}");
+    assert!(v["legal_after"].is_null(), "{v:#}");
 }
 
 /// Reversing k breaks the flow dependence through `C` that the sum carries: no storage change
