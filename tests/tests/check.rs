@@ -192,16 +192,24 @@ fn matmul_tiling_is_legal() {
 #[test]
 fn matmul_at_o2_names_the_accumulator() {
     let l = |v| loop_at("check_matmul", v);
-    let (code, v) = verdict("check_matmul_O2", &format!("interchange {} {}", l("j"), l("k")));
+    let (code, v) = verdict(
+        "check_matmul_O2",
+        &format!("interchange {} {}", l("j"), l("k")),
+    );
     assert_eq!(code, 1, "{v:#}");
     assert!(v["violations"].as_array().unwrap().is_empty(), "{v:#}");
-    let needs = v["legal_after"].as_array().expect("legal after a storage change");
+    let needs = v["legal_after"]
+        .as_array()
+        .expect("legal after a storage change");
     assert!(
         needs.iter().any(|n| n["change"] == "map_to_array"
             && n["storage"].as_str().unwrap_or("").contains("`C`")),
         "{v:#}"
     );
-    let (code, v) = verdict("check_matmul_O2", &format!("interchange {} {}", l("i"), l("j")));
+    let (code, v) = verdict(
+        "check_matmul_O2",
+        &format!("interchange {} {}", l("i"), l("j")),
+    );
     assert_legal(code, &v, "-O2 j-i-k");
     assert_same_output("check_matmul", "JIK");
     let (code, v) = verdict("check_matmul_O2", &format!("reverse {}", l("k")));
