@@ -14,6 +14,7 @@ extern "C" {
     fn isl_union_map_to_str(umap: usize) -> *mut std::os::raw::c_char;
     fn isl_union_set_to_str(uset: usize) -> *mut std::os::raw::c_char;
     fn isl_set_to_str(set: usize) -> *mut std::os::raw::c_char;
+    fn isl_basic_map_to_str(bmap: usize) -> *mut std::os::raw::c_char;
     fn isl_ast_expr_to_C_str(expr: usize) -> *mut std::os::raw::c_char;
 }
 
@@ -48,6 +49,13 @@ impl Printable for Set {
     fn isl_text(&self) -> *mut std::os::raw::c_char {
         // SAFETY: as above, for an isl_set.
         unsafe { isl_set_to_str(self.ptr) }
+    }
+}
+
+impl Printable for isl_rs::BasicMap {
+    fn isl_text(&self) -> *mut std::os::raw::c_char {
+        // SAFETY: as above, for an isl_basic_map.
+        unsafe { isl_basic_map_to_str(self.ptr) }
     }
 }
 

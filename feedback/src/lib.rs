@@ -6,6 +6,7 @@
 
 pub mod affine;
 mod analyze;
+pub mod check;
 mod coarsen;
 mod codegen;
 pub mod gain;
@@ -39,6 +40,10 @@ pub enum Error {
          (raise it with --isl-max-operations and --isl-max-seconds)"
     )]
     TooComplex,
+    /// A transformation given to [`check`] is malformed or does not fit the region (the
+    /// message is one sentence for the user).
+    #[error("{0}")]
+    Usage(String),
 }
 
 /// Options, with documented defaults.

@@ -21,7 +21,7 @@ fn stmt<'a>(region: &'a Region, name: &str) -> Option<&'a Statement> {
 /// Loops along which values of `storage` flow from one iteration to the next: for each
 /// flow dependence through it, the loops both ends share whose coordinate differs between
 /// producer and consumer. `None` when a dependence names a statement the region lacks.
-fn carrying_loops(region: &Region, storage: &Storage) -> Option<BTreeSet<usize>> {
+pub(crate) fn carrying_loops(region: &Region, storage: &Storage) -> Option<BTreeSet<usize>> {
     let mut out = BTreeSet::new();
     for d in region
         .dependences

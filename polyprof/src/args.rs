@@ -15,6 +15,8 @@ Examples:
   polyprof record -o run ./matmul 100    record only
   polyprof report run --region-threshold 1
                                          report again from the recording, without running it
+  polyprof check -t 'interchange matmul.c:18 matmul.c:19' run
+                                         is this interchange legal? (exit 0 yes, 1 no)
 
 Exit status: the program's own (128 + N when signal N killed it); 128 + N when signal N \
 interrupted polyprof; 2 when polyprof could not start the program or read a recording; \
@@ -65,6 +67,10 @@ pub enum Sub {
     /// Write the reports of a recorded run again, with other report options, without running
     /// the program.
     Report(ReportCmd),
+    /// Check a loop transformation against the observed dependences of a recorded run (or of
+    /// a program, run first): exit status 0 when legal, 1 when not (naming each violated
+    /// dependence), 2 on a usage error.
+    Check(CheckCmd),
     /// Print a completion script for a shell (e.g. `polyprof completions bash >
     /// ~/.local/share/bash-completion/completions/polyprof`).
     Completions {
@@ -116,6 +122,107 @@ pub struct ReportCmd {
 
     #[command(flatten)]
     pub ui: UiArgs,
+}
+
+const CHECK_HELP: &str = "\
+Operations (loops named by file:line of their loop statement, as in report.txt, or by report id, L3):
+  interchange A B      swap two loops of a nest
+  permute A B C...     reorder loops of a nest, outermost first
+  reverse A            run a loop backwards
+  skew A B F           B += F*A
+  shift A N            add N to a loop's iteration numbers (to align a fused loop)
+  tile A B... SIZE     tile nested loops, outermost first (the band must be permutable)
+  fuse A B             fuse sibling loop B into A, after A's body, first iterations aligned
+  split A              distribute a loop over the parts of its body
+  parallel A           claim: after the preceding operations, A carries no dependence
+  vectorize A          the same claim, for SIMD lanes
+  schedule \"MAP\"       any schedule in isl notation over the region's statements (last)
+Iterations are numbered from 0 in every loop, as the report's domains count them.
+
+Examples:
+  polyprof check -t 'interchange matmul.c:21 matmul.c:22' ./matmul
+  polyprof record -o run ./seidel; polyprof check -t 'skew L2 L3 1; tile L2 L3 32' run
+
+Exit status: 0 when the transformation is legal, 1 when it is not, 2 on a usage error \
+(unknown loop, malformed operation, a loop outside every analysed region) or when polyprof \
+could not run the program or read the recording.";
+
+/// `polyprof check`.
+#[derive(ClapArgs, Debug)]
+#[command(after_help = CHECK_HELP)]
+pub struct CheckCmd {
+    /// The transformation: operations separated by `;` (see below).
+    #[arg(
+        short,
+        long,
+        value_name = "OPS",
+        conflicts_with = "script",
+        required_unless_present = "script"
+    )]
+    pub transform: Option<String>,
+
+    /// A file holding the transformation, one operation a line, `#` starting a comment.
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+
+    /// How the verdict is printed on stdout.
+    #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
+    pub format: CheckFormat,
+
+    /// The region (report id, R2) whose loops and statements the transformation names
+    /// [default: the region holding every loop named; for `schedule` alone, the hottest].
+    #[arg(long, value_name = "ID")]
+    pub region: Option<String>,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+
+    #[command(flatten)]
+    pub ui: UiArgs,
+
+    /// An output directory holding a recording (`polyprof record`), or the program to run
+    /// and record first, then its arguments.
+    #[arg(
+        value_name = "DIR | PROGRAM [ARGS]",
+        required = true,
+        num_args = 1..,
+        trailing_var_arg = true
+    )]
+    pub target: Vec<OsString>,
+}
+
+/// `polyprof check --format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CheckFormat {
+    /// Sentences.
+    Text,
+    /// One JSON object (see docs/REPORT.md).
+    Json,
+}
+
+/// Which regions `polyprof check` analyses, and its isl budget.
+#[derive(ClapArgs, Debug, Clone)]
+#[command(next_help_heading = "Analysis")]
+pub struct AnalysisArgs {
+    /// A region is a loop nest holding at least this share (in percent) of the traced
+    /// instructions; a loop outside every region cannot be checked.
+    #[arg(long, value_name = "PERCENT", default_value_t = 5.0)]
+    pub region_threshold: f64,
+
+    /// At most this many regions are analysed, hottest first.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub max_regions: usize,
+
+    /// Budget of isl operations per region, for the analysis and for the check.
+    #[arg(long, value_name = "N", default_value_t = 2_000_000)]
+    pub isl_max_operations: u64,
+
+    /// Time budget of the same isl computations, per region, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub isl_max_seconds: f64,
 }
 
 /// How the program is run and traced (they shape the recording).
@@ -233,6 +340,8 @@ pub enum Action {
         report: ReportArgs,
         ui: UiArgs,
     },
+    /// Check a transformation (`polyprof check`).
+    Check(CheckCmd),
     Completions(clap_complete::Shell),
     Man(Option<PathBuf>),
 }
@@ -259,6 +368,7 @@ impl Cli {
                 report: r.report,
                 ui: r.ui,
             },
+            Some(Sub::Check(c)) => Action::Check(c),
             Some(Sub::Completions { shell }) => Action::Completions(shell),
             Some(Sub::Man { dir }) => Action::Man(dir),
         }

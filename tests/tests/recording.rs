@@ -267,7 +267,12 @@ fn completions_and_manual_pages() {
     let pages = dir.path().join("man1");
     let st = polyprof(&[os("man"), pages.as_os_str()]);
     assert_eq!(st.code(), 0, "{}", st.stderr);
-    for page in ["polyprof.1", "polyprof-record.1", "polyprof-report.1"] {
+    for page in [
+        "polyprof.1",
+        "polyprof-record.1",
+        "polyprof-report.1",
+        "polyprof-check.1",
+    ] {
         let p: &Path = &pages.join(page);
         let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{page}: {e}"));
         assert!(text.contains(".TH"), "{page}:\n{text}");
