@@ -3,7 +3,7 @@
 //! other with no inner loop between them, become one block statement: the scheduler's ILP
 //! grows with the number of statements, and a block moves as a whole anyway.
 
-use crate::input::{Boundary, Dependence, Region, Statement};
+use crate::input::{Boundary, Dependence, EqualPairs, Region, Statement};
 use crate::islx::{self, union_map};
 use isl_rs::{Context, Set};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -238,10 +238,12 @@ pub(crate) fn coarsen(region: &Region, isl: &Context) -> Region {
             // two instructions merged into one block can meet in one instance: an instruction
             // instance never depends on itself (the tracker orders its reads before its
             // writes), and the isl test costs milliseconds on a stencil's relations.
-            let relation = if d.source != d.sink {
-                without_self_pairs(isl, &relation, &source, &sink)?
-            } else {
-                relation
+            let merged = d.source != d.sink && source == sink;
+            let relation = match d.equal_pairs {
+                _ if !merged => relation,
+                EqualPairs::Never => relation,
+                EqualPairs::Always => return None,
+                EqualPairs::Unknown => without_self_pairs(isl, &relation, &source, &sink)?,
             };
             if !seen.insert((d.kind, d.storage.clone(), relation.clone())) {
                 return None;

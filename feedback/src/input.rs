@@ -116,6 +116,21 @@ pub struct Dependence {
     /// isl map from the consumer's instances to the producer's: `{ S3[i] -> S1[i - 1] : ... }`.
     pub relation: String,
     pub exact: bool,
+    /// Whether it pairs instances with equal coordinates (known from the folded pieces).
+    pub equal_pairs: EqualPairs,
+}
+
+/// Whether a dependence pairs instances with equal coordinates: between two instructions
+/// merged into one block statement, such a pair is inside one instance of the block.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EqualPairs {
+    /// No pair has (each piece steps by a nonzero constant along some loop).
+    Never,
+    /// Every pair has (within one iteration).
+    Always,
+    /// Some pairs may: isl tells.
+    #[default]
+    Unknown,
 }
 
 impl Dependence {

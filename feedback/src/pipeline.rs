@@ -8,7 +8,7 @@
 
 use crate::heap::{Block, HeapBlocks, Place, STACK_START};
 use crate::input::{
-    Access, Boundary, Dependence, Loop, ReduceOp, Region, Statement, Storage, Update,
+    Access, Boundary, Dependence, EqualPairs, Loop, ReduceOp, Region, Statement, Storage, Update,
 };
 use crate::{analyze_region, Feedback, Options};
 use folder::{FoldOptions, Folded, Label, StreamFolder};
@@ -912,6 +912,76 @@ fn stack_variable(
     })
 }
 
+/// Whether the pairs of a folded dependence join instances with equal coordinates, from its
+/// labels (the producer's coordinates as functions of the consumer's): a piece whose label
+/// along some loop is that loop's coordinate plus a nonzero constant has none, a piece whose
+/// every label is the coordinate itself has only such pairs; anything else is for isl.
+fn equal_pairs(f: &Folded) -> EqualPairs {
+    let (mut never, mut always) = (true, true);
+    for p in &f.pieces {
+        if p.labels.len() != p.domain.dims() {
+            return EqualPairs::Unknown;
+        }
+        // Per label: whether it is its own loop's coordinate, plus which constant.
+        let shifts: Vec<Option<i64>> = p
+            .labels
+            .iter()
+            .enumerate()
+            .map(|(k, l)| match l {
+                Label::Affine { coeffs, constant }
+                    if coeffs.len() > k
+                        && coeffs
+                            .iter()
+                            .enumerate()
+                            .all(|(j, &c)| c == i64::from(j == k)) =>
+                {
+                    Some(*constant)
+                }
+                _ => None,
+            })
+            .collect();
+        if shifts.iter().any(|s| s.is_some_and(|c| c != 0)) {
+            always = false;
+        } else if shifts.iter().all(|s| *s == Some(0)) {
+            never = false;
+        } else {
+            // Other affine labels (the folder's fit across a loop's wrap-around): a small
+            // piece is settled point by point.
+            match equal_points(p) {
+                Some((false, _)) => always = false,
+                Some((true, true)) => never = false,
+                _ => return EqualPairs::Unknown,
+            }
+        }
+    }
+    match (never, always) {
+        (true, _) => EqualPairs::Never,
+        (false, true) => EqualPairs::Always,
+        _ => EqualPairs::Unknown,
+    }
+}
+
+/// Pieces up to this many points are settled point by point by [`equal_points`].
+const EQUAL_POINTS_LIMIT: u64 = 4096;
+
+/// Whether some and whether all points of a small piece have labels equal to their
+/// coordinates; `None` for a larger piece or a label that is a range.
+fn equal_points(p: &folder::Piece) -> Option<(bool, bool)> {
+    let (mut some, mut all, mut range) = (false, true, false);
+    let complete = p.domain.for_each_point(EQUAL_POINTS_LIMIT, |x| {
+        let same = p.labels.iter().zip(x).all(|(l, &v)| match l.eval(x) {
+            Some(w) => w == v,
+            None => {
+                range = true;
+                false
+            }
+        });
+        some |= same;
+        all &= same;
+    });
+    (complete && !range).then_some((some, all))
+}
+
 /// The source variable that holds the start of heap block `block`, and the call depth it
 /// does so at: the holder in the shallowest frame that debug information names (see
 /// [`crate::heap`]).
@@ -1686,6 +1756,7 @@ fn build_region(
             storage,
             relation,
             exact,
+            equal_pairs: equal_pairs(f),
         });
     }
     dep_reports.sort_by(|a, b| (&a.sink, &a.source).cmp(&(&b.sink, &b.source)));
@@ -1774,5 +1845,35 @@ fn normalize_positions(stmts: &mut [Statement], raw: &[Vec<Vec<u64>>]) {
             };
             s.positions.push(rank);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Folds consumer → producer pairs over an 8 x 8 nest, the producer given by `f`.
+    fn folded(f: impl Fn(i64, i64) -> Option<[i64; 2]>) -> Folded {
+        let points: Vec<(Vec<i64>, Vec<i64>)> = (0..8)
+            .flat_map(|i| (0..8).map(move |j| (i, j)))
+            .filter_map(|(i, j)| f(i, j).map(|p| (vec![i, j], p.to_vec())))
+            .collect();
+        folder::fold_points(&points, &FoldOptions::default())
+    }
+
+    #[test]
+    fn equal_pairs_come_from_the_labels() {
+        // A value of the previous iteration of j: never the same instance.
+        let carried = folded(|i, j| (j > 0).then_some([i, j - 1]));
+        assert_eq!(equal_pairs(&carried), EqualPairs::Never);
+        // Within one iteration: always.
+        let within = folded(|i, j| Some([i, j]));
+        assert_eq!(equal_pairs(&within), EqualPairs::Always);
+        // A transposed read meets itself on the diagonal only: isl's question for large
+        // pieces, settled point by point for small ones.
+        let transposed = folded(|i, j| Some([j, i]));
+        assert_eq!(equal_pairs(&transposed), EqualPairs::Unknown);
+        let piece = &transposed.pieces[0];
+        assert_eq!(equal_points(piece), Some((true, false)));
     }
 }

@@ -635,7 +635,7 @@ fn sharing(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::input::{Access, Boundary, Dependence, Loop};
+    use crate::input::{Access, Boundary, Dependence, EqualPairs, Loop};
     use crate::DepKind;
 
     fn stmt(name: &str, line: u32, pos: u32, dom: &str, write: bool) -> Statement {
@@ -669,6 +669,7 @@ mod tests {
             storage: Storage::Array { name: "`A`".into() },
             relation: rel.into(),
             exact: true,
+            equal_pairs: EqualPairs::Unknown,
         };
         Region {
             loops: vec![

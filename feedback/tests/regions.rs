@@ -1,8 +1,8 @@
 //! The feedback on hand-written polyhedral regions of classic kernels.
 
 use feedback::{
-    analyze_region, Access, Boundary, DepKind, Dependence, Loop, Options, Region, Statement,
-    Storage, SuggestionKind,
+    analyze_region, Access, Boundary, DepKind, Dependence, EqualPairs, Loop, Options, Region,
+    Statement, Storage, SuggestionKind,
 };
 
 fn acc(strides: &[i64], size: u32, write: bool) -> Access {
@@ -52,6 +52,7 @@ fn dep(src: &str, sink: &str, rel: &str) -> Dependence {
         storage: Storage::Array { name: "a".into() },
         relation: rel.into(),
         exact: true,
+        equal_pairs: EqualPairs::Unknown,
     }
 }
 
