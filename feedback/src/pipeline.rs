@@ -110,6 +110,10 @@ const MESSAGES_IN_FLIGHT: usize = 8;
 
 const MSG_STEP: u64 = 0;
 const MSG_DEP: u64 = 1;
+/// A dependence message's consumer is the last step's instance (left out of the message).
+const DEP_SAME_CONSUMER: u64 = 1 << 44;
+/// A dependence message's producer coordinates are its consumer's (left out of the message).
+const DEP_SAME_COORDS: u64 = 1 << 45;
 /// A count in a message's first word (coordinates, accesses, registers: far below it).
 const FIELD: u64 = 0xffff;
 
@@ -124,6 +128,12 @@ struct Pipe {
     buf: Vec<u64>,
     tx: Option<std::sync::mpsc::SyncSender<Vec<u64>>>,
     back: std::sync::mpsc::Receiver<Vec<u64>>,
+    /// The last step's statement and coordinates.
+    last: Option<Stmt>,
+    last_coords: Vec<u64>,
+    /// Messages sent (for `POLYPROF_TIMING`).
+    steps: u64,
+    deps: u64,
 }
 
 impl Pipe {
@@ -131,6 +141,7 @@ impl Pipe {
     /// (address, size << 1 | write).., (register, value)..]`
     fn step(&mut self, s: &tracer::Step<'_>) {
         let i = s.insn;
+        self.steps += 1;
         let b = &mut self.buf;
         b.push(
             MSG_STEP
@@ -149,27 +160,49 @@ impl Pipe {
             b.push(r.reg as u64);
             b.push(r.value);
         }
+        // The dependences that follow are mostly this instance's: they leave it out.
+        self.last = Some(Stmt {
+            context: s.context,
+            pc: i.pc,
+        });
+        self.last_coords.clear();
+        push_all(&mut self.last_coords, s.coords);
         self.maybe_send();
     }
 
-    /// `[tag | consumer coords << 4 | producer coords << 20 | kind << 36 | through << 40,
-    /// consumer context, consumer pc, producer context, producer pc, location, coords..]`
+    /// `[tag | consumer coords << 4 | producer coords << 20 | kind << 36 | through << 40 |
+    /// flags << 44, (consumer context, consumer pc)?, producer context, producer pc, location,
+    /// (consumer coords..)?, (producer coords..)?]`. Three dependences come per instruction
+    /// on average, most of them of the instance just stepped and many within one iteration:
+    /// [`DEP_SAME_CONSUMER`] leaves out the consumer (the last step's statement and
+    /// coordinates), [`DEP_SAME_COORDS`] the producer's coordinates (the consumer's).
     fn dep(&mut self, d: &tracer::Dep<'_>) {
+        self.deps += 1;
+        let same_consumer = self.last == Some(d.consumer) && d.consumer_coords == self.last_coords;
+        let same_coords = d.producer_coords == d.consumer_coords;
         let b = &mut self.buf;
         b.push(
             MSG_DEP
                 | field(d.consumer_coords.len()) << 4
                 | field(d.producer_coords.len()) << 20
                 | (d.kind as u64) << 36
-                | (d.through as u64) << 40,
+                | (d.through as u64) << 40
+                | if same_consumer { DEP_SAME_CONSUMER } else { 0 }
+                | if same_coords { DEP_SAME_COORDS } else { 0 },
         );
-        b.push(d.consumer.context as u64);
-        b.push(d.consumer.pc);
+        if !same_consumer {
+            b.push(d.consumer.context as u64);
+            b.push(d.consumer.pc);
+        }
         b.push(d.producer.context as u64);
         b.push(d.producer.pc);
         b.push(d.location);
-        push_all(b, d.consumer_coords);
-        push_all(b, d.producer_coords);
+        if !same_consumer {
+            push_all(b, d.consumer_coords);
+        }
+        if !same_coords {
+            push_all(b, d.producer_coords);
+        }
         self.maybe_send();
     }
 
@@ -213,8 +246,15 @@ fn push_all(b: &mut Vec<u64>, words: &[u64]) {
     }
 }
 
+/// The last step the folding side replayed: the consumer of the dependences that leave it out.
+#[derive(Default)]
+struct LastStep {
+    stmt: Option<Stmt>,
+    coords: Vec<u64>,
+}
+
 /// The folding side: replays the messages of one buffer into `c`.
-fn unpipe(buf: &[u64], insn: &mut ptrace_runner::Insn, c: &mut Collect<'_>) {
+fn unpipe(buf: &[u64], insn: &mut ptrace_runner::Insn, last: &mut LastStep, c: &mut Collect<'_>) {
     let mut k = 0;
     while k < buf.len() {
         let head = buf[k];
@@ -249,6 +289,12 @@ fn unpipe(buf: &[u64], insn: &mut ptrace_runner::Insn, c: &mut Collect<'_>) {
                 });
                 j += 2;
             }
+            last.stmt = Some(Stmt {
+                context,
+                pc: insn.pc,
+            });
+            last.coords.clear();
+            push_all(&mut last.coords, coords);
             c.step(&tracer::Step {
                 insn,
                 context,
@@ -270,17 +316,39 @@ fn unpipe(buf: &[u64], insn: &mut ptrace_runner::Insn, c: &mut Collect<'_>) {
                 context: buf[i] as NodeId,
                 pc: buf[i + 1],
             };
-            let at = k + 6;
+            let mut j = k + 1;
+            // The flag decides the layout; the tracing side sets it only after a step.
+            let consumer = if head & DEP_SAME_CONSUMER != 0 {
+                last.stmt.unwrap_or(Stmt { context: 0, pc: 0 })
+            } else {
+                j += 2;
+                stmt(k + 1)
+            };
+            let producer = stmt(j);
+            let location = buf[j + 2];
+            j += 3;
+            let consumer_coords = if head & DEP_SAME_CONSUMER != 0 {
+                &last.coords[..]
+            } else {
+                j += n1;
+                &buf[j - n1..j]
+            };
+            let producer_coords = if head & DEP_SAME_COORDS != 0 {
+                consumer_coords
+            } else {
+                j += n2;
+                &buf[j - n2..j]
+            };
             c.dep(&tracer::Dep {
                 kind,
                 through,
-                consumer: stmt(k + 1),
-                producer: stmt(k + 3),
-                location: buf[k + 5],
-                consumer_coords: &buf[at..at + n1],
-                producer_coords: &buf[at + n1..at + n1 + n2],
+                consumer,
+                producer,
+                location,
+                consumer_coords,
+                producer_coords,
             });
-            k = at + n1 + n2;
+            k = j;
         }
     }
 }
@@ -1042,6 +1110,7 @@ pub fn profile_after(
     let entries = tracer::function_entries(exe, bias);
     let FirstPass { builder, code } = first;
     let structure = builder.finish();
+    let started = std::time::Instant::now();
     // The second pass: iteration vectors and dependences on this thread, their folding on
     // another (the two halves cost about the same), joined by a bounded channel of messages.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u64>>(MESSAGES_IN_FLIGHT);
@@ -1061,8 +1130,9 @@ pub fn profile_after(
                     label: Vec::new(),
                 };
                 let mut insn = ptrace_runner::Insn::default();
+                let mut last = LastStep::default();
                 for buf in rx {
-                    unpipe(&buf, &mut insn, &mut c);
+                    unpipe(&buf, &mut insn, &mut last, &mut c);
                     // The tracing side reuses the buffer, unless it is done.
                     let _ = back_tx.send(buf);
                 }
@@ -1072,6 +1142,10 @@ pub fn profile_after(
             buf: Vec::with_capacity(PIPE_WORDS + 64),
             tx: Some(tx),
             back: back_rx,
+            last: None,
+            last_coords: Vec::new(),
+            steps: 0,
+            deps: 0,
         };
         let cell = std::cell::RefCell::new(&mut pipe);
         let traced = tracer::analyze_with_deps_on(
@@ -1083,10 +1157,20 @@ pub fn profile_after(
             |d| cell.borrow_mut().dep(d),
         );
         pipe.close();
+        let traced_at = started.elapsed();
         let c = match folding {
             Ok(h) => h.join().ok(),
             Err(_) => None,
         };
+        if std::env::var_os("POLYPROF_TIMING").is_some() {
+            eprintln!(
+                "polyprof: second pass: {:.3} s ({:.3} s tracer side); {} steps, {} dependences",
+                started.elapsed().as_secs_f64(),
+                traced_at.as_secs_f64(),
+                pipe.steps,
+                pipe.deps
+            );
+        }
         (traced, c)
     });
     let (analysis, _) = traced?;
