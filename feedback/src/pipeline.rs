@@ -142,24 +142,26 @@ impl Pipe {
     fn step(&mut self, s: &tracer::Step<'_>) {
         let i = s.insn;
         self.steps += 1;
-        let b = &mut self.buf;
-        b.push(
-            MSG_STEP
-                | field(s.coords.len()) << 4
-                | field(i.mem.len()) << 20
-                | field(i.regs.len()) << 36,
-        );
-        b.push(s.context as u64);
-        b.push(i.pc);
-        push_all(b, s.coords);
-        for m in &i.mem {
-            b.push(m.addr);
-            b.push(u64::from(m.size) << 1 | u64::from(m.kind == AccessKind::Write));
-        }
-        for r in &i.regs {
-            b.push(r.reg as u64);
-            b.push(r.value);
-        }
+        let max = 3 + s.coords.len() + 2 * (i.mem.len() + i.regs.len());
+        message(&mut self.buf, max, |w| {
+            w.put(
+                MSG_STEP
+                    | field(s.coords.len()) << 4
+                    | field(i.mem.len()) << 20
+                    | field(i.regs.len()) << 36,
+            );
+            w.put(s.context as u64);
+            w.put(i.pc);
+            w.put_all(s.coords);
+            for m in &i.mem {
+                w.put(m.addr);
+                w.put(u64::from(m.size) << 1 | u64::from(m.kind == AccessKind::Write));
+            }
+            for r in &i.regs {
+                w.put(r.reg as u64);
+                w.put(r.value);
+            }
+        });
         // The dependences that follow are mostly this instance's: they leave it out.
         self.last = Some(Stmt {
             context: s.context,
@@ -178,31 +180,34 @@ impl Pipe {
     /// coordinates), [`DEP_SAME_COORDS`] the producer's coordinates (the consumer's).
     fn dep(&mut self, d: &tracer::Dep<'_>) {
         self.deps += 1;
-        let same_consumer = self.last == Some(d.consumer) && d.consumer_coords == self.last_coords;
-        let same_coords = d.producer_coords == d.consumer_coords;
-        let b = &mut self.buf;
-        b.push(
-            MSG_DEP
-                | field(d.consumer_coords.len()) << 4
-                | field(d.producer_coords.len()) << 20
-                | (d.kind as u64) << 36
-                | (d.through as u64) << 40
-                | if same_consumer { DEP_SAME_CONSUMER } else { 0 }
-                | if same_coords { DEP_SAME_COORDS } else { 0 },
-        );
-        if !same_consumer {
-            b.push(d.consumer.context as u64);
-            b.push(d.consumer.pc);
-        }
-        b.push(d.producer.context as u64);
-        b.push(d.producer.pc);
-        b.push(d.location);
-        if !same_consumer {
-            push_all(b, d.consumer_coords);
-        }
-        if !same_coords {
-            push_all(b, d.producer_coords);
-        }
+        let same_consumer =
+            self.last == Some(d.consumer) && same(d.consumer_coords, &self.last_coords);
+        let same_coords = same(d.producer_coords, d.consumer_coords);
+        let max = 6 + d.consumer_coords.len() + d.producer_coords.len();
+        message(&mut self.buf, max, |w| {
+            w.put(
+                MSG_DEP
+                    | field(d.consumer_coords.len()) << 4
+                    | field(d.producer_coords.len()) << 20
+                    | (d.kind as u64) << 36
+                    | (d.through as u64) << 40
+                    | if same_consumer { DEP_SAME_CONSUMER } else { 0 }
+                    | if same_coords { DEP_SAME_COORDS } else { 0 },
+            );
+            if !same_consumer {
+                w.put(d.consumer.context as u64);
+                w.put(d.consumer.pc);
+            }
+            w.put(d.producer.context as u64);
+            w.put(d.producer.pc);
+            w.put(d.location);
+            if !same_consumer {
+                w.put_all(d.consumer_coords);
+            }
+            if !same_coords {
+                w.put_all(d.producer_coords);
+            }
+        });
         self.maybe_send();
     }
 
@@ -238,6 +243,50 @@ impl Pipe {
     }
 }
 
+/// Where a message's words go: the buffer's spare capacity. (Pushing them one by one reloads
+/// the vector's length and capacity after every store, which might have changed them.)
+struct Words<'b> {
+    s: &'b mut [std::mem::MaybeUninit<u64>],
+    n: usize,
+}
+
+impl Words<'_> {
+    #[inline(always)]
+    fn put(&mut self, w: u64) {
+        self.s[self.n].write(w);
+        self.n += 1;
+    }
+
+    #[inline(always)]
+    fn put_all(&mut self, words: &[u64]) {
+        for &w in words {
+            self.put(w);
+        }
+    }
+}
+
+/// Appends a message of at most `max` words, written by `f`, to `b`.
+#[inline(always)]
+fn message(b: &mut Vec<u64>, max: usize, f: impl FnOnce(&mut Words<'_>)) {
+    b.reserve(max);
+    let len = b.len();
+    let mut w = Words {
+        s: b.spare_capacity_mut(),
+        n: 0,
+    };
+    f(&mut w);
+    let n = w.n;
+    // SAFETY: `f` initialised the first `n` words of the spare capacity (`put` writes them in
+    // order, and panics rather than write past the capacity).
+    unsafe { b.set_len(len + n) };
+}
+
+/// The same words (coordinates), compared without a call to `memcmp`.
+#[inline(always)]
+fn same(a: &[u64], b: &[u64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
 /// Appends a few words (coordinates) without a call to `memcpy`.
 #[inline(always)]
 fn push_all(b: &mut Vec<u64>, words: &[u64]) {
@@ -251,6 +300,15 @@ fn push_all(b: &mut Vec<u64>, words: &[u64]) {
 struct LastStep {
     stmt: Option<Stmt>,
     coords: Vec<u64>,
+}
+
+/// CPU time of the calling thread so far (for `POLYPROF_TIMING`; 0 where Linux's schedstat is
+/// missing): on a loaded machine a thread's wall time says little.
+fn thread_cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0.0, |ns| ns as f64 * 1e-9)
 }
 
 /// The folding side: replays the messages of one buffer into `c`.
@@ -1111,6 +1169,7 @@ pub fn profile_after(
     let FirstPass { builder, code } = first;
     let structure = builder.finish();
     let started = std::time::Instant::now();
+    let cpu0 = thread_cpu_seconds();
     // The second pass: iteration vectors and dependences on this thread, their folding on
     // another (the two halves cost about the same), joined by a bounded channel of messages.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u64>>(MESSAGES_IN_FLIGHT);
@@ -1129,6 +1188,7 @@ pub fn profile_after(
                     point: Vec::new(),
                     label: Vec::new(),
                 };
+                let cpu0 = thread_cpu_seconds();
                 let mut insn = ptrace_runner::Insn::default();
                 let mut last = LastStep::default();
                 for buf in rx {
@@ -1136,7 +1196,7 @@ pub fn profile_after(
                     // The tracing side reuses the buffer, unless it is done.
                     let _ = back_tx.send(buf);
                 }
-                c
+                (c, thread_cpu_seconds() - cpu0)
             });
         let mut pipe = Pipe {
             buf: Vec::with_capacity(PIPE_WORDS + 64),
@@ -1158,20 +1218,24 @@ pub fn profile_after(
         );
         pipe.close();
         let traced_at = started.elapsed();
+        let cpu = thread_cpu_seconds() - cpu0;
         let c = match folding {
             Ok(h) => h.join().ok(),
             Err(_) => None,
         };
         if std::env::var_os("POLYPROF_TIMING").is_some() {
             eprintln!(
-                "polyprof: second pass: {:.3} s ({:.3} s tracer side); {} steps, {} dependences",
+                "polyprof: second pass: {:.3} s ({:.3} s tracer side; CPU {:.3} s tracing, \
+                 {:.3} s folding); {} steps, {} dependences",
                 started.elapsed().as_secs_f64(),
                 traced_at.as_secs_f64(),
+                cpu,
+                c.as_ref().map_or(0.0, |c| c.1),
                 pipe.steps,
                 pipe.deps
             );
         }
-        (traced, c)
+        (traced, c.map(|c| c.0))
     });
     let (analysis, _) = traced?;
     let c = c.ok_or_else(|| {
