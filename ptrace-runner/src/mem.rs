@@ -54,6 +54,17 @@ pub struct PageCache {
     pub fetched: u64,
     /// Largest number of pages held at once.
     pub peak_pages: usize,
+    /// While an attempt may be abandoned (a library call run inside the engine): the bytes
+    /// each write replaced, to put back.
+    journal: Option<Journal>,
+}
+
+/// Bytes overwritten since [`PageCache::journal_start`]: (slot, offset, length) and the old
+/// bytes, in order.
+#[derive(Default)]
+struct Journal {
+    writes: Vec<(u32, u16, u16)>,
+    old: Vec<u8>,
 }
 
 impl PageCache {
@@ -69,6 +80,33 @@ impl PageCache {
             maps_stale: true,
             fetched: 0,
             peak_pages: 0,
+            journal: None,
+        }
+    }
+
+    /// Starts keeping what writes overwrite, until [`Self::journal_keep`] or
+    /// [`Self::journal_undo`]. Pages stay in the cache meanwhile (slots are only freed by
+    /// invalidation).
+    pub fn journal_start(&mut self) {
+        self.journal = Some(Journal::default());
+    }
+
+    /// Keeps the writes made since [`Self::journal_start`].
+    pub fn journal_keep(&mut self) {
+        self.journal = None;
+    }
+
+    /// Puts back the bytes written since [`Self::journal_start`]. (They stay marked dirty: the
+    /// write-back then writes the tracee's own bytes again.)
+    pub fn journal_undo(&mut self) {
+        let Some(j) = self.journal.take() else {
+            return;
+        };
+        let mut end = j.old.len();
+        for &(slot, off, n) in j.writes.iter().rev() {
+            let (off, n) = (off as usize, n as usize);
+            self.slots[slot as usize].data[off..off + n].copy_from_slice(&j.old[end - n..end]);
+            end -= n;
         }
     }
 
@@ -257,6 +295,10 @@ impl PageCache {
     #[inline(always)]
     fn commit(&mut self, slot: u32, off: usize, bytes: &[u8]) {
         let s = &mut self.slots[slot as usize];
+        if let Some(j) = &mut self.journal {
+            j.writes.push((slot, off as u16, bytes.len() as u16));
+            j.old.extend_from_slice(&s.data[off..off + bytes.len()]);
+        }
         s.data[off..off + bytes.len()].copy_from_slice(bytes);
         mark(&mut s.dirty, off, bytes.len());
         if !s.is_dirty {
