@@ -448,6 +448,32 @@ mod tests {
     }
 
     #[test]
+    fn journal_undo_puts_back_every_byte_written() {
+        // Our own memory, as in the test below.
+        let pid = std::process::id() as pid_t;
+        let mut cache = PageCache::new(pid);
+        let buf: Box<[u8; 3 * PAGE]> = Box::new([5u8; 3 * PAGE]);
+        let base = buf.as_ptr() as u64;
+        cache.write_int(base, 4, 0x0102_0304).unwrap();
+        cache.journal_start();
+        // Overlapping writes, one across a page boundary, the last over the first.
+        let cross = base + PAGE as u64 - 3;
+        cache.write_int(cross, 8, u64::MAX).unwrap();
+        cache.write_int(base + 2, 8, 0x1111_1111_1111_1111).unwrap();
+        cache.write_bytes(base + 1, &[9u8; 5000]).unwrap();
+        cache.journal_undo();
+        assert_eq!(cache.read_int(base, 4), Ok(0x0102_0304));
+        assert_eq!(cache.read_int(base + 4, 8), Ok(0x0505_0505_0505_0505));
+        assert_eq!(cache.read_int(cross, 8), Ok(0x0505_0505_0505_0505));
+        // Writes after the journal are kept.
+        cache.journal_start();
+        cache.write_int(cross, 2, 0x4242).unwrap();
+        cache.journal_keep();
+        cache.journal_undo();
+        assert_eq!(cache.read_int(cross, 2), Ok(0x4242));
+    }
+
+    #[test]
     fn cache_reads_and_writes_back_own_memory() {
         // The cache works on any process we may read: use a child stopped under ptrace? Reading
         // our own memory through process_vm_readv is allowed, and write-back too.
