@@ -2377,22 +2377,25 @@ impl Emulate {
         self.mem.journal_start();
         let mut r = *regs;
         let mut n = 0;
+        // Whether `r.rip` may have reached traced code: after a transfer, or across a page.
+        let mut moved = true;
         let done = loop {
             if r.rip == ret && r.rsp == back_rsp {
                 break true;
             }
-            if n >= LIBRARY_MAX_INSTRUCTIONS || returns_ok(r.rip) {
+            if n >= LIBRARY_MAX_INSTRUCTIONS || (moved && returns_ok(r.rip)) {
                 break false;
             }
             let d = self.library_insn(r.rip);
             if d.is_syscall || d.is_int3 || !d.op.supported() {
                 break false;
             }
-            let next = r.rip.wrapping_add(d.len as u64);
+            let (pc, next) = (r.rip, r.rip.wrapping_add(d.len as u64));
             if self.run(&d.op, &mut r, next).is_err() {
                 break false;
             }
             r.eflags &= !RF;
+            moved = r.rip != next || (pc ^ next) >> 12 != 0;
             n += 1;
         };
         if done {
