@@ -114,6 +114,10 @@ const MESSAGES_IN_FLIGHT: usize = 8;
 
 const MSG_STEP: u64 = 0;
 const MSG_DEP: u64 = 1;
+/// A dependence message's consumer is the last step's instance (left out of the message).
+const DEP_SAME_CONSUMER: u64 = 1 << 44;
+/// A dependence message's producer coordinates are its consumer's (left out of the message).
+const DEP_SAME_COORDS: u64 = 1 << 45;
 /// A count in a message's first word (coordinates, accesses, registers: far below it).
 const FIELD: u64 = 0xffff;
 
@@ -128,6 +132,12 @@ struct Pipe {
     buf: Vec<u64>,
     tx: Option<std::sync::mpsc::SyncSender<Vec<u64>>>,
     back: std::sync::mpsc::Receiver<Vec<u64>>,
+    /// The last step's statement and coordinates.
+    last: Option<Stmt>,
+    last_coords: Vec<u64>,
+    /// Messages sent (for `POLYPROF_TIMING`).
+    steps: u64,
+    deps: u64,
 }
 
 impl Pipe {
@@ -135,45 +145,73 @@ impl Pipe {
     /// (address, size << 1 | write).., (register, value)..]`
     fn step(&mut self, s: &tracer::Step<'_>) {
         let i = s.insn;
-        let b = &mut self.buf;
-        b.push(
-            MSG_STEP
-                | field(s.coords.len()) << 4
-                | field(i.mem.len()) << 20
-                | field(i.regs.len()) << 36,
-        );
-        b.push(s.context as u64);
-        b.push(i.pc);
-        push_all(b, s.coords);
-        for m in &i.mem {
-            b.push(m.addr);
-            b.push(u64::from(m.size) << 1 | u64::from(m.kind == AccessKind::Write));
-        }
-        for r in &i.regs {
-            b.push(r.reg as u64);
-            b.push(r.value);
-        }
+        self.steps += 1;
+        let max = 3 + s.coords.len() + 2 * (i.mem.len() + i.regs.len());
+        message(&mut self.buf, max, |w| {
+            w.put(
+                MSG_STEP
+                    | field(s.coords.len()) << 4
+                    | field(i.mem.len()) << 20
+                    | field(i.regs.len()) << 36,
+            );
+            w.put(s.context as u64);
+            w.put(i.pc);
+            w.put_all(s.coords);
+            for m in &i.mem {
+                w.put(m.addr);
+                w.put(u64::from(m.size) << 1 | u64::from(m.kind == AccessKind::Write));
+            }
+            for r in &i.regs {
+                w.put(r.reg as u64);
+                w.put(r.value);
+            }
+        });
+        // The dependences that follow are mostly this instance's: they leave it out.
+        self.last = Some(Stmt {
+            context: s.context,
+            pc: i.pc,
+        });
+        self.last_coords.clear();
+        push_all(&mut self.last_coords, s.coords);
         self.maybe_send();
     }
 
-    /// `[tag | consumer coords << 4 | producer coords << 20 | kind << 36 | through << 40,
-    /// consumer context, consumer pc, producer context, producer pc, location, coords..]`
+    /// `[tag | consumer coords << 4 | producer coords << 20 | kind << 36 | through << 40 |
+    /// flags << 44, (consumer context, consumer pc)?, producer context, producer pc, location,
+    /// (consumer coords..)?, (producer coords..)?]`. Three dependences come per instruction
+    /// on average, most of them of the instance just stepped and many within one iteration:
+    /// [`DEP_SAME_CONSUMER`] leaves out the consumer (the last step's statement and
+    /// coordinates), [`DEP_SAME_COORDS`] the producer's coordinates (the consumer's).
     fn dep(&mut self, d: &tracer::Dep<'_>) {
-        let b = &mut self.buf;
-        b.push(
-            MSG_DEP
-                | field(d.consumer_coords.len()) << 4
-                | field(d.producer_coords.len()) << 20
-                | (d.kind as u64) << 36
-                | (d.through as u64) << 40,
-        );
-        b.push(d.consumer.context as u64);
-        b.push(d.consumer.pc);
-        b.push(d.producer.context as u64);
-        b.push(d.producer.pc);
-        b.push(d.location);
-        push_all(b, d.consumer_coords);
-        push_all(b, d.producer_coords);
+        self.deps += 1;
+        let same_consumer =
+            self.last == Some(d.consumer) && same(d.consumer_coords, &self.last_coords);
+        let same_coords = same(d.producer_coords, d.consumer_coords);
+        let max = 6 + d.consumer_coords.len() + d.producer_coords.len();
+        message(&mut self.buf, max, |w| {
+            w.put(
+                MSG_DEP
+                    | field(d.consumer_coords.len()) << 4
+                    | field(d.producer_coords.len()) << 20
+                    | (d.kind as u64) << 36
+                    | (d.through as u64) << 40
+                    | if same_consumer { DEP_SAME_CONSUMER } else { 0 }
+                    | if same_coords { DEP_SAME_COORDS } else { 0 },
+            );
+            if !same_consumer {
+                w.put(d.consumer.context as u64);
+                w.put(d.consumer.pc);
+            }
+            w.put(d.producer.context as u64);
+            w.put(d.producer.pc);
+            w.put(d.location);
+            if !same_consumer {
+                w.put_all(d.consumer_coords);
+            }
+            if !same_coords {
+                w.put_all(d.producer_coords);
+            }
+        });
         self.maybe_send();
     }
 
@@ -209,6 +247,50 @@ impl Pipe {
     }
 }
 
+/// Where a message's words go: the buffer's spare capacity. (Pushing them one by one reloads
+/// the vector's length and capacity after every store, which might have changed them.)
+struct Words<'b> {
+    s: &'b mut [std::mem::MaybeUninit<u64>],
+    n: usize,
+}
+
+impl Words<'_> {
+    #[inline(always)]
+    fn put(&mut self, w: u64) {
+        self.s[self.n].write(w);
+        self.n += 1;
+    }
+
+    #[inline(always)]
+    fn put_all(&mut self, words: &[u64]) {
+        for &w in words {
+            self.put(w);
+        }
+    }
+}
+
+/// Appends a message of at most `max` words, written by `f`, to `b`.
+#[inline(always)]
+fn message(b: &mut Vec<u64>, max: usize, f: impl FnOnce(&mut Words<'_>)) {
+    b.reserve(max);
+    let len = b.len();
+    let mut w = Words {
+        s: b.spare_capacity_mut(),
+        n: 0,
+    };
+    f(&mut w);
+    let n = w.n;
+    // SAFETY: `f` initialised the first `n` words of the spare capacity (`put` writes them in
+    // order, and panics rather than write past the capacity).
+    unsafe { b.set_len(len + n) };
+}
+
+/// The same words (coordinates), compared without a call to `memcmp`.
+#[inline(always)]
+fn same(a: &[u64], b: &[u64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
 /// Appends a few words (coordinates) without a call to `memcpy`.
 #[inline(always)]
 fn push_all(b: &mut Vec<u64>, words: &[u64]) {
@@ -217,8 +299,24 @@ fn push_all(b: &mut Vec<u64>, words: &[u64]) {
     }
 }
 
+/// The last step the folding side replayed: the consumer of the dependences that leave it out.
+#[derive(Default)]
+struct LastStep {
+    stmt: Option<Stmt>,
+    coords: Vec<u64>,
+}
+
+/// CPU time of the calling thread so far (for `POLYPROF_TIMING`; 0 where Linux's schedstat is
+/// missing): on a loaded machine a thread's wall time says little.
+fn thread_cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0.0, |ns| ns as f64 * 1e-9)
+}
+
 /// The folding side: replays the messages of one buffer into `c`.
-fn unpipe(buf: &[u64], insn: &mut ptrace_runner::Insn, c: &mut Collect<'_>) {
+fn unpipe(buf: &[u64], insn: &mut ptrace_runner::Insn, last: &mut LastStep, c: &mut Collect<'_>) {
     let mut k = 0;
     while k < buf.len() {
         let head = buf[k];
@@ -253,6 +351,12 @@ fn unpipe(buf: &[u64], insn: &mut ptrace_runner::Insn, c: &mut Collect<'_>) {
                 });
                 j += 2;
             }
+            last.stmt = Some(Stmt {
+                context,
+                pc: insn.pc,
+            });
+            last.coords.clear();
+            push_all(&mut last.coords, coords);
             c.step(&tracer::Step {
                 insn,
                 context,
@@ -274,17 +378,39 @@ fn unpipe(buf: &[u64], insn: &mut ptrace_runner::Insn, c: &mut Collect<'_>) {
                 context: buf[i] as NodeId,
                 pc: buf[i + 1],
             };
-            let at = k + 6;
+            let mut j = k + 1;
+            // The flag decides the layout; the tracing side sets it only after a step.
+            let consumer = if head & DEP_SAME_CONSUMER != 0 {
+                last.stmt.unwrap_or(Stmt { context: 0, pc: 0 })
+            } else {
+                j += 2;
+                stmt(k + 1)
+            };
+            let producer = stmt(j);
+            let location = buf[j + 2];
+            j += 3;
+            let consumer_coords = if head & DEP_SAME_CONSUMER != 0 {
+                &last.coords[..]
+            } else {
+                j += n1;
+                &buf[j - n1..j]
+            };
+            let producer_coords = if head & DEP_SAME_COORDS != 0 {
+                consumer_coords
+            } else {
+                j += n2;
+                &buf[j - n2..j]
+            };
             c.dep(&tracer::Dep {
                 kind,
                 through,
-                consumer: stmt(k + 1),
-                producer: stmt(k + 3),
-                location: buf[k + 5],
-                consumer_coords: &buf[at..at + n1],
-                producer_coords: &buf[at + n1..at + n1 + n2],
+                consumer,
+                producer,
+                location,
+                consumer_coords,
+                producer_coords,
             });
-            k = at + n1 + n2;
+            k = j;
         }
     }
 }
@@ -1177,6 +1303,8 @@ pub fn profile_after(
     let entries = tracer::function_entries(exe, bias);
     let FirstPass { builder, code } = first;
     let structure = builder.finish();
+    let started = std::time::Instant::now();
+    let cpu0 = thread_cpu_seconds();
     // The second pass: iteration vectors and dependences on this thread, their folding on
     // another (the two halves cost about the same), joined by a bounded channel of messages.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u64>>(MESSAGES_IN_FLIGHT);
@@ -1195,18 +1323,24 @@ pub fn profile_after(
                     point: Vec::new(),
                     label: Vec::new(),
                 };
+                let cpu0 = thread_cpu_seconds();
                 let mut insn = ptrace_runner::Insn::default();
+                let mut last = LastStep::default();
                 for buf in rx {
-                    unpipe(&buf, &mut insn, &mut c);
+                    unpipe(&buf, &mut insn, &mut last, &mut c);
                     // The tracing side reuses the buffer, unless it is done.
                     let _ = back_tx.send(buf);
                 }
-                c
+                (c, thread_cpu_seconds() - cpu0)
             });
         let mut pipe = Pipe {
             buf: Vec::with_capacity(PIPE_WORDS + 64),
             tx: Some(tx),
             back: back_rx,
+            last: None,
+            last_coords: Vec::new(),
+            steps: 0,
+            deps: 0,
         };
         let cell = std::cell::RefCell::new(&mut pipe);
         let traced = tracer::analyze_with_deps_on(
@@ -1218,11 +1352,25 @@ pub fn profile_after(
             |d| cell.borrow_mut().dep(d),
         );
         pipe.close();
+        let traced_at = started.elapsed();
+        let cpu = thread_cpu_seconds() - cpu0;
         let c = match folding {
             Ok(h) => h.join().ok(),
             Err(_) => None,
         };
-        (traced, c)
+        if std::env::var_os("POLYPROF_TIMING").is_some() {
+            eprintln!(
+                "polyprof: second pass: {:.3} s ({:.3} s tracer side; CPU {:.3} s tracing, \
+                 {:.3} s folding); {} steps, {} dependences",
+                started.elapsed().as_secs_f64(),
+                traced_at.as_secs_f64(),
+                cpu,
+                c.as_ref().map_or(0.0, |c| c.1),
+                pipe.steps,
+                pipe.deps
+            );
+        }
+        (traced, c.map(|c| c.0))
     });
     let (analysis, _) = traced?;
     let c = c.ok_or_else(|| {

@@ -1222,6 +1222,15 @@ pub struct Emulate {
     since_sync: u32,
     emulated: u64,
     scratch: Vec<MemAccess>,
+    /// Library code run inside the engine, decoded once per address, and the last few
+    /// instructions by address bits (looked up first: a loop of short calls runs the same
+    /// hundred instructions over and over).
+    lib_code: crate::decode::DecodeCache,
+    lib_recent: Vec<Option<(u64, std::rc::Rc<Decoded>)>>,
+    /// Library functions (by entry address) run inside the engine: (calls done, calls
+    /// abandoned). One never done, abandoned [`LIBRARY_GIVE_UP`] times, runs natively from
+    /// then on (an attempt costs up to [`LIBRARY_MAX_INSTRUCTIONS`]).
+    lib_tries: std::collections::HashMap<u64, (u32, u32)>,
 }
 
 impl Emulate {
@@ -2175,6 +2184,9 @@ impl Executor for Emulate {
             since_sync: 0,
             emulated: 0,
             scratch: Vec::new(),
+            lib_code: crate::decode::DecodeCache::new(),
+            lib_recent: vec![None; LIBRARY_RECENT],
+            lib_tries: std::collections::HashMap::new(),
         }
     }
 
@@ -2279,6 +2291,9 @@ impl Executor for Emulate {
         // execveat, pkey_mprotect: the map (and what may be written) may have changed.
         if matches!(nr, 9 | 10 | 11 | 12 | 25 | 30 | 67 | 59 | 216 | 322 | 329) {
             self.mem.maps_changed();
+            // Library code may have been unmapped or replaced (dlclose, dlopen).
+            self.lib_code = crate::decode::DecodeCache::new();
+            self.lib_recent.iter_mut().for_each(|e| *e = None);
         }
     }
 
@@ -2296,7 +2311,7 @@ impl Executor for Emulate {
         name: &str,
         regs: &Regs,
         returns_ok: &dyn Fn(u64) -> bool,
-    ) -> Option<Regs> {
+    ) -> Option<(Regs, u64)> {
         // Other threads could see the bytes change at another time than natively.
         if self.threaded {
             return None;
@@ -2306,13 +2321,119 @@ impl Executor for Emulate {
             return None;
         }
         let args = crate::libcall::Args(regs.rdi, regs.rsi, regs.rdx);
-        let rax = crate::libcall::call(&mut self.mem, name, args)?;
-        let mut after = *regs;
-        after.rax = rax;
-        after.rip = ret;
-        after.rsp = regs.rsp.wrapping_add(8);
-        self.regs_dirty = true;
-        Some(after)
+        if let Some(rax) = crate::libcall::call(&mut self.mem, name, args) {
+            let mut after = *regs;
+            after.rax = rax;
+            after.rip = ret;
+            after.rsp = regs.rsp.wrapping_add(8);
+            self.regs_dirty = true;
+            return Some((after, crate::libcall::estimated_cost(name, args, rax)));
+        }
+        let tries = self.lib_tries.get(&regs.rip).copied().unwrap_or((0, 0));
+        if tries.0 == 0 && tries.1 >= LIBRARY_GIVE_UP {
+            return None;
+        }
+        let done = self.run_library(regs, ret, returns_ok);
+        let t = self.lib_tries.entry(regs.rip).or_insert((0, 0));
+        match done {
+            Some((after, n)) => {
+                t.0 = t.0.saturating_add(1);
+                self.regs_dirty = true;
+                Some((after, n))
+            }
+            None => {
+                t.1 = t.1.saturating_add(1);
+                None
+            }
+        }
+    }
+}
+
+/// Instructions a library call run inside the engine may take before it is abandoned (and
+/// run natively, having cost the attempt). About where running it natively, with its ptrace
+/// stop (tens of microseconds), becomes cheaper.
+const LIBRARY_MAX_INSTRUCTIONS: u64 = 4096;
+/// Entries of [`Emulate::lib_recent`].
+const LIBRARY_RECENT: usize = 512;
+/// Abandoned attempts after which a library function never run inside the engine is left to
+/// run natively.
+const LIBRARY_GIVE_UP: u32 = 16;
+
+impl Emulate {
+    /// Runs the library function at `regs.rip` inside the engine, silently, until it returns
+    /// to `ret`: its own instructions, against the page cache, as the CPU would. Gives up,
+    /// having changed nothing (memory writes are journalled and put back), on a system call,
+    /// an instruction the engine does not implement, a fault, a jump into traced code (a
+    /// callback) or after [`LIBRARY_MAX_INSTRUCTIONS`]; the call then runs natively. Returns
+    /// the registers after the return and the instructions run (its exact cost).
+    fn run_library(
+        &mut self,
+        regs: &Regs,
+        ret: u64,
+        returns_ok: &dyn Fn(u64) -> bool,
+    ) -> Option<(Regs, u64)> {
+        let back_rsp = regs.rsp.wrapping_add(8);
+        let saved = (self.xmm, self.mxcsr, self.fp, self.fp_masked);
+        self.mem.journal_start();
+        let mut r = *regs;
+        let mut n = 0;
+        // Whether `r.rip` may have reached traced code: after a transfer, or across a page.
+        let mut moved = true;
+        let done = loop {
+            if r.rip == ret && r.rsp == back_rsp {
+                break true;
+            }
+            if n >= LIBRARY_MAX_INSTRUCTIONS || (moved && returns_ok(r.rip)) {
+                break false;
+            }
+            let d = self.library_insn(r.rip);
+            if d.is_syscall || d.is_int3 || !d.op.supported() {
+                break false;
+            }
+            let (pc, next) = (r.rip, r.rip.wrapping_add(d.len as u64));
+            if self.run(&d.op, &mut r, next).is_err() {
+                break false;
+            }
+            r.eflags &= !RF;
+            moved = r.rip != next || (pc ^ next) >> 12 != 0;
+            n += 1;
+        };
+        if done {
+            self.mem.journal_keep();
+            Some((r, n))
+        } else {
+            self.mem.journal_undo();
+            (self.xmm, self.mxcsr, self.fp, self.fp_masked) = saved;
+            None
+        }
+    }
+
+    /// The library instruction at `pc`, decoded from the page cache (an unreadable byte ends
+    /// the bytes: the instruction then decodes as invalid, which the engine declines).
+    fn library_insn(&mut self, pc: u64) -> std::rc::Rc<Decoded> {
+        let slot = (pc as usize ^ (pc as usize >> 9)) % LIBRARY_RECENT;
+        if let Some((at, d)) = &self.lib_recent[slot] {
+            if *at == pc {
+                return std::rc::Rc::clone(d);
+            }
+        }
+        let mem = &mut self.mem;
+        let (d, _) = self.lib_code.get_or_decode(pc, |buf| {
+            if mem.read_bytes(pc, buf).is_ok() {
+                return buf.len();
+            }
+            let mut n = 0;
+            while n < buf.len() {
+                match mem.read::<1>(pc.wrapping_add(n as u64)) {
+                    Ok([b]) => buf[n] = b,
+                    Err(_) => break,
+                }
+                n += 1;
+            }
+            n
+        });
+        self.lib_recent[slot] = Some((pc, std::rc::Rc::clone(&d)));
+        d
     }
 }
 

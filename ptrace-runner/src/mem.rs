@@ -54,6 +54,17 @@ pub struct PageCache {
     pub fetched: u64,
     /// Largest number of pages held at once.
     pub peak_pages: usize,
+    /// While an attempt may be abandoned (a library call run inside the engine): the bytes
+    /// each write replaced, to put back.
+    journal: Option<Journal>,
+}
+
+/// Bytes overwritten since [`PageCache::journal_start`]: (slot, offset, length) and the old
+/// bytes, in order.
+#[derive(Default)]
+struct Journal {
+    writes: Vec<(u32, u16, u16)>,
+    old: Vec<u8>,
 }
 
 impl PageCache {
@@ -69,6 +80,33 @@ impl PageCache {
             maps_stale: true,
             fetched: 0,
             peak_pages: 0,
+            journal: None,
+        }
+    }
+
+    /// Starts keeping what writes overwrite, until [`Self::journal_keep`] or
+    /// [`Self::journal_undo`]. Pages stay in the cache meanwhile (slots are only freed by
+    /// invalidation).
+    pub fn journal_start(&mut self) {
+        self.journal = Some(Journal::default());
+    }
+
+    /// Keeps the writes made since [`Self::journal_start`].
+    pub fn journal_keep(&mut self) {
+        self.journal = None;
+    }
+
+    /// Puts back the bytes written since [`Self::journal_start`]. (They stay marked dirty: the
+    /// write-back then writes the tracee's own bytes again.)
+    pub fn journal_undo(&mut self) {
+        let Some(j) = self.journal.take() else {
+            return;
+        };
+        let mut end = j.old.len();
+        for &(slot, off, n) in j.writes.iter().rev() {
+            let (off, n) = (off as usize, n as usize);
+            self.slots[slot as usize].data[off..off + n].copy_from_slice(&j.old[end - n..end]);
+            end -= n;
         }
     }
 
@@ -257,6 +295,10 @@ impl PageCache {
     #[inline(always)]
     fn commit(&mut self, slot: u32, off: usize, bytes: &[u8]) {
         let s = &mut self.slots[slot as usize];
+        if let Some(j) = &mut self.journal {
+            j.writes.push((slot, off as u16, bytes.len() as u16));
+            j.old.extend_from_slice(&s.data[off..off + bytes.len()]);
+        }
         s.data[off..off + bytes.len()].copy_from_slice(bytes);
         mark(&mut s.dirty, off, bytes.len());
         if !s.is_dirty {
@@ -403,6 +445,32 @@ mod tests {
         mark(&mut b, 128, 64);
         assert_eq!(b[2], u64::MAX);
         assert_eq!(b[3], 0);
+    }
+
+    #[test]
+    fn journal_undo_puts_back_every_byte_written() {
+        // Our own memory, as in the test below.
+        let pid = std::process::id() as pid_t;
+        let mut cache = PageCache::new(pid);
+        let buf: Box<[u8; 3 * PAGE]> = Box::new([5u8; 3 * PAGE]);
+        let base = buf.as_ptr() as u64;
+        cache.write_int(base, 4, 0x0102_0304).unwrap();
+        cache.journal_start();
+        // Overlapping writes, one across a page boundary, the last over the first.
+        let cross = base + PAGE as u64 - 3;
+        cache.write_int(cross, 8, u64::MAX).unwrap();
+        cache.write_int(base + 2, 8, 0x1111_1111_1111_1111).unwrap();
+        cache.write_bytes(base + 1, &[9u8; 5000]).unwrap();
+        cache.journal_undo();
+        assert_eq!(cache.read_int(base, 4), Ok(0x0102_0304));
+        assert_eq!(cache.read_int(base + 4, 8), Ok(0x0505_0505_0505_0505));
+        assert_eq!(cache.read_int(cross, 8), Ok(0x0505_0505_0505_0505));
+        // Writes after the journal are kept.
+        cache.journal_start();
+        cache.write_int(cross, 2, 0x4242).unwrap();
+        cache.journal_keep();
+        cache.journal_undo();
+        assert_eq!(cache.read_int(cross, 2), Ok(0x4242));
     }
 
     #[test]

@@ -88,14 +88,14 @@ pub trait Executor {
     fn emulated(&self) -> u64;
     /// Performs the library function `name`, called with `regs` at its first instruction,
     /// inside the engine when it can (see [`crate::libcall`]), provided the return address
-    /// on top of the stack satisfies `returns_ok`; returns the registers after its return.
-    /// `None`, having changed nothing: the call runs natively.
+    /// on top of the stack satisfies `returns_ok`; returns the registers after its return and
+    /// what it cost in instructions. `None`, having changed nothing: the call runs natively.
     fn library_call(
         &mut self,
         _name: &str,
         _regs: &Regs,
         _returns_ok: &dyn Fn(u64) -> bool,
-    ) -> Option<Regs> {
+    ) -> Option<(Regs, u64)> {
         None
     }
 }
@@ -880,12 +880,10 @@ impl<X: Executor> Runner<X> {
         };
         let traced = &self.traced;
         let returns_ok = |ret: u64| traced.iter().any(|&(s, e)| ret >= s && ret < e);
-        let Some(after) = self.exec.library_call(&name, regs, &returns_ok) else {
+        let Some((after, cost)) = self.exec.library_call(&name, regs, &returns_ok) else {
             self.pending_plt = saved;
             return Ok(None);
         };
-        let args = crate::libcall::Args(regs.rdi, regs.rsi, regs.rdx);
-        let cost = crate::libcall::estimated_cost(&name, args, after.rax);
         let ret = after.rip;
         let call = LibCall {
             site: self.call_site(pc, ret),

@@ -5,8 +5,9 @@
 //!   instructions);
 //! - `valgrind --tool=lackey --trace-mem=yes` and `--tool=callgrind` on the longer run;
 //! - microseconds per library call: bench/kernels/calls.c making 100,000 calls of `strlen`
-//!   (performed by the emulate engine) or `atoi` (run natively), against the same program
-//!   making none.
+//!   (performed by the emulate engine as a listed function), `atoi` (libc's own instructions
+//!   run inside the engine) or `memchr` (AVX code the engine does not implement: run natively,
+//!   with a ptrace stop per call), against the same program making none.
 //!
 //! polyprof runs are repeated (3 by default) and the medians printed: this machine's speed
 //! varies from run to run when other work runs beside it. Usage:
@@ -216,7 +217,8 @@ fn main() -> Result<()> {
     let base = polyprof(&bin, &calls, &["0", "strlen"], dir.path(), repeats)?;
     for (func, how) in [
         ("strlen", "performed by the emulate engine"),
-        ("atoi", "run natively"),
+        ("atoi", "libc's code run inside the engine"),
+        ("memchr", "run natively, a ptrace stop per call"),
     ] {
         let n = CALLS.to_string();
         let r = polyprof(&bin, &calls, &[&n, func], dir.path(), repeats)?;
