@@ -64,7 +64,7 @@ pub(crate) fn check(cmd: &CheckCmd, ui: Ui) -> anyhow::Result<i32> {
             Ok(l) => l,
             Err(e) => return Ok(usage(cmd, ui, &e.to_string())),
         };
-        let source = crate::Cancellable(&loaded.recording);
+        let source = crate::Cancellable::new(&loaded.recording);
         feedback::pipeline::profile(&source, &loaded.exe, loaded.info.load_bias, &popts)
             .map(|p| (p, loaded.exe, loaded.info.load_bias))
     } else {
@@ -73,7 +73,7 @@ pub(crate) fn check(cmd: &CheckCmd, ui: Ui) -> anyhow::Result<i32> {
             Err(code) => return Ok(code),
         };
         signals::analysing();
-        let source = crate::Cancellable(&rec.recording);
+        let source = crate::Cancellable::new(&rec.recording);
         let bias = rec.info.load_bias;
         let profiled = match rec.first {
             Some(f) => feedback::pipeline::profile_after(f, &source, &rec.exe, bias, &popts),
