@@ -203,26 +203,49 @@ pub enum CheckFormat {
     Json,
 }
 
-/// Which regions `polyprof check` analyses, and its isl budget.
+/// Which regions are analysed, and isl's budget for each (the reports and `polyprof check`).
 #[derive(ClapArgs, Debug, Clone)]
 #[command(next_help_heading = "Analysis")]
 pub struct AnalysisArgs {
     /// A region is a loop nest holding at least this share (in percent) of the traced
-    /// instructions; a loop outside every region cannot be checked.
+    /// instructions; regions are analysed hottest first, and a loop outside every region
+    /// cannot be checked.
     #[arg(long, value_name = "PERCENT", default_value_t = 5.0)]
     pub region_threshold: f64,
 
-    /// At most this many regions are analysed, hottest first.
+    /// At most this many regions are analysed (and reported), hottest first.
     #[arg(long, value_name = "N", default_value_t = 8)]
     pub max_regions: usize,
 
-    /// Budget of isl operations per region, for the analysis and for the check.
+    /// Budget of isl operations per region and per phase of its analysis (scheduling,
+    /// storage questions, the check): a phase larger than isl can handle in a few seconds is
+    /// skipped, and the report says so.
     #[arg(long, value_name = "N", default_value_t = 2_000_000)]
     pub isl_max_operations: u64,
 
     /// Time budget of the same isl computations, per region, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     pub isl_max_seconds: f64,
+}
+
+impl AnalysisArgs {
+    /// The back end's options; `cancel` stops isl's work once set.
+    pub fn pipeline_options(
+        &self,
+        cancel: &'static std::sync::atomic::AtomicBool,
+    ) -> feedback::pipeline::PipelineOptions {
+        feedback::pipeline::PipelineOptions {
+            region_threshold: self.region_threshold,
+            max_regions: self.max_regions,
+            feedback: feedback::Options {
+                isl_max_operations: self.isl_max_operations,
+                isl_max_seconds: self.isl_max_seconds,
+                cancel: Some(cancel),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
 }
 
 /// How the program is run and traced (they shape the recording).
@@ -261,24 +284,8 @@ pub struct RunArgs {
 #[derive(ClapArgs, Debug, Clone)]
 #[command(next_help_heading = "Reports")]
 pub struct ReportArgs {
-    /// A region is a loop nest holding at least this share (in percent) of the traced
-    /// instructions; regions are analysed hottest first.
-    #[arg(long, value_name = "PERCENT", default_value_t = 5.0)]
-    pub region_threshold: f64,
-
-    /// At most this many regions are analysed (and reported), hottest first.
-    #[arg(long, value_name = "N", default_value_t = 8)]
-    pub max_regions: usize,
-
-    /// Budget of isl operations per region (scheduling and storage questions): a region
-    /// larger than the polyhedral scheduler can handle in a few seconds is reported without
-    /// suggestions, and says so.
-    #[arg(long, value_name = "N", default_value_t = 2_000_000)]
-    pub isl_max_operations: u64,
-
-    /// Time budget of the same isl computations, per region, in seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
-    pub isl_max_seconds: f64,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
 
     /// Which reports to write: all of them, or report.json alone.
     #[arg(long, value_enum, default_value_t = Format::All)]

@@ -44,17 +44,7 @@ pub(crate) fn check(cmd: &CheckCmd, ui: Ui) -> anyhow::Result<i32> {
         Ok(s) => s,
         Err(e) => return Ok(usage(cmd, ui, &e.to_string())),
     };
-    let popts = feedback::pipeline::PipelineOptions {
-        region_threshold: cmd.analysis.region_threshold,
-        max_regions: cmd.analysis.max_regions,
-        feedback: feedback::Options {
-            isl_max_operations: cmd.analysis.isl_max_operations,
-            isl_max_seconds: cmd.analysis.isl_max_seconds,
-            cancel: Some(&signals::SKIP),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
+    let popts = cmd.analysis.pipeline_options(&signals::SKIP);
     let first = &cmd.target[0];
     let from_dir = cmd.target.len() == 1 && Path::new(first).is_dir();
     let profile = if from_dir {
