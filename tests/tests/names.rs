@@ -4,39 +4,20 @@
 //! report.json's `storage` and in report.txt.
 
 use serde_json::Value;
-use tests::{compile, line_of, polyprof, polyprof_bin};
+use tests::{line_of, polyprof_bin, profile_every_loop, region_at_mark};
 
 const KERNEL: &str = "names";
 
 /// report.json and report.txt of the kernel at `opt`, every loop a region.
 fn profile(opt: &str) -> (Value, String) {
-    let k = compile(KERNEL, &[opt, "-g"]);
-    let run = polyprof(
-        polyprof_bin!(),
-        &[
-            "--region-threshold",
-            "0.01",
-            "--max-regions",
-            "20",
-            k.path.to_str().expect("a UTF-8 path"),
-        ],
-        b"",
-    );
-    assert_eq!(run.output.code(), 0, "{}", run.output.stderr);
+    let run = profile_every_loop(polyprof_bin!(), KERNEL, &[opt, "-g"], &[]);
     let text = std::fs::read_to_string(run.out.join("report.txt")).expect("report.txt");
     (run.report(), text)
 }
 
 /// The storage names of the dependences of the region rooted at the loop marked `case`.
 fn storages(r: &Value, case: &str) -> Vec<String> {
-    let line = line_of(KERNEL, &format!("MARK {case}"));
-    let region = r["regions"]
-        .as_array()
-        .expect("regions")
-        .iter()
-        .find(|g| g["location"]["line"].as_u64() == Some(u64::from(line)))
-        .unwrap_or_else(|| panic!("no region at line {line} ({case}): {r:#}"));
-    region["dependences"]
+    region_at_mark(r, KERNEL, case)["dependences"]
         .as_array()
         .expect("dependences")
         .iter()

@@ -4,37 +4,18 @@
 //! `MARK <case>`; every loop is its own region.
 
 use serde_json::Value;
-use tests::{compile_linked, line_of, polyprof, polyprof_bin};
+use tests::{polyprof_bin, profile_every_loop, region_at_mark};
 
 const KERNEL: &str = "red_cases";
 
 /// report.json of the kernel at `opt`, every loop a region.
 fn profile(opt: &str) -> Value {
-    let k = compile_linked(KERNEL, &[opt, "-g"], &["-lm"]);
-    let run = polyprof(
-        polyprof_bin!(),
-        &[
-            "--region-threshold",
-            "0.01",
-            "--max-regions",
-            "20",
-            k.path.to_str().expect("a UTF-8 path"),
-        ],
-        b"",
-    );
-    assert_eq!(run.output.code(), 0, "{}", run.output.stderr);
-    run.report()
+    profile_every_loop(polyprof_bin!(), KERNEL, &[opt, "-g"], &["-lm"]).report()
 }
 
 /// The region rooted at the loop marked `case`.
 fn region<'r>(r: &'r Value, case: &str) -> &'r Value {
-    let line = line_of(KERNEL, &format!("MARK {case}"));
-    r["regions"]
-        .as_array()
-        .expect("regions")
-        .iter()
-        .find(|g| g["location"]["line"].as_u64() == Some(u64::from(line)))
-        .unwrap_or_else(|| panic!("no region at line {line} ({case}): {r:#}"))
+    region_at_mark(r, KERNEL, case)
 }
 
 /// The operators of the reductions the region's parallelize suggestion names, or `None`
