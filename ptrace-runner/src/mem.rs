@@ -256,21 +256,10 @@ impl PageCache {
 
     fn read_maps(&mut self) -> io::Result<()> {
         let text = std::fs::read_to_string(format!("/proc/{}/maps", self.pid))?;
-        self.maps.clear();
-        for line in text.lines() {
-            let mut f = line.split_whitespace();
-            let (Some(range), Some(perms)) = (f.next(), f.next()) else {
-                continue;
-            };
-            let Some((a, b)) = range.split_once('-') else {
-                continue;
-            };
-            let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) else {
-                continue;
-            };
-            self.maps
-                .push((a, b, perms.as_bytes().get(1) == Some(&b'w')));
-        }
+        self.maps = symbols::parse_proc_maps(&text)
+            .iter()
+            .map(|m| (m.start, m.end, m.is_write()))
+            .collect();
         self.maps.sort_unstable();
         self.maps_stale = false;
         Ok(())
