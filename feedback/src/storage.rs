@@ -548,6 +548,40 @@ pub(crate) fn contraction(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
         else {
             continue;
         };
+        // Successive modulo keeps rows: every access to the array must step by one row per
+        // iteration of the outer loop. durbin's `y[i] = z[i]` inside `for k` (stride 0 along
+        // k) or gramschmidt's `A[i][j]` would otherwise be folded onto two "rows".
+        let by_rows = region.statements.iter().all(|s| {
+            let mine = s
+                .accesses
+                .iter()
+                .filter(|a| a.array.as_deref() == Some(name))
+                .collect::<Vec<_>>();
+            mine.is_empty()
+                || s.loops.iter().position(|&l| l == outer).is_some_and(|d| {
+                    mine.iter().all(|a| {
+                        let steps =
+                            matches!(a.strides.get(d), Some(Some(st)) if st.unsigned_abs() == row);
+                        // What one iteration of the outer loop touches stays within a row:
+                        // gramschmidt's `A[i][j]` for `j` from `k + 1` steps by one element
+                        // along `k` but spans whole columns.
+                        let span = s
+                            .loops
+                            .iter()
+                            .enumerate()
+                            .filter(|&(e, _)| e != d)
+                            .try_fold(u64::from(a.size), |acc, (e, &l)| {
+                                let st = (*a.strides.get(e)?)?.unsigned_abs();
+                                let trips = (*region.trips.get(l)?)?;
+                                Some(acc + st * trips.saturating_sub(1))
+                            });
+                        steps && span.is_some_and(|b| b <= row)
+                    })
+                })
+        });
+        if !by_rows {
+            continue;
+        }
         let keep = (m + 1) as u64;
         if m < 0 || row == 0 || keep >= *trips {
             continue;

@@ -249,3 +249,24 @@ fn an_array_the_program_overwrites_after_the_loop_is_not_contracted() {
         }
     }
 }
+
+#[test]
+fn arrays_without_a_row_per_iteration_are_not_contracted() {
+    // Successive modulo along `t` keeps rows; durbin's `y` (stride 0 along k) and
+    // gramschmidt's `A` (one element along k, whole columns within) have none. Before the
+    // check, both got "2 rows suffice", which breaks the program.
+    for opt in ["-O0", "-O2"] {
+        let r = profile("st_norows", &[opt, "-g"], &[]);
+        for g in r["regions"].as_array().unwrap() {
+            for s in g["suggestions"].as_array().unwrap() {
+                if s["kind"] == "contract_array" {
+                    let array = s["array"].as_str().unwrap_or("");
+                    assert!(
+                        !array.contains("`y`") && !array.contains("`A`"),
+                        "{opt}: {s}"
+                    );
+                }
+            }
+        }
+    }
+}
