@@ -612,9 +612,14 @@ pub(crate) fn contraction(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
             kind: SuggestionKind::ContractArray,
             loops: vec![region.loops[outer].id.clone()],
             text: format!(
-                "Contract {name} (accessed at {}): a value written in iteration t of loop {} is last read in iteration t + {m}, so {keep} rows suffice: index its outer dimension as [t % {keep}] instead of [t] ({} bytes instead of {}); {after}.",
+                "Contract {name} (accessed at {}): a value written in iteration t of loop {} is last read in iteration t + {m}, so {} ({} bytes instead of {}); {after}.",
                 lines.into_iter().collect::<Vec<_>>().join(", "),
                 region.loops[outer].label,
+                if keep == 1 {
+                    "one row suffices: index its outer dimension as [0] instead of [t]".to_string()
+                } else {
+                    format!("{keep} rows suffice: index its outer dimension as [t % {keep}] instead of [t]")
+                },
                 keep * row,
                 trips * row
             ),
