@@ -99,6 +99,8 @@ pub(crate) struct HeapBlocks {
     /// The source register of each 64-bit store `mov [m], r64` seen (`None`: another kind of
     /// instruction), so that each instruction is decoded once.
     stores: HashMap<u64, Option<u8>>,
+    /// The blocks' starts, for the per-instruction test of a register's value.
+    starts: rustc_hash::FxHashSet<u64>,
     /// Holders still holding their block: (block start, holder index).
     watching: Vec<(u64, usize)>,
     /// Whether the instruction at each address is `lea r64, [rsp/rbp + disp]`.
@@ -182,6 +184,7 @@ impl HeapBlocks {
     }
 
     fn insert(&mut self, start: u64, size: u64, site: u64, calls: Vec<u64>) {
+        self.starts.insert(start);
         self.blocks.insert(
             start,
             Block {
@@ -196,7 +199,9 @@ impl HeapBlocks {
     /// Register `r` now holds `value`.
     fn set(&mut self, r: usize, value: u64) {
         self.values[r] = Some(value);
-        if self.blocks.contains_key(&value) {
+        // Every 64-bit register write of the trace comes here: a hash lookup, not the
+        // ordered map's search.
+        if self.starts.contains(&value) {
             self.holding |= 1 << r;
         } else {
             self.holding &= !(1 << r);

@@ -1164,19 +1164,13 @@ fn stack_variable_via_lea(
     code: &Code,
     addr: u64,
 ) -> Option<(String, u64)> {
-    use iced_x86::Register;
     let mut found: Vec<(u64, String, u64)> = code
         .heap
         .stack_leas
         .iter()
         .filter(|&(_, &value)| value <= addr)
         .filter_map(|(&pc, &value)| {
-            let insn = insn_at(code, pc)?;
-            let base = match insn.memory_base() {
-                Register::RBP => symbols::regs::RBP,
-                _ => symbols::regs::RSP,
-            };
-            let disp = insn.memory_displacement64() as i64;
+            let (base, disp) = frame_operand(code, pc)?;
             let v = exe.stack_variable(pc.wrapping_sub(bias), base, disp)?;
             let start = value.checked_sub(v.offset)?;
             let off = addr - start;
