@@ -3,8 +3,10 @@
 
 use feedback::legality::Change;
 use feedback::pipeline::RegionReport;
-use reports::{advised, FrameStyle, Region, GREY, HIGHLIGHT};
-use serde_json::{json, Value};
+use reports::{
+    Dependence, FrameStyle, Gain, LoopEntry, Mapping, Metrics, Reduction, Region, Requirement,
+    Skipped, Statement, Suggestion, GREY, HIGHLIGHT,
+};
 use std::collections::BTreeMap;
 use tracer::{Naming, NodeKind, ScheduleTree};
 
@@ -13,13 +15,6 @@ fn loc_json(l: Option<symbols::Loc>) -> Option<reports::Loc> {
         file: l.file,
         line: l.line,
     })
-}
-
-fn loc_value(l: Option<symbols::Loc>) -> Value {
-    match l {
-        Some(l) => json!({ "file": l.file, "line": l.line }),
-        None => Value::Null,
-    }
 }
 
 /// The function holding `n`: its nearest function frame.
@@ -140,98 +135,50 @@ pub fn region_json(
     // The loops along the hottest statement's path, outermost first.
     let main = r.input.statements.iter().max_by_key(|s| s.ops);
     let chain: Vec<usize> = main.map(|s| s.loops.clone()).unwrap_or_default();
-    let loop_value = |li: usize| -> Option<Value> {
+    let loop_entry = |li: usize| -> Option<LoopEntry> {
         let id = &r.input.loops[li].id;
         let info = fb.loops.iter().find(|l| &l.id == id)?;
-        Some(json!({
-            "id": id,
-            "location": loc_value(naming.node_location(tree, r.loop_nodes[li])),
-            "depth": info.depth,
-            "parallel": info.parallel,
-            "reduction": info.reduction,
-            "permutable": info.permutable,
-            "stride01_percent": info.stride01_percent,
-            "why_not": info.why_not,
-        }))
+        Some(LoopEntry {
+            id: id.clone(),
+            location: loc_json(naming.node_location(tree, r.loop_nodes[li])),
+            depth: info.depth,
+            parallel: info.parallel,
+            reduction: info.reduction,
+            permutable: info.permutable,
+            stride01_percent: info.stride01_percent,
+            why_not: info.why_not.clone(),
+        })
     };
-    let loops = chain.iter().filter_map(|&li| loop_value(li)).collect();
-    let all_loops = (0..r.input.loops.len()).filter_map(loop_value).collect();
     let statements = r
         .statements
         .iter()
-        .map(|s| {
-            json!({
-                "id": s.name,
-                "address": format!("{:#x}", s.pc.wrapping_sub(bias)),
-                "location": loc_value(naming.location(s.pc)),
-                "domain": s.domain,
-                "ops": s.ops,
-                "exact": s.exact,
-            })
+        .map(|s| Statement {
+            id: s.name.clone(),
+            address: format!("{:#x}", s.pc.wrapping_sub(bias)),
+            location: loc_json(naming.location(s.pc)),
+            domain: s.domain.clone(),
+            ops: s.ops,
+            exact: s.exact,
         })
         .collect();
     let dependences = r
         .dependences
         .iter()
-        .map(|d| {
-            json!({
-                "source": d.source,
-                "sink": d.sink,
-                "kind": d.kind.as_str(),
-                "through": d.through.as_str(),
-                "storage": d.storage,
-                "relation": d.relation,
-                "exact": d.exact,
-            })
+        .map(|d| Dependence {
+            source: d.source.clone(),
+            sink: d.sink.clone(),
+            kind: kinds::dep(d.kind),
+            through: kinds::through(d.through),
+            storage: d.storage.clone(),
+            relation: d.relation.clone(),
+            exact: d.exact,
         })
         .collect();
     let run_share = shares.run_percent(r.root) / 100.0;
     let suggestions = fb
         .suggestions
         .iter()
-        .map(|s| {
-            let mut v = json!({ "kind": s.kind.as_str(), "loops": s.loops, "text": s.text });
-            rating_json(&mut v, s, &fb.suggestions, run_share);
-            if !s.sizes.is_empty() {
-                v["sizes"] = json!(s.sizes);
-            }
-            if !s.requires.is_empty() {
-                v["requires"] = s
-                    .requires
-                    .iter()
-                    .map(|r| {
-                        let mut v = json!({
-                            "change": r.change.as_str(),
-                            "storage": r.storage,
-                            "lines": r.lines,
-                        });
-                        if let Change::Reduction { op, fp, .. } = r.change {
-                            v["op"] = json!(op.clause());
-                            v["reassociates"] = json!(fp);
-                        }
-                        v
-                    })
-                    .collect();
-                // The reductions again on their own: "parallel with reduction(+: s)".
-                let reductions: Vec<Value> = s
-                    .requires
-                    .iter()
-                    .filter_map(|r| match r.change {
-                        Change::Reduction { op, fp, .. } => Some(json!({
-                            "op": op.clause(),
-                            "storage": r.storage,
-                            "lines": r.lines,
-                            "reassociates": fp,
-                        })),
-                        _ => None,
-                    })
-                    .collect();
-                if !reductions.is_empty() {
-                    v["reduction"] = json!(reductions);
-                }
-            }
-            v
-        })
+        .map(|s| suggestion_json(s, &fb.suggestions, run_share))
         .collect();
     let m = &fb.metrics;
     Region {
@@ -243,25 +190,25 @@ pub fn region_json(
         native_percent: shares.native_percent(r.root),
         interprocedural: r.interprocedural,
         affine_percent: r.affine_percent,
-        loops,
-        all_loops,
+        loops: chain.iter().filter_map(|&li| loop_entry(li)).collect(),
+        all_loops: (0..r.input.loops.len()).filter_map(loop_entry).collect(),
         statements,
         dependences,
         suggestions,
-        metrics: json!({
-            "parallel_ops_percent": m.parallel_ops_percent,
-            "simd_ops_percent": m.simd_ops_percent,
-            "reuse_percent": m.reuse_percent,
-            "preuse_percent": m.preuse_percent,
-            "tile_depth": m.tile_depth,
-            "tile_ops_percent": m.tile_ops_percent,
-            "components_before": m.components_before,
-            "components_after": m.components_after,
-            "skew": m.skew,
-            "mem_ops_percent": m.mem_ops_percent,
-            "fp_ops_percent": m.fp_ops_percent,
-            "loop_depth": m.loop_depth,
-        }),
+        metrics: Metrics {
+            parallel_ops_percent: m.parallel_ops_percent,
+            simd_ops_percent: m.simd_ops_percent,
+            reuse_percent: m.reuse_percent,
+            preuse_percent: m.preuse_percent,
+            tile_depth: m.tile_depth,
+            tile_ops_percent: m.tile_ops_percent,
+            components_before: m.components_before,
+            components_after: m.components_after,
+            skew: m.skew,
+            mem_ops_percent: m.mem_ops_percent,
+            fp_ops_percent: m.fp_ops_percent,
+            loop_depth: m.loop_depth,
+        },
         ast_before: fb.ast_before.clone(),
         ast_after: fb.ast_after.clone(),
         code_before: fb.code_before.clone(),
@@ -275,46 +222,206 @@ pub fn region_json(
     }
 }
 
-/// A suggestion's rank, group, alternatives, estimated gain (with the whole run's, by
-/// Amdahl's law over the region's share of the run), what it enables, and why it is skipped.
-fn rating_json(v: &mut Value, s: &feedback::Suggestion, all: &[feedback::Suggestion], run: f64) {
+/// A suggestion with its rank, group, alternatives, estimated gain (with the whole run's, by
+/// Amdahl's law over the region's share `run` of the run), what it enables, why it is
+/// skipped, and the storage changes it requires (the reductions among them again on their
+/// own: "parallel with reduction(+: s)").
+fn suggestion_json(s: &feedback::Suggestion, all: &[feedback::Suggestion], run: f64) -> Suggestion {
     let r = &s.rating;
-    v["rank"] = json!(r.rank);
-    v["group"] = json!(r.group);
-    let alternatives: Vec<usize> = all
+    let alternatives = all
         .iter()
         .filter(|o| o.rating.group == r.group && o.rating.rank != r.rank)
         .filter(|o| o.rating.enables.is_empty() && r.enables.is_empty())
         .map(|o| o.rating.rank)
         .collect();
-    if !alternatives.is_empty() {
-        v["alternatives"] = json!(alternatives);
+    let gain = r.gain.as_ref().map(|g| Gain {
+        model: kinds::gain_model(g.model),
+        estimate: g.estimate,
+        run_estimate: 1.0 / ((1.0 - run) + run / g.estimate.max(1e-9)),
+        basis: g.basis.clone(),
+    });
+    let requires = s
+        .requires
+        .iter()
+        .map(|q| {
+            let reduction = match q.change {
+                Change::Reduction { op, fp, .. } => Some((op.clause().to_string(), fp)),
+                _ => None,
+            };
+            Requirement {
+                change: kinds::change(&q.change),
+                storage: q.storage.clone(),
+                lines: q.lines.clone(),
+                op: reduction.as_ref().map(|r| r.0.clone()),
+                reassociates: reduction.map(|r| r.1),
+            }
+        })
+        .collect::<Vec<_>>();
+    let reduction = requires
+        .iter()
+        .filter_map(|q| {
+            Some(Reduction {
+                op: q.op.clone()?,
+                storage: q.storage.clone(),
+                lines: q.lines.clone(),
+                reassociates: q.reassociates?,
+            })
+        })
+        .collect();
+    Suggestion {
+        kind: kinds::suggestion(s.kind),
+        loops: s.loops.clone(),
+        text: s.text.clone(),
+        rank: r.rank,
+        group: r.group,
+        alternatives,
+        gain,
+        enables: r.enables.iter().map(|&k| kinds::suggestion(k)).collect(),
+        array: s.array.clone(),
+        mapping: s.mapping.as_ref().map(|m| Mapping {
+            isl: m.isl.clone(),
+            c: m.c.clone(),
+            bytes_before: m.bytes_before,
+            bytes_after: m.bytes_after,
+        }),
+        skipped: r.skipped.as_ref().map(|k| Skipped {
+            reason: kinds::skip(k.reason),
+            text: k.text.clone(),
+        }),
+        sizes: s.sizes.iter().map(|&n| u64::from(n)).collect(),
+        requires,
+        reduction,
     }
-    if let Some(g) = &r.gain {
-        let whole = 1.0 / ((1.0 - run) + run / g.estimate.max(1e-9));
-        v["gain"] = json!({
-            "model": g.model.as_str(),
-            "estimate": g.estimate,
-            "run_estimate": whole,
-            "basis": g.basis,
-        });
+}
+
+/// The analysis' kinds as report.json spells them. The matches are exhaustive, so a kind
+/// added to the analysis does not compile until the report's schema has it.
+mod kinds {
+    use feedback::gain::{GainModel, SkipReason};
+    use feedback::legality::Change;
+    use reports::model as out;
+
+    pub fn suggestion(k: feedback::SuggestionKind) -> out::SuggestionKind {
+        use feedback::SuggestionKind as K;
+        match k {
+            K::Interchange => out::SuggestionKind::Interchange,
+            K::Skew => out::SuggestionKind::Skew,
+            K::Tile => out::SuggestionKind::Tile,
+            K::Parallelize => out::SuggestionKind::Parallelize,
+            K::Vectorize => out::SuggestionKind::Vectorize,
+            K::Fuse => out::SuggestionKind::Fuse,
+            K::Distribute => out::SuggestionKind::Distribute,
+            K::ExpandScalar => out::SuggestionKind::ExpandScalar,
+            K::MapScalarToArray => out::SuggestionKind::MapScalarToArray,
+            K::ContractArray => out::SuggestionKind::ContractArray,
+            K::TransposeArray => out::SuggestionKind::TransposeArray,
+            K::AosToSoa => out::SuggestionKind::AosToSoa,
+            K::PadArray => out::SuggestionKind::PadArray,
+            K::ShareStorage => out::SuggestionKind::ShareStorage,
+        }
     }
-    if !r.enables.is_empty() {
-        v["enables"] = json!(r.enables.iter().map(|k| k.as_str()).collect::<Vec<_>>());
+
+    pub fn dep(k: tracer::DepKind) -> out::DepKind {
+        match k {
+            tracer::DepKind::Flow => out::DepKind::Flow,
+            tracer::DepKind::Anti => out::DepKind::Anti,
+            tracer::DepKind::Output => out::DepKind::Output,
+        }
     }
-    if let Some(a) = &s.array {
-        v["array"] = json!(a);
+
+    pub fn through(t: tracer::Through) -> out::Through {
+        match t {
+            tracer::Through::Register => out::Through::Register,
+            tracer::Through::Memory => out::Through::Memory,
+        }
     }
-    if let Some(m) = &s.mapping {
-        v["mapping"] = json!({
-            "isl": m.isl,
-            "c": m.c,
-            "bytes_before": m.bytes_before,
-            "bytes_after": m.bytes_after,
-        });
+
+    pub fn gain_model(m: GainModel) -> out::GainModel {
+        match m {
+            GainModel::CacheLines => out::GainModel::CacheLines,
+            GainModel::Amdahl => out::GainModel::Amdahl,
+            GainModel::Simd => out::GainModel::Simd,
+        }
     }
-    if let Some(k) = &r.skipped {
-        v["skipped"] = json!({ "reason": k.reason.as_str(), "text": k.text });
+
+    pub fn skip(r: SkipReason) -> out::SkipReason {
+        match r {
+            SkipReason::FewIterations => out::SkipReason::FewIterations,
+            SkipReason::LittleWork => out::SkipReason::LittleWork,
+            SkipReason::NoGain => out::SkipReason::NoGain,
+            SkipReason::AlreadyVectorized => out::SkipReason::AlreadyVectorized,
+            SkipReason::OneThread => out::SkipReason::OneThread,
+            SkipReason::OnlyForSkipped => out::SkipReason::OnlyForSkipped,
+        }
+    }
+
+    pub fn change(c: &Change) -> out::StorageChange {
+        match c {
+            Change::Privatize => out::StorageChange::Privatize,
+            Change::FirstPrivate => out::StorageChange::FirstPrivate,
+            Change::LastPrivate => out::StorageChange::LastPrivate,
+            Change::CopyIn => out::StorageChange::CopyIn,
+            Change::Expand => out::StorageChange::Expand,
+            Change::MapToArray => out::StorageChange::MapToArray,
+            Change::Reduction { .. } => out::StorageChange::Reduction,
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// The analysis' names (its text reports use them) and report.json's agree.
+        #[test]
+        fn names_agree_with_the_analysis() {
+            let name = |v: serde_json::Value| v.as_str().unwrap_or_default().to_string();
+            use feedback::SuggestionKind as K;
+            for k in [
+                K::Interchange,
+                K::Skew,
+                K::Tile,
+                K::Parallelize,
+                K::Vectorize,
+                K::Fuse,
+                K::Distribute,
+                K::ExpandScalar,
+                K::MapScalarToArray,
+                K::ContractArray,
+                K::TransposeArray,
+                K::AosToSoa,
+                K::PadArray,
+                K::ShareStorage,
+            ] {
+                let json = serde_json::to_value(suggestion(k)).unwrap_or_default();
+                assert_eq!(name(json), k.as_str());
+                assert_eq!(suggestion(k).as_str(), k.as_str());
+            }
+            for k in [
+                tracer::DepKind::Flow,
+                tracer::DepKind::Anti,
+                tracer::DepKind::Output,
+            ] {
+                assert_eq!(
+                    name(serde_json::to_value(dep(k)).unwrap_or_default()),
+                    k.as_str()
+                );
+            }
+            for m in [GainModel::CacheLines, GainModel::Amdahl, GainModel::Simd] {
+                let json = serde_json::to_value(gain_model(m)).unwrap_or_default();
+                assert_eq!(name(json), m.as_str());
+            }
+            for c in [
+                Change::Privatize,
+                Change::FirstPrivate,
+                Change::LastPrivate,
+                Change::CopyIn,
+                Change::Expand,
+                Change::MapToArray,
+            ] {
+                let json = serde_json::to_value(change(&c)).unwrap_or_default();
+                assert_eq!(name(json), c.as_str());
+            }
+        }
     }
 }
 
@@ -346,20 +453,16 @@ pub fn frame_styles(
                 facts.extend(region_facts(r));
             }
             let id = format!("L{n}");
-            if let Some(l) = r.all_loops.iter().find(|l| l["id"] == id.as_str()) {
-                facts.push(loop_facts(&id, l));
+            if let Some(l) = r.all_loops.iter().find(|l| l.id == id) {
+                facts.push(loop_facts(l));
             }
             // Its own suggestions: those naming this loop (the region's frame also gets those
             // naming no loop, such as layout changes).
             let mut kinds: Vec<&str> = Vec::new();
             for s in &r.suggestions {
-                let loops = s["loops"].as_array();
-                let mine = loops.is_some_and(|ls| ls.iter().any(|x| x == id.as_str()))
-                    || (k == 0 && loops.is_none_or(|ls| ls.is_empty()));
-                if let Some(kind) = s["kind"].as_str().filter(|_| mine && advised(s)) {
-                    if !kinds.contains(&kind) {
-                        kinds.push(kind);
-                    }
+                let mine = s.names_loop(&id) || (k == 0 && s.loops.is_empty());
+                if mine && s.advised() && !kinds.contains(&s.kind.as_str()) {
+                    kinds.push(s.kind.as_str());
                 }
             }
             if !kinds.is_empty() {
@@ -429,30 +532,31 @@ fn region_facts(r: &Region) -> Vec<String> {
         format!(
             "affine {:.0}%, parallel ops {:.0}%, SIMD ops {:.0}%, tile depth {}",
             r.affine_percent,
-            m["parallel_ops_percent"].as_f64().unwrap_or(0.0),
-            m["simd_ops_percent"].as_f64().unwrap_or(0.0),
-            m["tile_depth"].as_u64().unwrap_or(0)
+            m.parallel_ops_percent,
+            m.simd_ops_percent,
+            m.tile_depth
         ),
     ]
 }
 
 /// One loop's facts: `L6: parallel, permutable, stride 0/1 100%`.
-fn loop_facts(id: &str, l: &Value) -> String {
+fn loop_facts(l: &LoopEntry) -> String {
     format!(
-        "{id}: {}, {}, stride 0/1 {:.0}%",
-        if l["parallel"].as_bool() == Some(true) {
+        "{}: {}, {}, stride 0/1 {:.0}%",
+        l.id,
+        if l.parallel {
             "parallel"
-        } else if l["reduction"].as_bool() == Some(true) {
+        } else if l.reduction {
             "parallel as a reduction"
         } else {
             "not parallel"
         },
-        if l["permutable"].as_bool() == Some(true) {
+        if l.permutable {
             "permutable"
         } else {
             "not permutable"
         },
-        l["stride01_percent"].as_f64().unwrap_or(0.0)
+        l.stride01_percent
     )
 }
 
@@ -526,20 +630,17 @@ pub fn summary(regions: &[Region]) -> Vec<String> {
             let headline = r
                 .suggestions
                 .iter()
-                .find(|s| advised(s))
-                .and_then(|s| {
-                    let text = s["text"].as_str()?;
-                    Some(match s["gain"]["estimate"].as_f64() {
-                        Some(e) => format!("{text} (estimated {e:.1}x)"),
-                        None => text.to_string(),
-                    })
+                .find(|s| s.advised())
+                .map(|s| match &s.gain {
+                    Some(g) => format!("{} (estimated {:.1}x)", s.text, g.estimate),
+                    None => s.text.clone(),
                 })
                 .or_else(|| {
                     r.suggestions.first().and_then(|s| {
                         Some(format!(
                             "no advice pays at this size: {} ({})",
-                            s["kind"].as_str()?,
-                            s["skipped"]["text"].as_str()?
+                            s.kind,
+                            s.skipped.as_ref()?.text
                         ))
                     })
                 })

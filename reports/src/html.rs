@@ -5,8 +5,7 @@
 
 use crate::glossary::GLOSSARY;
 use crate::source::Sources;
-use crate::{advised, gain_phrase, Region, Report};
-use serde_json::Value;
+use crate::{gain_phrase, GainModel, Loc, Region, Report, Suggestion};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -119,10 +118,8 @@ fn short(file: &str) -> &str {
     file.rsplit('/').next().unwrap_or(file)
 }
 
-fn loc_of(v: &Value) -> Option<(String, u32)> {
-    let file = v["location"]["file"].as_str()?;
-    let line = v["location"]["line"].as_u64()?;
-    Some((file.to_string(), u32::try_from(line).ok()?))
+fn loc_of(l: Option<&Loc>) -> Option<(String, u32)> {
+    l.map(|l| (l.file.clone(), l.line))
 }
 
 fn region_at(r: &Region) -> String {
@@ -192,16 +189,15 @@ fn ranking(h: &mut String, report: &Report) {
         term("run", "run's time")
     );
     for r in &report.regions {
-        let best = r.suggestions.iter().find(|s| advised(s));
+        let best = r.suggestions.iter().find(|s| s.advised());
         let advice = match best {
             Some(s) => format!(
                 "{} {}",
-                esc(s["kind"].as_str().unwrap_or("?")),
-                s["gain"]["estimate"]
-                    .as_f64()
-                    .map_or(String::new(), |e| format!(
-                        "<span class=\"gain\">{e:.2}x</span>"
-                    ))
+                s.kind,
+                s.gain.as_ref().map_or(String::new(), |g| format!(
+                    "<span class=\"gain\">{:.2}x</span>",
+                    g.estimate
+                ))
             ),
             None => "<span class=\"muted\">none that pays here</span>".to_string(),
         };
@@ -239,8 +235,8 @@ fn flame_section(h: &mut String, flame: Option<&str>) {
 fn statements_by_line(r: &Region) -> BTreeMap<(String, u32), Vec<String>> {
     let mut out: BTreeMap<(String, u32), Vec<String>> = BTreeMap::new();
     for s in &r.statements {
-        if let (Some(at), Some(id)) = (loc_of(s), s["id"].as_str()) {
-            out.entry(at).or_default().push(id.to_string());
+        if let Some(at) = loc_of(s.location.as_ref()) {
+            out.entry(at).or_default().push(s.id.clone());
         }
     }
     out
@@ -262,12 +258,10 @@ fn span_names(ids: &[String]) -> String {
 
 /// The source line of the first loop a suggestion names (where it is shown beside the
 /// source).
-fn anchor(r: &Region, s: &Value) -> Option<(String, u32)> {
-    let first = s["loops"].as_array()?.first()?.as_str()?;
-    r.all_loops
-        .iter()
-        .find(|l| l["id"] == first)
-        .and_then(loc_of)
+fn anchor(r: &Region, s: &Suggestion) -> Option<(String, u32)> {
+    let first = s.loops.first()?;
+    let l = r.all_loops.iter().find(|l| &l.id == first)?;
+    loc_of(l.location.as_ref())
 }
 
 fn region(h: &mut String, r: &Region, sources: &Sources) {
@@ -311,22 +305,23 @@ fn advice(h: &mut String, r: &Region) {
         h.push_str("<p>No suggestion.</p>");
         return;
     }
-    let (now, skipped): (Vec<&Value>, Vec<&Value>) = r.suggestions.iter().partition(|s| advised(s));
+    let (now, skipped): (Vec<&Suggestion>, Vec<&Suggestion>) =
+        r.suggestions.iter().partition(|s| s.advised());
     if now.is_empty() {
         h.push_str("<p>No advice pays at this size.</p>");
     } else {
         h.push_str("<ol class=\"advice\">");
         let mut last_group = None;
         for s in now {
-            let rank = s["rank"].as_u64().unwrap_or(0);
-            let group = s["group"].as_u64();
-            let serves = s["enables"].as_array().map(|e| {
-                e.iter()
-                    .filter_map(Value::as_str)
+            let (rank, group) = (s.rank, Some(s.group));
+            let serves = (!s.enables.is_empty()).then(|| {
+                s.enables
+                    .iter()
+                    .map(|k| k.as_str())
                     .collect::<Vec<_>>()
                     .join(", ")
             });
-            let lead = match (&serves, group.is_some() && group == last_group) {
+            let lead = match (&serves, group == last_group) {
                 (Some(e), _) => format!(", for the {}", esc(e)),
                 (None, true) => format!(" ({})", term("rank", "or: an alternative")),
                 _ => String::new(),
@@ -341,21 +336,20 @@ fn advice(h: &mut String, r: &Region) {
                 h,
                 "<li value=\"{rank}\" id=\"pp-{}-{rank}\"><b>{}</b>{lead}{gain}: {}",
                 esc(&r.id),
-                esc(s["kind"].as_str().unwrap_or("?")),
-                prose(s["text"].as_str().unwrap_or(""))
+                s.kind,
+                prose(&s.text)
             );
-            if let Some(b) = s["gain"]["basis"].as_str() {
-                let model = s["gain"]["model"].as_str().unwrap_or("");
-                let id = match model {
-                    "cache_lines" => "cachelines",
-                    "amdahl" => "amdahl",
-                    _ => "simd",
+            if let Some(g) = &s.gain {
+                let id = match g.model {
+                    GainModel::CacheLines => "cachelines",
+                    GainModel::Amdahl => "amdahl",
+                    GainModel::Simd => "simd",
                 };
                 let _ = write!(
                     h,
                     "<div class=\"model\">{}: {}</div>",
                     term(id, "model"),
-                    prose(b)
+                    prose(&g.basis)
                 );
             }
             h.push_str("</li>");
@@ -372,9 +366,9 @@ fn advice(h: &mut String, r: &Region) {
             let _ = write!(
                 h,
                 "<li><b>{}</b>: {} <i>Skipped: {}.</i></li>",
-                esc(s["kind"].as_str().unwrap_or("?")),
-                prose(s["text"].as_str().unwrap_or("")),
-                prose(s["skipped"]["text"].as_str().unwrap_or(""))
+                s.kind,
+                prose(&s.text),
+                prose(s.skipped.as_ref().map_or("", |k| k.text.as_str()))
             );
         }
         h.push_str("</ul>");
@@ -393,28 +387,23 @@ fn source(h: &mut String, r: &Region, sources: &Sources) {
     h.push_str("<h3>Source</h3>");
     let mut notes: BTreeMap<(String, u32), Notes> = BTreeMap::new();
     for l in &r.all_loops {
-        if let Some(at) = loc_of(l) {
+        if let Some(at) = loc_of(l.location.as_ref()) {
             let tag = format!(
                 "<span class=\"tag\" title=\"{}\">{} {}, {}, {} {:.0}%</span>",
-                esc(&format!(
-                    "{} at {}:{}",
-                    l["id"].as_str().unwrap_or("?"),
-                    short(&at.0),
-                    at.1
-                )),
-                esc(l["id"].as_str().unwrap_or("?")),
-                if l["parallel"] == true {
+                esc(&format!("{} at {}:{}", l.id, short(&at.0), at.1)),
+                esc(&l.id),
+                if l.parallel {
                     term("parallel", "parallel")
                 } else {
                     term("parallel", "serial")
                 },
-                if l["permutable"] == true {
+                if l.permutable {
                     term("permutable", "permutable")
                 } else {
                     term("permutable", "not permutable")
                 },
                 term("stride01", "stride 0/1"),
-                l["stride01_percent"].as_f64().unwrap_or(0.0)
+                l.stride01_percent
             );
             notes.entry(at).or_default().loops.push(tag);
         }
@@ -428,23 +417,22 @@ fn source(h: &mut String, r: &Region, sources: &Sources) {
     }
     for s in &r.suggestions {
         let Some(at) = anchor(r, s) else { continue };
-        let rank = s["rank"].as_u64().unwrap_or(0);
-        let kind = s["kind"].as_str().unwrap_or("?");
-        let tag = if advised(s) {
-            let gain = s["gain"]["estimate"].as_f64().map_or(String::new(), |e| {
-                format!(" <span class=\"gain\">{e:.2}x</span>")
+        let (rank, kind) = (s.rank, s.kind);
+        let tag = if s.advised() {
+            let gain = s.gain.as_ref().map_or(String::new(), |g| {
+                format!(" <span class=\"gain\">{:.2}x</span>", g.estimate)
             });
             format!(
                 "<a class=\"tag adv\" href=\"#pp-{}-{rank}\" title=\"{}\">#{rank} {}{gain}</a>",
                 esc(&r.id),
-                esc(s["text"].as_str().unwrap_or("")),
-                esc(kind)
+                esc(&s.text),
+                kind
             )
         } else {
             format!(
                 "<span class=\"tag skip\" title=\"{}\">{}: not worth it here</span>",
-                esc(s["skipped"]["text"].as_str().unwrap_or("")),
-                esc(kind)
+                esc(s.skipped.as_ref().map_or("", |k| k.text.as_str())),
+                kind
             )
         };
         notes.entry(at).or_default().advice.push(tag);
@@ -543,45 +531,47 @@ fn loops_and_metrics(h: &mut String, r: &Region) {
         term("stride01", "stride 0/1")
     );
     for l in &r.all_loops {
-        let at = loc_of(l).map_or(String::new(), |(f, n)| format!("{}:{n}", short(&f)));
+        let at = l
+            .location
+            .as_ref()
+            .map_or(String::new(), |l| format!("{}:{}", short(&l.file), l.line));
         let _ = write!(
             h,
             "<tr><td>{} {}</td><td>{}</td><td>{}</td><td class=\"num\">{:.0}%</td></tr>",
-            esc(l["id"].as_str().unwrap_or("?")),
+            esc(&l.id),
             esc(&at),
-            if l["parallel"] == true { "yes" } else { "no" },
-            if l["permutable"] == true { "yes" } else { "no" },
-            l["stride01_percent"].as_f64().unwrap_or(0.0)
+            if l.parallel { "yes" } else { "no" },
+            if l.permutable { "yes" } else { "no" },
+            l.stride01_percent
         );
     }
     h.push_str("</table>");
     let m = &r.metrics;
-    let pc = |k: &str| m[k].as_f64().unwrap_or(0.0);
     let _ = write!(
         h,
         "<p>{} {:.0}%, {} {:.0}%, {} {:.0}%, {} {:.0}%, {} {:.0}%, {} {:.0}%; {} {} ({:.0}% of ops), {} {} -&gt; {}, {} {}, {} {}</p>",
         term("memops", "memory ops"),
-        pc("mem_ops_percent"),
+        m.mem_ops_percent,
         term("fpops", "FP ops"),
-        pc("fp_ops_percent"),
+        m.fp_ops_percent,
         term("parops", "parallel ops"),
-        pc("parallel_ops_percent"),
+        m.parallel_ops_percent,
         term("simdops", "SIMD ops"),
-        pc("simd_ops_percent"),
+        m.simd_ops_percent,
         term("reuse", "reuse"),
-        pc("reuse_percent"),
+        m.reuse_percent,
         term("preuse", "Preuse"),
-        pc("preuse_percent"),
+        m.preuse_percent,
         term("tiledepth", "tile depth"),
-        m["tile_depth"].as_u64().unwrap_or(0),
-        pc("tile_ops_percent"),
+        m.tile_depth,
+        m.tile_ops_percent,
         term("components", "components"),
-        m["components_before"].as_u64().unwrap_or(0),
-        m["components_after"].as_u64().unwrap_or(0),
+        m.components_before,
+        m.components_after,
         term("skew", "skew"),
-        if m["skew"] == true { "yes" } else { "no" },
+        if m.skew { "yes" } else { "no" },
         term("loopdepth", "loop depth"),
-        m["loop_depth"].as_u64().unwrap_or(0)
+        m.loop_depth
     );
 }
 
@@ -650,8 +640,10 @@ fn glossary(h: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Loc, NativeCost, Program, Trace};
-    use serde_json::json;
+    use crate::{
+        Gain, LoopEntry, Metrics, NativeCost, Program, SkipReason, Skipped, Statement,
+        SuggestionKind, Trace,
+    };
 
     fn report(file: &str) -> Report {
         let mut r = Report::new(
@@ -678,36 +670,82 @@ mod tests {
                 native_cost: NativeCost::default(),
             },
         );
-        let loc = |line: u32| json!({ "file": file, "line": line });
+        let loc = |line: u32| {
+            Some(Loc {
+                file: file.into(),
+                line,
+            })
+        };
+        let lp = |id: &str, line: u32, parallel: bool, stride01_percent: f64| LoopEntry {
+            id: id.into(),
+            location: loc(line),
+            depth: line as usize - 2,
+            parallel,
+            reduction: false,
+            permutable: true,
+            stride01_percent,
+            why_not: None,
+        };
+        let advice = |kind, loops: [&str; 2], text: &str, rank| Suggestion {
+            kind,
+            loops: loops.iter().map(|l| l.to_string()).collect(),
+            text: text.into(),
+            rank,
+            group: rank,
+            alternatives: vec![],
+            gain: None,
+            enables: vec![],
+            array: None,
+            mapping: None,
+            skipped: None,
+            sizes: vec![],
+            requires: vec![],
+            reduction: vec![],
+        };
         r.regions.push(Region {
             id: "R1".into(),
             function: "main".into(),
-            location: Some(Loc {
-                file: file.into(),
-                line: 2,
-            }),
+            location: loc(2),
             ops_percent: 90.0,
             run_percent: 80.0,
             native_percent: 0.0,
             interprocedural: false,
             affine_percent: 100.0,
             loops: vec![],
-            all_loops: vec![
-                json!({ "id": "L1", "location": loc(2), "parallel": true, "permutable": true, "stride01_percent": 50.0 }),
-                json!({ "id": "L2", "location": loc(3), "parallel": false, "permutable": true, "stride01_percent": 100.0 }),
-            ],
-            statements: vec![json!({ "id": "S3", "location": loc(4) })],
+            all_loops: vec![lp("L1", 2, true, 50.0), lp("L2", 3, false, 100.0)],
+            statements: vec![Statement {
+                id: "S3".into(),
+                address: "0x1000".into(),
+                location: loc(4),
+                domain: String::new(),
+                ops: 1,
+                exact: true,
+            }],
             dependences: vec![],
             suggestions: vec![
-                json!({ "kind": "interchange", "loops": ["L2", "L1"], "text": "Swap <them>.", "rank": 1, "group": 1,
-                        "gain": { "model": "cache_lines", "estimate": 2.5, "run_estimate": 2.0, "basis": "lines 1 -> 0.25" } }),
-                json!({ "kind": "tile", "loops": ["L1", "L2"], "text": "Tile.", "rank": 2, "group": 2,
-                        "skipped": { "reason": "few_iterations", "text": "too few" } }),
+                Suggestion {
+                    gain: Some(Gain {
+                        model: GainModel::CacheLines,
+                        estimate: 2.5,
+                        run_estimate: 2.0,
+                        basis: "lines 1 -> 0.25".into(),
+                    }),
+                    ..advice(SuggestionKind::Interchange, ["L2", "L1"], "Swap <them>.", 1)
+                },
+                Suggestion {
+                    skipped: Some(Skipped {
+                        reason: SkipReason::FewIterations,
+                        text: "too few".into(),
+                    }),
+                    ..advice(SuggestionKind::Tile, ["L1", "L2"], "Tile.", 2)
+                },
             ],
-            metrics: json!({}),
+            metrics: Metrics::default(),
             ast_before: String::new(),
             ast_after: String::new(),
-            code_before: "for (int c1 = 0; c1 <= 7; c1++) {  // k.c:2 (L1)\n  S3(c1);  // k.c:4 store\n}\n".into(),
+            code_before:
+                "for (int c1 = 0; c1 <= 7; c1++) {  // k.c:2 (L1)\n  S3(c1);  // k.c:4 store\n}\n"
+                    .into(),
             code_after: String::new(),
             why_not: None,
             scheduler: None,

@@ -74,17 +74,17 @@ fn read(path: &Path) -> Option<Vec<String>> {
 /// Every file a region's location, loop or statement names.
 fn referenced_files(report: &Report) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    let mut add = |f: Option<&str>| {
-        if let Some(f) = f {
-            if !out.iter().any(|o| o == f) {
-                out.push(f.to_string());
-            }
-        }
-    };
     for r in &report.regions {
-        add(r.location.as_ref().map(|l| l.file.as_str()));
-        for v in r.all_loops.iter().chain(&r.statements) {
-            add(v["location"]["file"].as_str());
+        let loops = r.all_loops.iter().map(|l| &l.location);
+        let statements = r.statements.iter().map(|s| &s.location);
+        for l in std::iter::once(&r.location)
+            .chain(loops)
+            .chain(statements)
+            .flatten()
+        {
+            if !out.contains(&l.file) {
+                out.push(l.file.clone());
+            }
         }
     }
     out

@@ -1,0 +1,284 @@
+//! The parts of a region in report.json, typed: its loops, statements, dependences,
+//! suggestions and metrics. polyprof builds them, the text and HTML reports render them, and
+//! the tests read report.json back through them, so a renamed or retyped field is a compile
+//! error (or a failed read), not a silent default. Kinds are enums spelled as report.json
+//! spells them (`snake_case`); docs/REPORT.md lists them.
+
+use crate::Loc;
+use serde::{Deserialize, Serialize};
+
+/// A loop of a region.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct LoopEntry {
+    /// `L6`: suggestions name loops by it.
+    pub id: String,
+    pub location: Option<Loc>,
+    /// Nesting depth in the region (0: outermost).
+    pub depth: usize,
+    /// No dependence of any kind is carried by it, once scalars are privatized.
+    pub parallel: bool,
+    /// Parallel only as a reduction.
+    pub reduction: bool,
+    /// It and the loops around it form a permutable band.
+    pub permutable: bool,
+    /// Share of the accesses inside it with stride 0 or 1 along it.
+    pub stride01_percent: f64,
+    /// Why no suggestion names it.
+    pub why_not: Option<String>,
+}
+
+/// A statement: one instruction of the binary, with its iteration domain.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Statement {
+    /// `S3`.
+    pub id: String,
+    /// The instruction's link-time address, in hexadecimal.
+    pub address: String,
+    pub location: Option<Loc>,
+    /// In isl's notation: `{ S3[i0, i1] : 0 <= i0 <= 15 and 0 <= i1 <= i0 }`.
+    pub domain: String,
+    /// Times it ran.
+    pub ops: u64,
+    /// False when the domain over-approximates what ran.
+    pub exact: bool,
+}
+
+/// Flow (read after write), anti (write after read) or output (write after write).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum DepKind {
+    Flow,
+    Anti,
+    Output,
+}
+
+/// Whether a dependence goes through a register or through memory.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Through {
+    Register,
+    Memory,
+}
+
+/// A dependence between two statements' instances.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Dependence {
+    pub source: String,
+    pub sink: String,
+    pub kind: DepKind,
+    pub through: Through,
+    /// The storage in source names (`` `A` (heap block allocated at 2mm.c:119) ``).
+    pub storage: String,
+    /// In isl's notation, sink to source: `{ S3[i0, i1] -> S3[i0, i1 - 1] : ... }`.
+    pub relation: String,
+    pub exact: bool,
+}
+
+/// What a suggestion transforms.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum SuggestionKind {
+    Interchange,
+    Skew,
+    Tile,
+    Parallelize,
+    Vectorize,
+    Fuse,
+    Distribute,
+    ExpandScalar,
+    MapScalarToArray,
+    ContractArray,
+    TransposeArray,
+    AosToSoa,
+    PadArray,
+    ShareStorage,
+}
+
+impl SuggestionKind {
+    /// Its name in report.json.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SuggestionKind::Interchange => "interchange",
+            SuggestionKind::Skew => "skew",
+            SuggestionKind::Tile => "tile",
+            SuggestionKind::Parallelize => "parallelize",
+            SuggestionKind::Vectorize => "vectorize",
+            SuggestionKind::Fuse => "fuse",
+            SuggestionKind::Distribute => "distribute",
+            SuggestionKind::ExpandScalar => "expand_scalar",
+            SuggestionKind::MapScalarToArray => "map_scalar_to_array",
+            SuggestionKind::ContractArray => "contract_array",
+            SuggestionKind::TransposeArray => "transpose_array",
+            SuggestionKind::AosToSoa => "aos_to_soa",
+            SuggestionKind::PadArray => "pad_array",
+            SuggestionKind::ShareStorage => "share_storage",
+        }
+    }
+}
+
+impl std::fmt::Display for SuggestionKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The model an estimated gain comes from.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum GainModel {
+    /// Cache lines per iteration of the innermost loop, before and after.
+    CacheLines,
+    /// Amdahl's law over the parallel loop's share, with thread start-up.
+    Amdahl,
+    /// Amdahl's law over the innermost loop, with the lanes of a vector register.
+    Simd,
+}
+
+/// A suggestion's estimated gain.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Gain {
+    pub model: GainModel,
+    /// The region's time before over its time after (2.0: twice as fast).
+    pub estimate: f64,
+    /// The same for the whole run, by Amdahl's law over the region's share of the run.
+    pub run_estimate: f64,
+    /// The model's inputs and result, in words.
+    pub basis: String,
+}
+
+/// Why legal advice does not pay here.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipReason {
+    FewIterations,
+    LittleWork,
+    NoGain,
+    AlreadyVectorized,
+    OneThread,
+    OnlyForSkipped,
+}
+
+/// Legal advice that does not pay here.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Skipped {
+    pub reason: SkipReason,
+    pub text: String,
+}
+
+/// A storage change a suggestion needs to be legal.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum StorageChange {
+    Privatize,
+    #[serde(rename = "firstprivate")]
+    FirstPrivate,
+    #[serde(rename = "lastprivate")]
+    LastPrivate,
+    CopyIn,
+    Expand,
+    MapToArray,
+    Reduction,
+}
+
+/// A storage change, with the storage it applies to.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Requirement {
+    pub change: StorageChange,
+    pub storage: String,
+    /// Source lines of the accesses concerned.
+    pub lines: Vec<String>,
+    /// For a reduction: its operator as OpenMP spells it (`+`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+    /// For a reduction: combining partial results reassociates floating-point operations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reassociates: Option<bool>,
+}
+
+/// A reduction a parallel loop performs: `reduction(+: s)`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Reduction {
+    pub op: String,
+    pub storage: String,
+    pub lines: Vec<String>,
+    pub reassociates: bool,
+}
+
+/// A mapping Φ of an array's elements to new places.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Mapping {
+    /// In isl's notation: `{ A[i, j] -> [(i - j) mod 63] }`.
+    pub isl: String,
+    /// The same as a C access: `A[((i - j) % 63 + 63) % 63]`.
+    pub c: String,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+}
+
+/// A suggested transformation, rated.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Suggestion {
+    pub kind: SuggestionKind,
+    /// Loop ids; for `interchange`, the new order (outermost first).
+    pub loops: Vec<String>,
+    /// One sentence a person can act on, naming source lines.
+    pub text: String,
+    /// 1 for the most beneficial advice of the region; skipped advice ranks last.
+    pub rank: usize,
+    /// Suggestions of one group are alternatives: do one of them.
+    pub group: usize,
+    /// Ranks of the suggestions this one is an alternative to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gain: Option<Gain>,
+    /// The transformations this one makes legal or possible.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub enables: Vec<SuggestionKind>,
+    /// The array a storage or layout suggestion is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mapping: Option<Mapping>,
+    /// Set when the advice does not pay here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<Skipped>,
+    /// Tile sizes (`tile`); bytes now and bytes shared (`share_storage`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sizes: Vec<u64>,
+    /// Storage changes without which it is not legal.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<Requirement>,
+    /// The reductions among `requires`, on their own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reduction: Vec<Reduction>,
+}
+
+impl Suggestion {
+    /// Whether it is advised now (not skipped as not paying here).
+    pub fn advised(&self) -> bool {
+        self.skipped.is_none()
+    }
+
+    /// Whether it names loop `id`.
+    pub fn names_loop(&self, id: &str) -> bool {
+        self.loops.iter().any(|l| l == id)
+    }
+}
+
+/// The metrics of the POLY-PROF paper's Tables 3 and 5.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Metrics {
+    pub parallel_ops_percent: f64,
+    pub simd_ops_percent: f64,
+    pub reuse_percent: f64,
+    pub preuse_percent: f64,
+    pub tile_depth: usize,
+    pub tile_ops_percent: f64,
+    pub components_before: usize,
+    pub components_after: usize,
+    pub skew: bool,
+    pub mem_ops_percent: f64,
+    pub fp_ops_percent: f64,
+    pub loop_depth: usize,
+}
