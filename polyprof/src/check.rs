@@ -54,16 +54,16 @@ pub(crate) fn check(cmd: &CheckCmd, ui: Ui) -> anyhow::Result<i32> {
             Ok(l) => l,
             Err(e) => return Ok(usage(cmd, ui, &e.to_string())),
         };
-        let source = crate::Cancellable::new(&loaded.recording);
+        let source = crate::pipeline::analyse::Cancellable::new(&loaded.recording);
         feedback::pipeline::profile(&source, &loaded.exe, loaded.info.load_bias, &popts)
             .map(|p| (p, loaded.exe, loaded.info.load_bias))
     } else {
-        let rec = match crate::record(&cmd.run, true, ui, &cmd.target)? {
+        let rec = match crate::pipeline::record(&cmd.run, true, ui, &cmd.target)? {
             Ok(r) => r,
             Err(code) => return Ok(code),
         };
         signals::analysing();
-        let source = crate::Cancellable::new(&rec.recording);
+        let source = crate::pipeline::analyse::Cancellable::new(&rec.recording);
         let bias = rec.info.load_bias;
         let profiled = match rec.first {
             Some(f) => feedback::pipeline::profile_after(f, &source, &rec.exe, bias, &popts),

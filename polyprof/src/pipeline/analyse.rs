@@ -1,0 +1,207 @@
+//! Stage 3, the analysis of a recording: the optional dumps (events.txt, deps.txt), then the
+//! back end (`feedback::pipeline`: iteration vectors, dependences, folding, regions, isl),
+//! cancellable by a signal and with a progress line on a terminal.
+
+use crate::{depdump, dump, signals, ReportArgs, Ui};
+use anyhow::Context as _;
+use ptrace_runner::record::Recording;
+use ptrace_runner::{Event, EventSink};
+use std::io::{self, IsTerminal};
+use std::path::Path;
+use std::time::Duration;
+
+/// A recording whose replay stops once polyprof is interrupted during the analysis, and shows
+/// how far it is on the analysis's progress line.
+pub struct Cancellable<'a> {
+    recording: &'a Recording,
+    /// The progress line (on a terminal only) and the instructions one replay sends.
+    progress: Option<indicatif::ProgressBar>,
+    pub instructions: u64,
+}
+
+impl<'a> Cancellable<'a> {
+    /// Without a progress line.
+    pub fn new(recording: &'a Recording) -> Cancellable<'a> {
+        Cancellable {
+            recording,
+            progress: None,
+            instructions: 0,
+        }
+    }
+}
+
+/// Events between two looks at the interrupt flag.
+const CHECK_EVERY: u32 = 1 << 12;
+/// Instructions between two updates of the progress line.
+const PROGRESS_EVERY: u64 = 1 << 16;
+
+impl tracer::EventSource for Cancellable<'_> {
+    fn replay_into(
+        &self,
+        sink: &mut dyn EventSink,
+    ) -> Result<(), ptrace_runner::record::ReplayError> {
+        struct Guard<'s> {
+            sink: &'s mut dyn EventSink,
+            n: u32,
+            insns: u64,
+            total: u64,
+            progress: Option<&'s indicatif::ProgressBar>,
+        }
+        impl EventSink for Guard<'_> {
+            fn event(&mut self, ev: &Event<'_>) -> io::Result<()> {
+                self.n = self.n.wrapping_add(1);
+                if self.n.is_multiple_of(CHECK_EVERY) && signals::skipping() {
+                    return Err(io::Error::other("polyprof was interrupted"));
+                }
+                if let Event::Insn(_) = ev {
+                    self.insns += 1;
+                    if self.insns.is_multiple_of(PROGRESS_EVERY) {
+                        if let Some(p) = self.progress {
+                            p.set_message(format!(
+                                "analysing: {:.0}% of {} instructions replayed (iteration \
+                                 vectors, dependences, folding)",
+                                100.0 * self.insns as f64 / self.total.max(1) as f64,
+                                self.total
+                            ));
+                        }
+                    }
+                }
+                self.sink.event(ev)
+            }
+        }
+        let r = self.recording.replay_into(&mut Guard {
+            sink,
+            n: 0,
+            insns: 0,
+            total: self.instructions,
+            progress: self.progress.as_ref(),
+        });
+        if let Some(p) = &self.progress {
+            p.set_message("analysing: regions, schedules and feedback (isl)");
+        }
+        r
+    }
+}
+
+/// The analysis's progress line, on a terminal only.
+fn analysis_progress(ui: Ui) -> Option<indicatif::ProgressBar> {
+    (!ui.quiet && io::stderr().is_terminal()).then(|| {
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("polyprof: {spinner} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(200));
+        bar.set_message("analysing");
+        bar
+    })
+}
+
+/// The dumps `--dump-events` and `--dump-deps` ask for, written into `out`. A dump cut short by
+/// a signal is kept, and said in the returned warnings.
+pub fn dumps(
+    source: &Cancellable<'_>,
+    exe: &symbols::ElfFile,
+    bias: u64,
+    opts: &ReportArgs,
+    out: &Path,
+    ui: Ui,
+) -> anyhow::Result<Vec<String>> {
+    let mut warnings = Vec::new();
+    let mut cut_short = |what: &Path| {
+        let w = super::output::skipped_warning(&format!("{} is incomplete", what.display()));
+        say!(ui, "warning: {w}");
+        warnings.push(w);
+    };
+    if opts.dump_events {
+        let path = out.join("events.txt");
+        let file =
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        let mut dump = dump::EventDump::new(io::BufWriter::new(file), exe, bias);
+        let replayed = tracer::EventSource::replay_into(source, &mut dump);
+        let finished = dump.finish();
+        match replayed {
+            Err(_) if signals::skipping() => cut_short(&path),
+            r => r
+                .map_err(anyhow::Error::from)
+                .and(finished.map(drop).map_err(anyhow::Error::from))
+                .with_context(|| format!("writing {}", path.display()))?,
+        }
+        say!(ui, "events: {}", path.display());
+    }
+    if opts.dump_deps {
+        let path = out.join("deps.txt");
+        match write_dep_dump(source, exe, bias, &path) {
+            Err(_) if signals::skipping() => cut_short(&path),
+            r => r?,
+        }
+        say!(ui, "dependences: {}", path.display());
+    }
+    Ok(warnings)
+}
+
+/// The back end on the recording `source` (after `first`, the first pass, when it ran while
+/// the program was traced). `Err`: why there is no analysis, in one sentence.
+pub fn analyse(
+    source: &mut Cancellable<'_>,
+    first: Option<feedback::pipeline::FirstPass>,
+    exe: &symbols::ElfFile,
+    bias: u64,
+    opts: &ReportArgs,
+    ui: Ui,
+) -> Result<feedback::pipeline::Profile, String> {
+    let popts = opts.analysis.pipeline_options(&signals::SKIP);
+    // The progress line from here on: nothing else writes on stderr until it is cleared.
+    let progress = analysis_progress(ui);
+    source.progress = progress.clone();
+    let profiled = match first {
+        Some(first) => feedback::pipeline::profile_after(first, &*source, exe, bias, &popts),
+        None => feedback::pipeline::profile(&*source, exe, bias, &popts),
+    };
+    source.progress = None;
+    if let Some(p) = &progress {
+        p.finish_and_clear();
+    }
+    profiled.map_err(|e| {
+        if signals::skipping() {
+            super::output::skipped_warning(
+                "the analysis was skipped; the reports cover the trace only",
+            )
+        } else {
+            format!("the analysis of the trace failed: {e}")
+        }
+    })
+}
+
+/// Writes `deps.txt`: every dependence of the run, aggregated per pair of statements.
+fn write_dep_dump(
+    recording: &(impl tracer::EventSource + ?Sized),
+    exe: &symbols::ElfFile,
+    bias: u64,
+    path: &Path,
+) -> anyhow::Result<()> {
+    let entries = tracer::function_entries(exe, bias);
+    let mut deps = depdump::DepDump::default();
+    tracer::analyze_with_deps(
+        recording,
+        &entries,
+        tracer::DepOptions::default(),
+        |_| {},
+        |d| deps.add(d),
+    )
+    .context("analysing dependences")?;
+    let file =
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut w = io::BufWriter::new(file);
+    let describe = |s: tracer::Stmt| {
+        let link = s.pc.wrapping_sub(bias);
+        let loc = exe
+            .location(link)
+            .map(|l| l.short())
+            .unwrap_or_else(|| "?".to_string());
+        format!("{loc} {}", exe.describe(link))
+    };
+    deps.write(&mut w, describe)
+        .and_then(|_| io::Write::flush(&mut w))
+        .with_context(|| format!("writing {}", path.display()))
+}
