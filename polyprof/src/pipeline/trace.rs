@@ -204,23 +204,12 @@ pub fn trace(
     first_pass: bool,
     ui: Ui,
 ) -> anyhow::Result<Result<Recorded, i32>> {
-    let Prepared {
-        given,
-        program,
-        program_args,
-        exe,
-        start,
-        mut warnings,
-        out_dir,
-    } = p;
-    let program_args = &program_args[..];
-    let given = &given;
     // A signal from here on ends the run with a report; before the handlers, it would kill
     // polyprof (the program, started under PTRACE_O_EXITKILL, with it).
     signals::install(ui.quiet).context("installing the signal handlers")?;
 
-    let mut opts = RunOptions::new(program.clone(), program_args.to_vec(), start.clone());
-    opts.argv0 = given.clone();
+    let mut opts = RunOptions::new(p.program.clone(), p.program_args.clone(), p.start.clone());
+    opts.argv0 = p.given.clone();
     opts.trace_libs = run.trace_libs;
     opts.max_instructions = run.max_instructions;
     opts.interrupt = Some(&signals::INTERRUPTED);
@@ -240,7 +229,7 @@ pub fn trace(
     // The program stands at its first instruction: nothing of it ran yet. The output
     // directory is touched only now that it can run. (On an early return, dropping the
     // engine kills the program.)
-    match recording::prepare_output(&out_dir) {
+    match recording::prepare_output(&p.out_dir) {
         Ok(Some(old)) => say!(ui, "kept the earlier output as {}", old.display()),
         Ok(None) => {}
         Err(e) => {
@@ -248,15 +237,15 @@ pub fn trace(
             return Ok(Err(EXIT_USAGE));
         }
     }
-    let events_file = recording::start(&out_dir, &exe)?;
+    let events_file = recording::start(&p.out_dir, &p.exe)?;
     signals::set_child(engine.pid());
 
     // The first pass of the analysis runs on the recording thread while the program is traced.
     let consumer = MaybeFirst(
-        first_pass.then(|| feedback::pipeline::FirstPass::new(&exe, engine.load_bias())),
+        first_pass.then(|| feedback::pipeline::FirstPass::new(&p.exe, engine.load_bias())),
     );
     let recorder = Recorder::spawn_into(events_file, consumer)
-        .with_context(|| format!("creating the event recording in {}", out_dir.display()))?;
+        .with_context(|| format!("creating the event recording in {}", p.out_dir.display()))?;
     let mut counters = Counters::new(!ui.quiet && io::stderr().is_terminal());
     let t0 = Instant::now();
     let mut sink = Tee(&mut counters, recorder);
@@ -268,8 +257,39 @@ pub fn trace(
     let summary = result.context("tracing the program")?;
     let (recording, MaybeFirst(first)) =
         recorder.finish().context("finishing the event recording")?;
-    let interrupted = signals::interrupted();
+    let run_end = RunEnd {
+        summary: &summary,
+        counters: &counters,
+        seconds,
+        events: recording.events(),
+        interrupted: signals::interrupted(),
+    };
+    let info = run_info(&p, run, &run_end, ui);
+    recording::finish(&p.out_dir, &info)?;
+    Ok(Ok(Recorded {
+        info,
+        exe: p.exe,
+        recording,
+        first,
+        out_dir: p.out_dir,
+    }))
+}
 
+/// How a traced run ended, as the engine and the counters saw it.
+struct RunEnd<'a> {
+    summary: &'a ptrace_runner::RunSummary,
+    counters: &'a Counters,
+    seconds: f64,
+    /// Events recorded.
+    events: u64,
+    /// The signal that interrupted polyprof, if one did.
+    interrupted: Option<i32>,
+}
+
+/// What the recording keeps of a run: the program, the trace and its warnings, how it ended.
+fn run_info(p: &Prepared, run: &RunArgs, end: &RunEnd<'_>, ui: Ui) -> RunInfo {
+    let (summary, counters, interrupted) = (end.summary, end.counters, end.interrupted);
+    let mut warnings = p.warnings.clone();
     warnings.extend(summary.warnings.iter().cloned());
     if let Some(sig) = interrupted {
         warnings.push(format!(
@@ -307,15 +327,16 @@ pub fn trace(
         Some(sig) => 128 + sig,
         None => summary.exit.map_or(EXIT_USAGE, ExitStatus::shell_code),
     };
-    let info = RunInfo {
+    RunInfo {
         format: recording::FORMAT,
         events_format: ptrace_runner::record::FORMAT,
         polyprof_version: env!("CARGO_PKG_VERSION").to_string(),
-        events: recording.events(),
-        argv0: given.to_string_lossy().into_owned(),
+        events: end.events,
+        argv0: p.given.to_string_lossy().into_owned(),
         program: reports::Program {
-            path: program.display().to_string(),
-            args: program_args
+            path: p.program.display().to_string(),
+            args: p
+                .program_args
                 .iter()
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),
@@ -334,7 +355,7 @@ pub fn trace(
             },
             complete: summary.complete && interrupted.is_none(),
             warnings,
-            start: match &start {
+            start: match &p.start {
                 StartAt::Address { name, .. } => name.clone(),
                 StartAt::Entry => "entry point".to_string(),
             },
@@ -343,21 +364,13 @@ pub fn trace(
             syscalls: counters.syscalls,
             signals: counters.signals,
             interrupted: interrupted.is_some(),
-            seconds,
-            native_cost: regions::native_cost(&summary),
+            seconds: end.seconds,
+            native_cost: regions::native_cost(summary),
         },
         load_bias: summary.load_bias,
         fault,
         exit_status,
-        build_id: exe.build_id(),
-        debug_file: exe.debug_file().is_some(),
-    };
-    recording::finish(&out_dir, &info)?;
-    Ok(Ok(Recorded {
-        info,
-        exe,
-        recording,
-        first,
-        out_dir,
-    }))
+        build_id: p.exe.build_id(),
+        debug_file: p.exe.debug_file().is_some(),
+    }
 }
