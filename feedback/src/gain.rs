@@ -108,27 +108,8 @@ impl GainOptions {
     }
 }
 
-/// The model an estimate comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GainModel {
-    /// Cache lines per iteration of the innermost loop, before and after.
-    CacheLines,
-    /// Amdahl's law over the region's share in the parallel loop, with thread start-up.
-    Amdahl,
-    /// Amdahl's law over the innermost loop, with the lanes of a vector register.
-    Simd,
-}
-
-impl GainModel {
-    /// Its name in report.json.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GainModel::CacheLines => "cache_lines",
-            GainModel::Amdahl => "amdahl",
-            GainModel::Simd => "simd",
-        }
-    }
-}
+/// The model an estimate comes from (report.json's names, shared with `reports`).
+pub use reports::model::GainModel;
 
 /// An estimated gain.
 #[derive(Clone, Debug, PartialEq)]
@@ -140,36 +121,8 @@ pub struct Gain {
     pub basis: String,
 }
 
-/// Why legal advice does not pay here.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SkipReason {
-    /// A loop runs fewer iterations than a tile holds (or than a few vectors).
-    FewIterations,
-    /// Each run of the loop does too little work to pay for starting threads.
-    LittleWork,
-    /// The model expects less than [`GainOptions::min_gain`].
-    NoGain,
-    /// The compiler already vectorized the loop.
-    AlreadyVectorized,
-    /// Only one thread would run it.
-    OneThread,
-    /// A storage change or skew that only skipped advice needs.
-    OnlyForSkipped,
-}
-
-impl SkipReason {
-    /// Its name in report.json.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SkipReason::FewIterations => "few_iterations",
-            SkipReason::LittleWork => "little_work",
-            SkipReason::NoGain => "no_gain",
-            SkipReason::AlreadyVectorized => "already_vectorized",
-            SkipReason::OneThread => "one_thread",
-            SkipReason::OnlyForSkipped => "only_for_skipped",
-        }
-    }
-}
+/// Why legal advice does not pay here (report.json's names, shared with `reports`).
+pub use reports::model::SkipReason;
 
 /// Legal advice that does not pay here, and why.
 #[derive(Clone, Debug, PartialEq)]

@@ -124,52 +124,8 @@ pub struct LoopInfo {
     pub why_not: Option<String>,
 }
 
-/// What a suggestion transforms.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum SuggestionKind {
-    Interchange,
-    Skew,
-    Tile,
-    Parallelize,
-    Vectorize,
-    Fuse,
-    Distribute,
-    ExpandScalar,
-    MapScalarToArray,
-    ContractArray,
-    TransposeArray,
-    AosToSoa,
-    PadArray,
-    ShareStorage,
-}
-
-impl SuggestionKind {
-    /// Its name in report.json and report.txt.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SuggestionKind::Interchange => "interchange",
-            SuggestionKind::Skew => "skew",
-            SuggestionKind::Tile => "tile",
-            SuggestionKind::Parallelize => "parallelize",
-            SuggestionKind::Vectorize => "vectorize",
-            SuggestionKind::Fuse => "fuse",
-            SuggestionKind::Distribute => "distribute",
-            SuggestionKind::ExpandScalar => "expand_scalar",
-            SuggestionKind::MapScalarToArray => "map_scalar_to_array",
-            SuggestionKind::ContractArray => "contract_array",
-            SuggestionKind::TransposeArray => "transpose_array",
-            SuggestionKind::AosToSoa => "aos_to_soa",
-            SuggestionKind::PadArray => "pad_array",
-            SuggestionKind::ShareStorage => "share_storage",
-        }
-    }
-}
-
-impl std::fmt::Display for SuggestionKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// What a suggestion transforms: report.json's vocabulary, shared with `reports`.
+pub use reports::model::SuggestionKind;
 
 /// A mapping Φ of an array's elements to new places (SMO's storage hyperplanes, Shirako and
 /// Sarkar's layout maps).

@@ -75,7 +75,7 @@ pub struct Dependence {
 }
 
 /// What a suggestion transforms.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum SuggestionKind {
     Interchange,
@@ -128,10 +128,21 @@ impl std::fmt::Display for SuggestionKind {
 pub enum GainModel {
     /// Cache lines per iteration of the innermost loop, before and after.
     CacheLines,
-    /// Amdahl's law over the parallel loop's share, with thread start-up.
+    /// Amdahl's law over the region's share in the parallel loop, with thread start-up.
     Amdahl,
     /// Amdahl's law over the innermost loop, with the lanes of a vector register.
     Simd,
+}
+
+impl GainModel {
+    /// Its name in report.json.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GainModel::CacheLines => "cache_lines",
+            GainModel::Amdahl => "amdahl",
+            GainModel::Simd => "simd",
+        }
+    }
 }
 
 /// A suggestion's estimated gain.
@@ -150,12 +161,32 @@ pub struct Gain {
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum SkipReason {
+    /// A loop runs fewer iterations than a tile holds (or than a few vectors).
     FewIterations,
+    /// Each run of the loop does too little work to pay for starting threads.
     LittleWork,
+    /// The model expects less than the minimum gain.
     NoGain,
+    /// The compiler already vectorized the loop.
     AlreadyVectorized,
+    /// Only one thread would run it.
     OneThread,
+    /// A storage change or skew that only skipped advice needs.
     OnlyForSkipped,
+}
+
+impl SkipReason {
+    /// Its name in report.json.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::FewIterations => "few_iterations",
+            SkipReason::LittleWork => "little_work",
+            SkipReason::NoGain => "no_gain",
+            SkipReason::AlreadyVectorized => "already_vectorized",
+            SkipReason::OneThread => "one_thread",
+            SkipReason::OnlyForSkipped => "only_for_skipped",
+        }
+    }
 }
 
 /// Legal advice that does not pay here.
@@ -281,4 +312,54 @@ pub struct Metrics {
     pub mem_ops_percent: f64,
     pub fp_ops_percent: f64,
     pub loop_depth: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name<T: Serialize>(v: T) -> String {
+        serde_json::to_value(v)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+
+    /// `as_str` (what the text reports and the analysis print) and report.json agree.
+    #[test]
+    fn names_in_text_and_json_agree() {
+        use SuggestionKind as K;
+        for k in [
+            K::Interchange,
+            K::Skew,
+            K::Tile,
+            K::Parallelize,
+            K::Vectorize,
+            K::Fuse,
+            K::Distribute,
+            K::ExpandScalar,
+            K::MapScalarToArray,
+            K::ContractArray,
+            K::TransposeArray,
+            K::AosToSoa,
+            K::PadArray,
+            K::ShareStorage,
+        ] {
+            assert_eq!(name(k), k.as_str());
+        }
+        for m in [GainModel::CacheLines, GainModel::Amdahl, GainModel::Simd] {
+            assert_eq!(name(m), m.as_str());
+        }
+        use SkipReason as R;
+        for r in [
+            R::FewIterations,
+            R::LittleWork,
+            R::NoGain,
+            R::AlreadyVectorized,
+            R::OneThread,
+            R::OnlyForSkipped,
+        ] {
+            assert_eq!(name(r), r.as_str());
+        }
+    }
 }

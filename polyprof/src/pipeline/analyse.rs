@@ -6,9 +6,8 @@ use crate::{depdump, dump, signals, ReportArgs, Ui};
 use anyhow::Context as _;
 use ptrace_runner::record::Recording;
 use ptrace_runner::{Event, EventSink};
-use std::io::{self, IsTerminal};
+use std::io;
 use std::path::Path;
-use std::time::Duration;
 
 /// A recording whose replay stops once polyprof is interrupted during the analysis, and shows
 /// how far it is on the analysis's progress line.
@@ -85,16 +84,7 @@ impl tracer::EventSource for Cancellable<'_> {
 
 /// The analysis's progress line, on a terminal only.
 fn analysis_progress(ui: Ui) -> Option<indicatif::ProgressBar> {
-    (!ui.quiet && io::stderr().is_terminal()).then(|| {
-        let bar = indicatif::ProgressBar::new_spinner();
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("polyprof: {spinner} {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-        );
-        bar.enable_steady_tick(Duration::from_millis(200));
-        bar.set_message("analysing");
-        bar
-    })
+    super::progress_line(ui, "analysing")
 }
 
 /// The dumps `--dump-events` and `--dump-deps` ask for, written into `out`. A dump cut short by

@@ -22,10 +22,25 @@ use crate::{recording, signals, traced, ReportArgs, RunArgs, RunInfo, Ui};
 use anyhow::Context as _;
 use ptrace_runner::record::Recording;
 use std::ffi::OsString;
+use std::io::IsTerminal;
 use std::path::Path;
 
 /// Status for polyprof's own failures before the program starts (or reading a recording).
 pub const EXIT_USAGE: i32 = 2;
+
+/// A progress line saying `what`, on a terminal only (and not with `--quiet`).
+fn progress_line(ui: Ui, what: &'static str) -> Option<indicatif::ProgressBar> {
+    (!ui.quiet && std::io::stderr().is_terminal()).then(|| {
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("polyprof: {spinner} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        );
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        bar.set_message(what);
+        bar
+    })
+}
 
 /// Stages 1 and 2. `Err(status)`: the program could not be traced (said why).
 pub fn record(

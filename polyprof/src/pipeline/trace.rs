@@ -10,9 +10,9 @@ use anyhow::Context as _;
 use ptrace_runner::record::{Recorder, Recording};
 use ptrace_runner::{Engine, Event, EventSink, ExitStatus, RunOptions, StartAt, StepEngine, Tee};
 use std::ffi::OsString;
-use std::io::{self, IsTerminal};
+use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Counts what the report summarises and shows progress on a terminal.
 struct Counters {
@@ -25,17 +25,8 @@ struct Counters {
 }
 
 impl Counters {
-    fn new(show_progress: bool) -> Counters {
-        let progress = show_progress.then(|| {
-            let bar = indicatif::ProgressBar::new_spinner();
-            bar.set_style(
-                indicatif::ProgressStyle::with_template("polyprof: {spinner} {msg}")
-                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-            );
-            bar.enable_steady_tick(Duration::from_millis(200));
-            bar.set_message("running to the start point");
-            bar
-        });
+    fn new(ui: Ui) -> Counters {
+        let progress = super::progress_line(ui, "running to the start point");
         Counters {
             instructions: 0,
             native_calls: 0,
@@ -246,7 +237,7 @@ pub fn trace(
     );
     let recorder = Recorder::spawn_into(events_file, consumer)
         .with_context(|| format!("creating the event recording in {}", p.out_dir.display()))?;
-    let mut counters = Counters::new(!ui.quiet && io::stderr().is_terminal());
+    let mut counters = Counters::new(ui);
     let t0 = Instant::now();
     let mut sink = Tee(&mut counters, recorder);
     let result = engine.run(&mut sink);
