@@ -9,14 +9,14 @@
 //! only ever slows a run down).
 
 use anyhow::{bail, Context, Result};
-use serde_json::Value;
+use reports::{Report, SuggestionKind};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// One piece of advice to check on a kernel: its kind in report.json and the variant of the C
 /// file that applies it.
 struct Advice {
-    kind: &'static str,
+    kind: SuggestionKind,
     variant: u32,
 }
 
@@ -39,11 +39,11 @@ const CASES: [Case; 3] = [
         measure_args: &[&["1000"]],
         advice: &[
             Advice {
-                kind: "interchange",
+                kind: SuggestionKind::Interchange,
                 variant: 1,
             },
             Advice {
-                kind: "transpose_array",
+                kind: SuggestionKind::TransposeArray,
                 variant: 2,
             },
         ],
@@ -55,7 +55,7 @@ const CASES: [Case; 3] = [
         profile_args: &["256", "64"],
         measure_args: &[&["1000000", "200"]],
         advice: &[Advice {
-            kind: "parallelize",
+            kind: SuggestionKind::Parallelize,
             variant: 1,
         }],
     },
@@ -68,7 +68,7 @@ const CASES: [Case; 3] = [
         // machine measured; at 4000 they do not.
         measure_args: &[&["4000", "3"], &["1000", "48"]],
         advice: &[Advice {
-            kind: "tile",
+            kind: SuggestionKind::Tile,
             variant: 1,
         }],
     },
@@ -157,7 +157,7 @@ fn compile(dir: &Path, case: &Case, variant: u32) -> Result<PathBuf> {
     Ok(exe)
 }
 
-fn profile(bin: &Path, exe: &Path, case: &Case, dir: &Path) -> Result<Value> {
+fn profile(bin: &Path, exe: &Path, case: &Case, dir: &Path) -> Result<Report> {
     let out = dir.join(format!("{}.out", case.source));
     let run = Command::new(bin)
         .arg("-o")
@@ -174,7 +174,7 @@ fn profile(bin: &Path, exe: &Path, case: &Case, dir: &Path) -> Result<Value> {
     }
     let text = std::fs::read_to_string(out.join("report.json"))
         .with_context(|| format!("reading the report of {}", case.source))?;
-    Ok(serde_json::from_str(&text)?)
+    Ok(reports::read_json(&text)?)
 }
 
 /// The line of the kernel's outermost loop, marked `/* KERNEL */` in its source.
@@ -188,18 +188,22 @@ fn kernel_line(source: &str) -> Result<u64> {
 }
 
 /// The advice of `kind` in the region of the kernel's loop nest (at `line`).
-fn estimate(report: &Value, kind: &str, line: u64) -> Option<Estimate> {
-    report["regions"]
-        .as_array()?
+fn estimate(report: &Report, kind: SuggestionKind, line: u64) -> Option<Estimate> {
+    report
+        .regions
         .iter()
-        .filter(|r| r["location"]["line"].as_u64() == Some(line))
-        .flat_map(|r| r["suggestions"].as_array().into_iter().flatten())
-        .find(|s| s["kind"] == kind)
+        .filter(|r| r.location.as_ref().map(|l| u64::from(l.line)) == Some(line))
+        .flat_map(|r| &r.suggestions)
+        .find(|s| s.kind == kind)
         .map(|s| Estimate {
-            rank: s["rank"].as_u64().unwrap_or(0),
-            model: s["gain"]["model"].as_str().unwrap_or("none").to_string(),
-            estimate: s["gain"]["estimate"].as_f64(),
-            skipped: s["skipped"]["text"].as_str().map(str::to_string),
+            rank: s.rank as u64,
+            model: s
+                .gain
+                .as_ref()
+                .map_or("none", |g| g.model.as_str())
+                .to_string(),
+            estimate: s.gain.as_ref().map(|g| g.estimate),
+            skipped: s.skipped.as_ref().map(|k| k.text.clone()),
         })
 }
 

@@ -41,15 +41,13 @@ fn main() -> Result<()> {
             }
             let text = std::fs::read_to_string(out.join("report.json"))
                 .with_context(|| format!("reading the report of {name}"))?;
-            let report: serde_json::Value = serde_json::from_str(&text)?;
-            for reg in report["regions"].as_array().into_iter().flatten() {
-                let sched = &reg["scheduler"];
-                let kinds: Vec<&str> = reg["suggestions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|s| s["kind"].as_str())
-                    .collect();
+            let report = reports::read_json(&text)?;
+            for reg in &report.regions {
+                let kinds: Vec<&str> = reg.suggestions.iter().map(|s| s.kind.as_str()).collect();
+                let strategy = match &reg.scheduler {
+                    None => "not run",
+                    Some(s) => s.strategy.as_deref().unwrap_or("failed"),
+                };
                 println!(
                     "{:<16} {:<14} {:<4} {:<7} {:>6.1} {:<16} {:>8.3}  {}",
                     name,
@@ -59,14 +57,10 @@ fn main() -> Result<()> {
                         defs.join(" ")
                     },
                     opt,
-                    reg["id"].as_str().unwrap_or("?"),
-                    reg["ops_percent"].as_f64().unwrap_or(0.0),
-                    sched["strategy"].as_str().unwrap_or(if sched.is_null() {
-                        "not run"
-                    } else {
-                        "failed"
-                    }),
-                    sched["seconds"].as_f64().unwrap_or(0.0),
+                    reg.id,
+                    reg.ops_percent,
+                    strategy,
+                    reg.scheduler.as_ref().map_or(0.0, |s| s.seconds),
                     kinds.join(", ")
                 );
             }
