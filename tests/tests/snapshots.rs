@@ -1,6 +1,7 @@
-//! Snapshot tests of what users read: report.txt and report.json of the bundled example and a
-//! few kernels, pinned in `tests/tests/snapshots/` (insta). A change to a report's wording,
-//! ids, lines, ranking or trees shows as a diff here.
+//! Snapshot tests of what users read, pinned in `tests/tests/snapshots/` (insta): report.txt,
+//! report.json, report.html (without its inline flame graph), the flame graph's frame titles
+//! (what a browser shows on hovering a frame) and stacks.folded, of the bundled example and a
+//! few kernels. A change to a report's wording, ids, lines, ranking or trees shows as a diff.
 //!
 //! What differs from run to run or machine to machine is redacted first: paths (the checkout
 //! and the temporary build directory), every decimal number (timings, measured native costs,
@@ -116,9 +117,85 @@ fn redact_json(v: &mut Value, build_dir: &Path) {
     }
 }
 
-/// Compiles `src` at `opt` into a temporary directory, profiles it, and returns the redacted
-/// report.txt and report.json.
-fn reports(src: &Path, opt: &str, extra: &[&str]) -> (String, String) {
+/// `#` for every count of instructions (`449,976 instruction equivalents`): the run's total
+/// and its shares include what native calls measured.
+fn redact_counts(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(" instruction") {
+        let head = &rest[..at];
+        let digits = head.len()
+            - head
+                .trim_end_matches(|c: char| c.is_ascii_digit() || c == ',')
+                .len();
+        if digits > 0 && head[head.len() - digits..].starts_with(|c: char| c.is_ascii_digit()) {
+            out.push_str(&head[..head.len() - digits]);
+            out.push('#');
+        } else {
+            out.push_str(head);
+        }
+        out.push_str(" instruction");
+        rest = &rest[at + " instruction".len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The flame graph's frame titles, one per line, in the SVG's order.
+fn flame_titles(svg: &str) -> String {
+    let titles: Vec<&str> = svg
+        .split("<title>")
+        .skip(1)
+        .filter_map(|t| t.split_once("</title>").map(|(t, _)| t))
+        .collect();
+    redact_counts(&titles.join("\n"))
+}
+
+/// report.html without its inline flame graph (pinned by its titles) and without the
+/// warnings about the native-call meter, which come and go with the measurement.
+fn html_page(html: &str) -> String {
+    let mut page = html.to_string();
+    if let (Some(a), Some(b)) = (page.find("<div id=\"pp-flame\">"), page.rfind("</svg>")) {
+        page.replace_range(a..b + "</svg>".len(), "<div id=\"pp-flame\"><svg/>");
+    }
+    while let Some(a) = page.find("<p class=\"warn\">Warning: ") {
+        let Some(len) = page[a..].find("</p>") else {
+            break;
+        };
+        if !page[a..a + len].contains("CPU-time meter") {
+            // Keep it, marked so the search moves on.
+            page.replace_range(a..a + 2, "<P");
+            continue;
+        }
+        page.replace_range(a..a + len + "</p>".len(), "");
+    }
+    // One element per line, for readable diffs.
+    redact_counts(&page.replace("<P", "<p").replace("><", ">\n<"))
+}
+
+/// stacks.folded with the measured weights of native frames redacted.
+fn folded(text: &str) -> String {
+    text.lines()
+        .map(|l| match l.rsplit_once(' ') {
+            Some((stack, _)) if stack.ends_with("[native]") => format!("{stack} <measured>"),
+            _ => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// What one profile gives users, redacted.
+struct Outputs {
+    text: String,
+    json: String,
+    html: String,
+    titles: String,
+    folded: String,
+}
+
+/// Compiles `src` at `opt` into a temporary directory, profiles it, and returns its redacted
+/// outputs.
+fn reports(src: &Path, opt: &str, extra: &[&str]) -> Outputs {
     let dir = tempfile::Builder::new()
         .prefix("polyprof-snapshot-")
         .tempdir()
@@ -151,17 +228,33 @@ fn reports(src: &Path, opt: &str, extra: &[&str]) -> (String, String) {
     let json = serde_json::to_string_pretty(&json)
         .expect("JSON")
         .replace(&run.dir.path().display().to_string(), "<run>");
-    (redact_text(&text, dir.path()), json)
+    let read = |file: &str| {
+        std::fs::read_to_string(run.out.join(file))
+            .unwrap_or_else(|e| panic!("{file}: {e}"))
+            .replace(&run.dir.path().display().to_string(), "<run>")
+    };
+    let html = html_page(&read("report.html"));
+    let titles = flame_titles(&read("flamegraph.svg"));
+    Outputs {
+        text: redact_text(&text, dir.path()),
+        json,
+        html: redact_text(&html, dir.path()),
+        titles: redact_text(&titles, dir.path()),
+        folded: folded(&read("stacks.folded")),
+    }
 }
 
 fn snapshot(name: &str, src: &Path, opt: &str, extra: &[&str]) {
-    let (text, json) = reports(src, opt, extra);
+    let out = reports(src, opt, extra);
     let mut settings = insta::Settings::clone_current();
     settings.set_prepend_module_to_snapshot(false);
     settings.set_snapshot_path("snapshots");
     settings.bind(|| {
-        insta::assert_snapshot!(format!("{name}.txt"), text);
-        insta::assert_snapshot!(format!("{name}.json"), json);
+        insta::assert_snapshot!(format!("{name}.txt"), out.text);
+        insta::assert_snapshot!(format!("{name}.json"), out.json);
+        insta::assert_snapshot!(format!("{name}.html"), out.html);
+        insta::assert_snapshot!(format!("{name}.flame-titles"), out.titles);
+        insta::assert_snapshot!(format!("{name}.folded"), out.folded);
     });
 }
 
