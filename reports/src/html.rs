@@ -5,7 +5,7 @@
 
 use crate::glossary::GLOSSARY;
 use crate::source::Sources;
-use crate::{gain_phrase, GainModel, Loc, Region, Report, Suggestion};
+use crate::{gain_phrase, GainModel, Lead, Loc, Region, Report, Suggestion};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -305,30 +305,19 @@ fn advice(h: &mut String, r: &Region) {
         h.push_str("<p>No suggestion.</p>");
         return;
     }
-    let (now, skipped): (Vec<&Suggestion>, Vec<&Suggestion>) =
-        r.suggestions.iter().partition(|s| s.advised());
+    let now = crate::model::advised_with_leads(&r.suggestions);
+    let skipped: Vec<&Suggestion> = r.suggestions.iter().filter(|s| !s.advised()).collect();
     if now.is_empty() {
         h.push_str("<p>No advice pays at this size.</p>");
     } else {
         h.push_str("<ol class=\"advice\">");
-        let mut last_group = None;
-        for s in now {
-            let (rank, group) = (s.rank, Some(s.group));
-            let serves = (!s.enables.is_empty()).then(|| {
-                s.enables
-                    .iter()
-                    .map(|k| k.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            });
-            let lead = match (&serves, group == last_group) {
-                (Some(e), _) => format!(", for the {}", esc(e)),
-                (None, true) => format!(" ({})", term("rank", "or: an alternative")),
-                _ => String::new(),
+        for (s, lead) in now {
+            let rank = s.rank;
+            let lead = match lead {
+                Lead::For(e) => format!(", for the {}", esc(&e)),
+                Lead::Alternative => format!(" ({})", term("rank", "or: an alternative")),
+                Lead::First => String::new(),
             };
-            if serves.is_none() {
-                last_group = group;
-            }
             let gain = gain_phrase(s).map_or(String::new(), |g| {
                 format!(" <span class=\"gain\">{}</span>", esc(&g))
             });

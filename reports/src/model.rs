@@ -297,6 +297,39 @@ impl Suggestion {
     }
 }
 
+/// How an advised suggestion stands to the one before it in rank order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lead {
+    /// It starts a group of alternatives.
+    First,
+    /// It is an alternative to the suggestion before it (the same group).
+    Alternative,
+    /// A storage change or skew that makes these kinds of transformations legal or possible.
+    For(String),
+}
+
+/// The advised suggestions in rank order, each with its [`Lead`]: the one reading of groups
+/// that report.txt and report.html share.
+pub fn advised_with_leads(suggestions: &[Suggestion]) -> Vec<(&Suggestion, Lead)> {
+    let mut last_group = None;
+    suggestions
+        .iter()
+        .filter(|s| s.advised())
+        .map(|s| {
+            let lead = if !s.enables.is_empty() {
+                let kinds: Vec<&str> = s.enables.iter().map(|k| k.as_str()).collect();
+                Lead::For(kinds.join(", "))
+            } else if last_group == Some(s.group) {
+                Lead::Alternative
+            } else {
+                last_group = Some(s.group);
+                Lead::First
+            };
+            (s, lead)
+        })
+        .collect()
+}
+
 /// The metrics of the POLY-PROF paper's Tables 3 and 5.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Metrics {

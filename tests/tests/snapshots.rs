@@ -151,26 +151,35 @@ fn flame_titles(svg: &str) -> String {
     redact_counts(&titles.join("\n"))
 }
 
-/// report.html without its inline flame graph (pinned by its titles) and without the
-/// warnings about the native-call meter, which come and go with the measurement.
+/// report.html without its inline flame graph (pinned by its titles) and without what states
+/// measured native costs.
 fn html_page(html: &str) -> String {
     let mut page = html.to_string();
     if let (Some(a), Some(b)) = (page.find("<div id=\"pp-flame\">"), page.rfind("</svg>")) {
         page.replace_range(a..b + "</svg>".len(), "<div id=\"pp-flame\"><svg/>");
     }
-    while let Some(a) = page.find("<p class=\"warn\">Warning: ") {
-        let Some(len) = page[a..].find("</p>") else {
-            break;
-        };
-        if !page[a..a + len].contains("CPU-time meter") {
-            // Keep it, marked so the search moves on.
-            page.replace_range(a..a + 2, "<P");
-            continue;
+    // Paragraphs that state measured native costs: the warnings about the meter, and the
+    // native calls' share (whose order by cost varies from run to run).
+    for start in [
+        "<p class=\"warn\">Warning: ",
+        "<p class=\"muted\">Native library calls: ",
+    ] {
+        let mut from = 0;
+        while let Some(a) = page[from..].find(start).map(|a| a + from) {
+            let Some(len) = page[a..].find("</p>") else {
+                break;
+            };
+            let para = &page[a..a + len];
+            if start.contains("warn") && !para.contains("CPU-time meter") {
+                from = a + len;
+                continue;
+            }
+            page.replace_range(a..a + len + "</p>".len(), "");
+            from = a;
         }
-        page.replace_range(a..a + len + "</p>".len(), "");
     }
     // One element per line, for readable diffs.
-    redact_counts(&page.replace("<P", "<p").replace("><", ">\n<"))
+    redact_counts(&page.replace("><", ">\n<"))
 }
 
 /// stacks.folded with the measured weights of native frames redacted.
