@@ -318,6 +318,151 @@ fn base_name(name: &str) -> &str {
     }
 }
 
+/// The PT_LOAD segments.
+fn load_segments(elf: &ElfFile64<'_, Endianness>) -> Vec<LoadSegment> {
+    let endian = elf.endian();
+    elf.elf_program_headers()
+        .iter()
+        .filter(|ph| ph.p_type(endian) == elf::PT_LOAD)
+        .map(|ph| LoadSegment {
+            vaddr: ph.p_vaddr(endian),
+            memsz: ph.p_memsz(endian),
+            offset: ph.p_offset(endian),
+            filesz: ph.p_filesz(endian),
+            flags: ph.p_flags(endian),
+        })
+        .collect()
+}
+
+/// The sections loaded into memory, with their addresses.
+fn alloc_sections(elf: &ElfFile64<'_, Endianness>) -> Vec<SectionInfo> {
+    let endian = elf.endian();
+    elf.sections()
+        .filter_map(|s| {
+            let hdr = s.elf_section_header();
+            let flags = hdr.sh_flags(endian);
+            if flags & u64::from(elf::SHF_ALLOC) == 0 || s.address() == 0 {
+                return None;
+            }
+            Some(SectionInfo {
+                name: s.name().ok()?.to_string(),
+                address: s.address(),
+                size: s.size(),
+                exec: flags & u64::from(elf::SHF_EXECINSTR) != 0,
+            })
+        })
+        .collect()
+}
+
+/// What the symbol tables give: addresses by name, function candidates (address, size, name,
+/// rank: one per address is kept, the best ranked) and data objects.
+#[derive(Default)]
+struct Symbols {
+    by_name: HashMap<String, u64>,
+    cands: Vec<(u64, u64, String, Rank)>,
+    data: Vec<FunctionSym>,
+}
+
+impl Symbols {
+    fn add<'d>(&mut self, sym: &impl ObjectSymbol<'d>) {
+        let Ok(raw) = sym.name() else { return };
+        if raw.is_empty() {
+            return;
+        }
+        let in_section = matches!(sym.section(), SymbolSection::Section(_));
+        if !(in_section || sym.section() == SymbolSection::Absolute) {
+            return;
+        }
+        if matches!(sym.kind(), SymbolKind::Section | SymbolKind::File) {
+            return;
+        }
+        let addr = sym.address();
+        self.by_name.entry(raw.to_string()).or_insert(addr);
+        let base = base_name(raw);
+        if base != raw {
+            self.by_name.entry(base.to_string()).or_insert(addr);
+        }
+        if sym.kind() == SymbolKind::Data && in_section && addr != 0 && sym.size() > 0 {
+            self.data.push(FunctionSym {
+                name: demangle(base),
+                address: addr,
+                size: sym.size(),
+            });
+        }
+        if sym.kind() == SymbolKind::Text && in_section && addr != 0 {
+            let name = demangle(base);
+            if name != base {
+                self.by_name.entry(name.clone()).or_insert(addr);
+            }
+            let binding = match sym.flags() {
+                object::SymbolFlags::Elf { st_info, .. } => st_info >> 4,
+                _ => 0,
+            };
+            let r = rank(base, sym.size(), binding);
+            self.cands.push((addr, sym.size(), name, r));
+        }
+    }
+}
+
+/// Imports through the GOT: slot address to the imported function's name.
+fn got_imports(elf: &ElfFile64<'_, Endianness>) -> HashMap<u64, String> {
+    let mut got: HashMap<u64, String> = HashMap::new();
+    if let (Some(relocs), Some(dynsyms)) = (elf.dynamic_relocations(), elf.dynamic_symbol_table()) {
+        for (offset, reloc) in relocs {
+            let RelocationFlags::Elf { r_type } = reloc.flags() else {
+                continue;
+            };
+            if r_type != elf::R_X86_64_JUMP_SLOT && r_type != elf::R_X86_64_GLOB_DAT {
+                continue;
+            }
+            let RelocationTarget::Symbol(index) = reloc.target() else {
+                continue;
+            };
+            let Ok(sym) = dynsyms.symbol_by_index(index) else {
+                continue;
+            };
+            match sym.name() {
+                Ok(name) if !name.is_empty() => {
+                    got.entry(offset)
+                        .or_insert_with(|| demangle(base_name(name)));
+                }
+                _ => {}
+            }
+        }
+    }
+    got
+}
+
+/// The PLT stubs of the imports in `got`, by address.
+fn plt_stubs(elf: &ElfFile64<'_, Endianness>, got: &HashMap<u64, String>) -> Vec<PltStub> {
+    let endian = elf.endian();
+    let mut plt: Vec<PltStub> = Vec::new();
+    for name in [".plt", ".plt.sec", ".plt.got"] {
+        let Some(section) = elf.section_by_name(name) else {
+            continue;
+        };
+        let Ok(data) = section.data() else { continue };
+        let sec = PltSection {
+            address: section.address(),
+            data,
+            entsize: section.elf_section_header().sh_entsize(endian),
+        };
+        for stub in decode_stubs(&sec, &|slot| got.contains_key(&slot)) {
+            if let Some(name) = got.get(&stub.got_slot) {
+                plt.push(PltStub {
+                    start: stub.start,
+                    end: stub.end,
+                    got_slot: stub.got_slot,
+                    name: name.clone(),
+                });
+            }
+        }
+    }
+    plt.sort_by_key(|s| s.start);
+    plt.dedup_by_key(|s| s.start);
+    plt
+}
+
 impl ElfFile {
     /// Open, map and parse an x86-64 ELF file; a separate debug file is looked up under
     /// `/usr/lib/debug` (see [`OpenOptions`]).
@@ -341,35 +486,8 @@ impl ElfFile {
         let entry = header.e_entry(endian);
         let canonical = std::fs::canonicalize(path).ok();
 
-        let segments: Vec<LoadSegment> = elf
-            .elf_program_headers()
-            .iter()
-            .filter(|ph| ph.p_type(endian) == elf::PT_LOAD)
-            .map(|ph| LoadSegment {
-                vaddr: ph.p_vaddr(endian),
-                memsz: ph.p_memsz(endian),
-                offset: ph.p_offset(endian),
-                filesz: ph.p_filesz(endian),
-                flags: ph.p_flags(endian),
-            })
-            .collect();
-
-        let sections: Vec<SectionInfo> = elf
-            .sections()
-            .filter_map(|s| {
-                let hdr = s.elf_section_header();
-                let flags = hdr.sh_flags(endian);
-                if flags & u64::from(elf::SHF_ALLOC) == 0 || s.address() == 0 {
-                    return None;
-                }
-                Some(SectionInfo {
-                    name: s.name().ok()?.to_string(),
-                    address: s.address(),
-                    size: s.size(),
-                    exec: flags & u64::from(elf::SHF_EXECINSTR) != 0,
-                })
-            })
-            .collect();
+        let segments = load_segments(&elf);
+        let sections = alloc_sections(&elf);
 
         let own_debug = has_dwarf(&elf);
         let own_symtab = elf.symbol_table().is_some();
@@ -394,103 +512,23 @@ impl ElfFile {
                 .as_ref()
                 .is_some_and(|d| d.symbol_table().is_some());
 
-        // Symbols.
-        let mut by_name: HashMap<String, u64> = HashMap::new();
-        let mut cands: Vec<(u64, u64, String, Rank)> = Vec::new();
-        let mut data: Vec<FunctionSym> = Vec::new();
+        let mut symbols = Symbols::default();
         for sym in elf
             .symbols()
             .chain(elf.dynamic_symbols())
             .chain(debug_symbols)
         {
-            let Ok(raw) = sym.name() else { continue };
-            if raw.is_empty() {
-                continue;
-            }
-            let in_section = matches!(sym.section(), SymbolSection::Section(_));
-            if !(in_section || sym.section() == SymbolSection::Absolute) {
-                continue;
-            }
-            if matches!(sym.kind(), SymbolKind::Section | SymbolKind::File) {
-                continue;
-            }
-            let addr = sym.address();
-            by_name.entry(raw.to_string()).or_insert(addr);
-            let base = base_name(raw);
-            if base != raw {
-                by_name.entry(base.to_string()).or_insert(addr);
-            }
-            if sym.kind() == SymbolKind::Data && in_section && addr != 0 && sym.size() > 0 {
-                data.push(FunctionSym {
-                    name: demangle(base),
-                    address: addr,
-                    size: sym.size(),
-                });
-            }
-            if sym.kind() == SymbolKind::Text && in_section && addr != 0 {
-                let name = demangle(base);
-                if name != base {
-                    by_name.entry(name.clone()).or_insert(addr);
-                }
-                let binding = sym.elf_symbol().st_bind();
-                let r = rank(base, sym.size(), binding);
-                cands.push((addr, sym.size(), name, r));
-            }
+            symbols.add(&sym);
         }
+        let Symbols {
+            by_name,
+            mut cands,
+            mut data,
+        } = symbols;
 
-        // Imports through the GOT.
-        let mut got: HashMap<u64, String> = HashMap::new();
-        if let (Some(relocs), Some(dynsyms)) =
-            (elf.dynamic_relocations(), elf.dynamic_symbol_table())
-        {
-            for (offset, reloc) in relocs {
-                let RelocationFlags::Elf { r_type } = reloc.flags() else {
-                    continue;
-                };
-                if r_type != elf::R_X86_64_JUMP_SLOT && r_type != elf::R_X86_64_GLOB_DAT {
-                    continue;
-                }
-                let RelocationTarget::Symbol(index) = reloc.target() else {
-                    continue;
-                };
-                let Ok(sym) = dynsyms.symbol_by_index(index) else {
-                    continue;
-                };
-                match sym.name() {
-                    Ok(name) if !name.is_empty() => {
-                        got.entry(offset)
-                            .or_insert_with(|| demangle(base_name(name)));
-                    }
-                    _ => {}
-                }
-            }
-        }
+        let got = got_imports(&elf);
 
-        // PLT stubs.
-        let mut plt: Vec<PltStub> = Vec::new();
-        for name in [".plt", ".plt.sec", ".plt.got"] {
-            let Some(section) = elf.section_by_name(name) else {
-                continue;
-            };
-            let Ok(data) = section.data() else { continue };
-            let sec = PltSection {
-                address: section.address(),
-                data,
-                entsize: section.elf_section_header().sh_entsize(endian),
-            };
-            for stub in decode_stubs(&sec, &|slot| got.contains_key(&slot)) {
-                if let Some(name) = got.get(&stub.got_slot) {
-                    plt.push(PltStub {
-                        start: stub.start,
-                        end: stub.end,
-                        got_slot: stub.got_slot,
-                        name: name.clone(),
-                    });
-                }
-            }
-        }
-        plt.sort_by_key(|s| s.start);
-        plt.dedup_by_key(|s| s.start);
+        let plt = plt_stubs(&elf, &got);
         for stub in &plt {
             cands.push((
                 stub.start,
