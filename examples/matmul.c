@@ -1,7 +1,7 @@
 /* polyprof's demo program: a small matrix product, C = A * B, in the i-j-k order. */
 #include <stdio.h>
 
-#define N 16
+#define N 64
 double A[N][N], B[N][N], C[N][N];
 
 static void init(void) {
