@@ -21,7 +21,8 @@ pub fn describe(
     analysis: Option<(&ScheduleTree, &Naming<'_>)>,
 ) -> reports::Crash {
     let info = fault.info();
-    let link = fault.pc.wrapping_sub(bias);
+    let bin = symbols::Loaded::new(exe, bias);
+    let link = bin.link(fault.pc).0;
     let in_exe = exe
         .sections()
         .iter()
@@ -50,7 +51,7 @@ pub fn describe(
         loops: Vec::new(),
     };
     if in_exe {
-        if let Some(bytes) = exe.bytes_at(link, 15) {
+        if let Some(bytes) = bin.bytes_at(fault.pc, 15) {
             let insn = Decoder::with_ip(64, bytes, link, DecoderOptions::NONE).decode();
             if !insn.is_invalid() {
                 let mut text = String::new();
@@ -59,19 +60,20 @@ pub fn describe(
             }
         }
     }
-    // The line: the instruction's, or for a signal inside a library call, the call's.
+    // The line: the instruction's, or for a signal inside a library call, the call's (the
+    // byte before its return address).
     let line_at = match library_call {
-        Some(&(_, back)) => Some(back.wrapping_sub(bias).wrapping_sub(1)),
-        None if in_exe => Some(link),
+        Some(&(_, back)) => Some(back.wrapping_sub(1)),
+        None if in_exe => Some(fault.pc),
         None => None,
     };
     if let Some(at) = line_at {
-        let frames = exe.frames(at);
+        let frames = bin.frames(at);
         crash.function = frames
             .first()
             .and_then(|f| f.function.clone())
-            .or_else(|| exe.function_at(at).map(|f| f.name.clone()));
-        crash.location = exe.location(at).filter(|l| l.line > 0).map(loc);
+            .or_else(|| bin.function_at(at).map(|f| f.name.clone()));
+        crash.location = bin.location(at).filter(|l| l.line > 0).map(loc);
     }
     if let (Some(p), Some((tree, naming))) = (point, analysis) {
         let path = tree.path(p.context);

@@ -8,8 +8,7 @@ use std::io::{self, Write};
 /// Writes one line per event, naming code by function+offset and source line.
 pub struct EventDump<'a, W: Write> {
     out: W,
-    exe: &'a symbols::ElfFile,
-    bias: u64,
+    bin: symbols::Loaded<'a>,
     code: HashMap<u64, String>,
     formatter: IntelFormatter,
     index: u64,
@@ -19,8 +18,7 @@ impl<'a, W: Write> EventDump<'a, W> {
     pub fn new(out: W, exe: &'a symbols::ElfFile, bias: u64) -> Self {
         EventDump {
             out,
-            exe,
-            bias,
+            bin: symbols::Loaded::new(exe, bias),
             code: HashMap::new(),
             formatter: IntelFormatter::new(),
             index: 0,
@@ -28,12 +26,12 @@ impl<'a, W: Write> EventDump<'a, W> {
     }
 
     fn place(&self, pc: u64) -> String {
-        let link = pc.wrapping_sub(self.bias);
-        if self.exe.function_at(link).is_none() && self.exe.location(link).is_none() {
+        let location = self.bin.location(pc);
+        if self.bin.function_at(pc).is_none() && location.is_none() {
             return format!("{pc:#x}");
         }
-        let mut s = self.exe.describe(link);
-        if let Some(loc) = self.exe.location(link) {
+        let mut s = self.bin.describe(pc);
+        if let Some(loc) = location {
             let file = loc.file.rsplit('/').next().unwrap_or(&loc.file);
             s.push_str(&format!(" {file}:{}", loc.line));
         }

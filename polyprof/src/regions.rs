@@ -128,7 +128,6 @@ pub fn region_json(
     r: &RegionReport,
     tree: &ScheduleTree,
     naming: &Naming<'_>,
-    bias: u64,
     shares: &RunShares,
 ) -> Region {
     let fb = &r.feedback;
@@ -154,7 +153,7 @@ pub fn region_json(
         .iter()
         .map(|s| Statement {
             id: s.name.clone(),
-            address: format!("{:#x}", s.pc.wrapping_sub(bias)),
+            address: naming.loaded().link(s.pc).to_string(),
             location: loc_json(naming.location(s.pc)),
             domain: s.domain.clone(),
             ops: s.ops,

@@ -20,7 +20,8 @@
 //!   ([`parse_proc_maps`], [`ElfFile::load_bias`]).
 //!
 //! All addresses taken and returned by [`ElfFile`] are link-time addresses
-//! (as in the file); `runtime = link-time + bias`. [`Symbolizer`] works on
+//! (as in the file); `runtime = link-time + bias`. [`Loaded`] pairs the executable with its
+//! bias and answers by runtime address: the one place the bias is applied. [`Symbolizer`] works on
 //! runtime addresses of a whole process (main executable plus shared
 //! libraries).
 #![deny(unsafe_code)]
@@ -30,6 +31,7 @@ mod demangle;
 mod dwarf;
 mod elf;
 mod error;
+mod loaded;
 mod maps;
 mod plt;
 mod symbolizer;
@@ -41,6 +43,7 @@ mod tests;
 pub use demangle::demangle;
 pub use elf::{ElfFile, FunctionSym, LoadSegment, OpenOptions, PltStub, SectionInfo};
 pub use error::Error;
+pub use loaded::{LinkAddr, Loaded};
 pub use maps::{parse_proc_maps, Mapping};
 pub use symbolizer::{Resolved, Symbolizer};
 pub use vars::{dwarf_register, dwarf_register_name, regs, Variable, VariableKind};

@@ -2,12 +2,11 @@
 
 use crate::schedule::{NodeId, NodeKind, ScheduleTree};
 use crate::structure::{FuncId, Structure};
-use symbols::{ElfFile, Loc};
+use symbols::{ElfFile, Loaded, Loc};
 
 /// Names tree nodes from the executable's symbols and debug information.
 pub struct Naming<'a> {
-    exe: &'a ElfFile,
-    bias: u64,
+    bin: Loaded<'a>,
     structure: &'a Structure,
 }
 
@@ -19,10 +18,14 @@ impl<'a> Naming<'a> {
     /// `bias`: the executable's load bias (runtime = link-time + bias).
     pub fn new(exe: &'a ElfFile, bias: u64, structure: &'a Structure) -> Naming<'a> {
         Naming {
-            exe,
-            bias,
+            bin: Loaded::new(exe, bias),
             structure,
         }
+    }
+
+    /// The executable and its load bias.
+    pub fn loaded(&self) -> Loaded<'a> {
+        self.bin
     }
 
     /// The control structure names are taken from.
@@ -32,22 +35,20 @@ impl<'a> Naming<'a> {
 
     /// Source location of a runtime address.
     pub fn location(&self, addr: u64) -> Option<Loc> {
-        self.exe
-            .location(addr.wrapping_sub(self.bias))
-            .filter(|l| l.line > 0)
+        self.bin.location(addr).filter(|l| l.line > 0)
     }
 
     /// The imported name when `entry` is a PLT stub.
     pub fn import(&self, entry: u64) -> Option<&str> {
-        self.exe.import_for_plt_stub(entry.wrapping_sub(self.bias))
+        self.bin.import_for_plt_stub(entry)
     }
 
     /// A function's name, or `0x...` when nothing names it.
     pub fn function(&self, entry: u64) -> String {
-        let link = entry.wrapping_sub(self.bias);
-        match self.exe.function_at(link) {
-            Some(f) if f.address == link => f.name.clone(),
-            Some(_) => self.exe.describe(link),
+        let link = self.bin.link(entry);
+        match self.bin.function_at(entry) {
+            Some(f) if f.address == link.0 => f.name.clone(),
+            Some(_) => self.bin.describe(entry),
             // Stripped code: the link-time address, as loop frames and objdump show it.
             None => format!("fn_{link:x}"),
         }
@@ -55,7 +56,7 @@ impl<'a> Naming<'a> {
 
     /// The innermost (possibly inlined) function and source location of a runtime address.
     fn innermost(&self, addr: u64) -> Option<(Option<String>, Loc)> {
-        let frames = self.exe.frames(addr.wrapping_sub(self.bias));
+        let frames = self.bin.frames(addr);
         let f = frames.into_iter().next()?;
         let loc = f.location.filter(|l| l.line > 0)?;
         Some((f.function, loc))
@@ -133,7 +134,7 @@ impl<'a> Naming<'a> {
                 None => {
                     let cfg = &self.structure.funcs[func];
                     let header = cfg.addrs[cfg.forest.loops[lp].header];
-                    format!("loop {}", self.exe.describe(header.wrapping_sub(self.bias)))
+                    format!("loop {}", self.bin.describe(header))
                 }
             },
             NodeKind::Recursion { component } => {

@@ -183,13 +183,13 @@ fn write_dep_dump(
     let file =
         std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     let mut w = io::BufWriter::new(file);
+    let bin = symbols::Loaded::new(exe, bias);
     let describe = |s: tracer::Stmt| {
-        let link = s.pc.wrapping_sub(bias);
-        let loc = exe
-            .location(link)
+        let loc = bin
+            .location(s.pc)
             .map(|l| l.short())
             .unwrap_or_else(|| "?".to_string());
-        format!("{loc} {}", exe.describe(link))
+        format!("{loc} {}", bin.describe(s.pc))
     };
     deps.write(&mut w, describe)
         .and_then(|_| io::Write::flush(&mut w))

@@ -74,7 +74,7 @@ pub fn of_analysis(
     report.regions = profile
         .regions
         .iter()
-        .map(|r| regions::region_json(r, &analysis.tree, &naming, bias, &shares))
+        .map(|r| regions::region_json(r, &analysis.tree, &naming, &shares))
         .collect();
 }
 

@@ -1,0 +1,78 @@
+//! The executable as loaded in the traced process. The engine reports runtime addresses
+//! (plain `u64`); the ELF file and its DWARF speak link-time addresses ([`LinkAddr`]). The
+//! load bias between them (`runtime = link-time + bias`) is applied here, in one place.
+
+use crate::{ElfFile, Frame, FunctionSym, Loc};
+use std::fmt;
+
+/// A link-time address: as in the ELF file, its DWARF, and `objdump`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LinkAddr(pub u64);
+
+impl fmt::Display for LinkAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+impl fmt::LowerHex for LinkAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::LowerHex::fmt(&self.0, f)
+    }
+}
+
+/// An executable and its load bias in the traced process: queries by runtime address.
+#[derive(Clone, Copy, Debug)]
+pub struct Loaded<'a> {
+    /// The executable's file.
+    pub exe: &'a ElfFile,
+    /// `runtime = link-time + bias` (0 for a non-PIE executable).
+    pub bias: u64,
+}
+
+impl<'a> Loaded<'a> {
+    /// `exe` loaded at `bias`.
+    pub fn new(exe: &'a ElfFile, bias: u64) -> Loaded<'a> {
+        Loaded { exe, bias }
+    }
+
+    /// The link-time address of runtime address `pc`.
+    pub fn link(&self, pc: u64) -> LinkAddr {
+        LinkAddr(pc.wrapping_sub(self.bias))
+    }
+
+    /// The runtime address of link-time address `a`.
+    pub fn runtime(&self, a: LinkAddr) -> u64 {
+        a.0.wrapping_add(self.bias)
+    }
+
+    /// The source location of `pc`.
+    pub fn location(&self, pc: u64) -> Option<Loc> {
+        self.exe.location(self.link(pc).0)
+    }
+
+    /// The (possibly inlined) frames at `pc`, innermost first.
+    pub fn frames(&self, pc: u64) -> Vec<Frame> {
+        self.exe.frames(self.link(pc).0)
+    }
+
+    /// `function+0x12` for `pc`.
+    pub fn describe(&self, pc: u64) -> String {
+        self.exe.describe(self.link(pc).0)
+    }
+
+    /// The function holding `pc`.
+    pub fn function_at(&self, pc: u64) -> Option<&'a FunctionSym> {
+        self.exe.function_at(self.link(pc).0)
+    }
+
+    /// The imported function's name when `pc` is in a PLT stub.
+    pub fn import_for_plt_stub(&self, pc: u64) -> Option<&'a str> {
+        self.exe.import_for_plt_stub(self.link(pc).0)
+    }
+
+    /// The file's bytes at `pc` (code and initialised data), when it maps them.
+    pub fn bytes_at(&self, pc: u64, len: usize) -> Option<&'a [u8]> {
+        self.exe.bytes_at(self.link(pc).0, len)
+    }
+}
