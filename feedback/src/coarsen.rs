@@ -270,6 +270,8 @@ pub(crate) fn coarsen(region: &Region, isl: &Context) -> Region {
         live_in: region.live_in.iter().map(border).collect(),
         live_out: region.live_out.iter().map(border).collect(),
         rewritten_after: region.rewritten_after.iter().map(border).collect(),
+        shared_variables: region.shared_variables.clone(),
+        declared_in: region.declared_in.clone(),
     }
 }
 

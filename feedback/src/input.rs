@@ -1,5 +1,6 @@
 //! What the feedback stage is given for one region.
 
+use std::collections::BTreeMap;
 pub use tracer::DepKind;
 
 /// A loop of the region (a loop node of the dynamic schedule tree).
@@ -175,6 +176,34 @@ pub struct Region {
     /// write outside, `{ Outside[] -> S2[i] }`): the storage is used again later, so its
     /// contraction or sharing would reach code this region does not show.
     pub rewritten_after: Vec<Boundary>,
+    /// Source variables the region's code keeps in registers, assigns inside some of its loops
+    /// and declares outside them.
+    pub shared_variables: Vec<SharedVariable>,
+    /// Scalars in memory that are source variables declared in the body of loops of the
+    /// region, one per iteration already (nothing to privatize): their storage's description
+    /// (`` `u` (stack of main) ``) -> the ids of those loops.
+    pub declared_in: BTreeMap<String, Vec<String>>,
+}
+
+/// A source variable held in a register, declared outside loops whose iterations assign it.
+/// The register is each thread's own in a parallel run, but in the source the variable is one
+/// for all the iterations, shared by the threads unless it is made private.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SharedVariable {
+    pub name: String,
+    /// Registers debug information places it in where it is assigned.
+    pub registers: Vec<String>,
+    /// Ids of the loops ([`Loop::id`]) whose iterations assign it, declared outside them.
+    pub loops: Vec<String>,
+    /// Source lines (`file.c:12`) of its assignments.
+    pub lines: Vec<String>,
+}
+
+impl SharedVariable {
+    /// `` `t` (register xmm0) ``, as [`Storage::describe`] names a register variable.
+    pub fn describe(&self) -> String {
+        format!("`{}` (register {})", self.name, self.registers.join(", "))
+    }
 }
 
 impl PartialEq for Storage {

@@ -491,6 +491,21 @@ impl<'a> Ctx<'a> {
             });
             within.retain(|&k| deps[k].storage.root() != root);
         }
+        // Variables held in registers: the register is each thread's own, but the variable,
+        // declared before the loop and assigned in it, is one for all its iterations in the
+        // source (a reduction's variable is already accumulated per thread).
+        let loop_id = &self.region.loops[l].id;
+        for v in &self.region.shared_variables {
+            let quoted = format!("`{}`", v.name);
+            let reduced = needs.iter().any(|n| n.storage.contains(&quoted));
+            if v.loops.contains(loop_id) && !reduced {
+                needs.push(Requirement {
+                    change: Change::Privatize,
+                    storage: v.describe(),
+                    lines: v.lines.clone(),
+                });
+            }
+        }
         // Anti and output dependences, a storage at a time (one question each): when one of
         // a storage's is carried, all of its are taken as carried, which only widens the
         // lines named and the readers checked.
@@ -551,7 +566,12 @@ impl<'a> Ctx<'a> {
                     )))
                 }
                 Storage::Register { .. } | Storage::Scalar { .. } => {
-                    if matches!(storage, Storage::Scalar { .. }) {
+                    let declared_inside = self
+                        .region
+                        .declared_in
+                        .get(&storage.describe())
+                        .is_some_and(|ls| ls.contains(loop_id));
+                    if matches!(storage, Storage::Scalar { .. }) && !declared_inside {
                         needs.push(Requirement {
                             change: Change::Privatize,
                             storage: storage.describe(),

@@ -23,8 +23,8 @@ mod storage;
 pub use analyze::analyze_region;
 pub use gain::{Gain, GainModel, GainOptions, Rating, Skip, SkipReason};
 pub use input::{
-    Access, Boundary, DepKind, Dependence, EqualPairs, Loop, ReduceOp, Region, Statement, Storage,
-    Update,
+    Access, Boundary, DepKind, Dependence, EqualPairs, Loop, ReduceOp, Region, SharedVariable,
+    Statement, Storage, Update,
 };
 pub use islx::Strategy;
 pub use reduction::Reduction;

@@ -8,7 +8,8 @@
 
 use crate::heap::{Block, HeapBlocks, Place, STACK_START};
 use crate::input::{
-    Access, Boundary, Dependence, EqualPairs, Loop, ReduceOp, Region, Statement, Storage, Update,
+    Access, Boundary, Dependence, EqualPairs, Loop, ReduceOp, Region, SharedVariable, Statement,
+    Storage, Update,
 };
 use crate::{analyze_region, Feedback, Options};
 use folder::{FoldOptions, Folded, Label, StreamFolder};
@@ -995,14 +996,117 @@ fn register_variable(
     reg: &str,
     cons: u64,
     prod: u64,
-) -> Option<String> {
+) -> Option<symbols::Variable> {
     let number = symbols::dwarf_register(reg)?;
     let after = insn_at(code, prod).map(|i| i.next_ip());
     [Some(cons), after]
         .into_iter()
         .flatten()
         .find_map(|pc| exe.variable_in_register(pc.wrapping_sub(bias), number))
-        .map(|v| v.name)
+}
+
+/// The code of one region loop, to tell where a variable is declared: the link-time addresses
+/// of the instructions that ran in it and of those of its function that ran outside it, both
+/// sorted.
+struct LoopCode {
+    id: String,
+    node: NodeId,
+    /// Its source line: a variable declared there is the loop's own counter (`for (int i`),
+    /// which OpenMP makes private to each thread.
+    line: Option<u32>,
+    inside: Vec<u64>,
+    outside: Vec<u64>,
+}
+
+impl LoopCode {
+    fn of_region(
+        loop_nodes: &[NodeId],
+        loops: &[Loop],
+        tree: &ScheduleTree,
+        naming: &tracer::Naming<'_>,
+        bias: u64,
+    ) -> Vec<LoopCode> {
+        let structure = naming.structure();
+        loop_nodes
+            .iter()
+            .zip(loops)
+            .filter_map(|(&n, l)| {
+                let NodeKind::Loop { func, lp } = tree.nodes[n].kind else {
+                    return None;
+                };
+                let cfg = &structure.funcs[func];
+                let (mut inside, mut outside) = (Vec::new(), Vec::new());
+                for node in 1..cfg.addrs.len() {
+                    let link = cfg.addrs[node].wrapping_sub(bias);
+                    if cfg.forest.contains(lp, node) {
+                        inside.push(link);
+                    } else {
+                        outside.push(link);
+                    }
+                }
+                inside.sort_unstable();
+                outside.sort_unstable();
+                Some(LoopCode {
+                    id: l.id.clone(),
+                    node: n,
+                    line: naming.loop_location(func, lp).map(|loc| loc.line),
+                    inside,
+                    outside,
+                })
+            })
+            .collect()
+    }
+
+    /// The ids of the loops around `writer` (a context) that assign `var` while it is declared
+    /// outside them: declared on an earlier line than the loop statement's (a declaration on
+    /// the loop's own line is its counter, `for (int i`, which OpenMP privatizes), in a scope
+    /// that holds the loop's code and some of its function's code outside the loop. A scope
+    /// holding none of the loop's code is a callee's, whose variables each call has afresh.
+    /// "Holds the loop's code" is "most of it", and the line is asked too, since gcc's scopes
+    /// take a few instructions of a neighbouring loop it shares code with, or hoisted out of
+    /// the loop, and miss a few of their own.
+    fn assigning(
+        all: &[LoopCode],
+        tree: &ScheduleTree,
+        writer: NodeId,
+        var: &symbols::Variable,
+    ) -> Vec<String> {
+        let held = |addrs: &[u64]| {
+            var.scope
+                .iter()
+                .map(|&(b, e)| {
+                    addrs.partition_point(|&a| a < e) - addrs.partition_point(|&a| a < b)
+                })
+                .sum::<usize>()
+        };
+        all.iter()
+            .filter(|l| {
+                tree.is_within(writer, l.node)
+                    && match (var.decl_line, l.line) {
+                        (Some(decl), Some(line)) => decl < line,
+                        _ => true,
+                    }
+                    && 2 * held(&l.inside) > l.inside.len()
+                    && held(&l.outside) > 0
+            })
+            .map(|l| l.id.clone())
+            .collect()
+    }
+
+    /// The ids of the loops in whose body `var` is declared: its scope holds some of the
+    /// loop's code and none of its function's code outside the loop.
+    fn declaring(all: &[LoopCode], var: &symbols::Variable) -> Vec<String> {
+        let hits = |addrs: &[u64]| {
+            var.scope.iter().any(|&(b, e)| {
+                let k = addrs.partition_point(|&a| a < b);
+                addrs.get(k).is_some_and(|&a| a < e)
+            })
+        };
+        all.iter()
+            .filter(|l| hits(&l.inside) && !hits(&l.outside))
+            .map(|l| l.id.clone())
+            .collect()
+    }
 }
 
 /// The frame slot the instruction at `pc` reaches through its memory operand `[rbp + disp]`
@@ -1030,11 +1134,10 @@ fn stack_variable(
     bias: u64,
     code: &Code,
     pcs: &[u64],
-) -> Option<(String, u64)> {
+) -> Option<symbols::Variable> {
     pcs.iter().find_map(|&pc| {
         let (base, disp) = frame_operand(code, pc)?;
-        let v = exe.stack_variable(pc.wrapping_sub(bias), base, disp)?;
-        Some((v.name.clone(), v.offset))
+        exe.stack_variable(pc.wrapping_sub(bias), base, disp)
     })
 }
 
@@ -1801,6 +1904,9 @@ fn build_region(
     let mut rewritten_after = Vec::new();
     let inside = |ctx: NodeId| in_region(ctx);
     let outside_line = |pc: u64| source_line(exe, bias, pc);
+    let loop_code = LoopCode::of_region(&loop_nodes, &loops, tree, naming, bias);
+    let mut shared: BTreeMap<String, SharedVariable> = BTreeMap::new();
+    let mut declared_in = BTreeMap::new();
     for ((cons, prod, kind, through, _), f, multi, location, fixed) in &folded.deps {
         let sink = names.get(&(cons.context, cons.pc));
         let source = names.get(&(prod.context, prod.pc));
@@ -1808,20 +1914,52 @@ fn build_region(
             .or(sink)
             .and_then(|n| functions.get(n))
             .map_or("the region", String::as_str);
-        let storage = || match through {
+        let register = (*through == Through::Register).then(|| {
+            let reg = register_name(*location);
+            let var = register_variable(exe, bias, code, &reg, cons.pc, prod.pc);
+            (reg, var)
+        });
+        if let Some((reg, Some(var))) = &register {
+            let writer = if *kind == DepKind::Anti { cons } else { prod };
+            let loops = LoopCode::assigning(&loop_code, tree, writer.context, var);
+            if !loops.is_empty() {
+                let v = shared
+                    .entry(var.name.clone())
+                    .or_insert_with(|| SharedVariable {
+                        name: var.name.clone(),
+                        ..SharedVariable::default()
+                    });
+                v.registers.push(reg.clone());
+                v.loops.extend(loops);
+                v.lines.push(outside_line(writer.pc));
+            }
+        }
+        let mut storage = || match through {
             Through::Register => {
-                let reg = register_name(*location);
-                let var = register_variable(exe, bias, code, &reg, cons.pc, prod.pc);
-                Storage::Register { reg, var }
+                let (reg, var) = register.clone().unwrap_or_default();
+                Storage::Register {
+                    reg,
+                    var: var.map(|v| v.name),
+                }
             }
             Through::Memory if *location >= STACK_START && Effect::at(*location).is_none() => {
                 match stack_variable(exe, bias, code, &[cons.pc, prod.pc]) {
-                    Some((var, off)) if *fixed => Storage::Scalar {
-                        addr: *location,
-                        name: format!("{} (stack of {function})", with_offset(&var, off)),
-                    },
-                    Some((var, _)) => Storage::Array {
-                        name: format!("`{var}` (stack of {function})"),
+                    Some(var) if *fixed => {
+                        let name = format!(
+                            "{} (stack of {function})",
+                            with_offset(&var.name, var.offset)
+                        );
+                        let loops = LoopCode::declaring(&loop_code, &var);
+                        if !loops.is_empty() {
+                            declared_in.insert(name.clone(), loops);
+                        }
+                        Storage::Scalar {
+                            addr: *location,
+                            name,
+                        }
+                    }
+                    Some(var) => Storage::Array {
+                        name: format!("`{}` (stack of {function})", var.name),
                     },
                     None if *fixed => Storage::Scalar {
                         addr: *location,
@@ -1938,6 +2076,17 @@ fn build_region(
         live_in,
         live_out,
         rewritten_after,
+        shared_variables: shared
+            .into_values()
+            .map(|mut v| {
+                for list in [&mut v.registers, &mut v.loops, &mut v.lines] {
+                    list.sort_unstable();
+                    list.dedup();
+                }
+                v
+            })
+            .collect(),
+        declared_in,
     };
     // A region isl cannot schedule is still reported, with the reason.
     let feedback = analyze_region(&input, &opts.feedback).unwrap_or_else(|e| Feedback {

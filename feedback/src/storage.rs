@@ -9,13 +9,32 @@
 //! carried by a loop run in parallel, while its values never cross iterations, is privatized.
 
 use crate::affine::parse_schedule_map;
-use crate::input::{DepKind, Region, Statement, Storage};
+use crate::input::{Access, DepKind, Region, Statement, Storage};
 use crate::legality::{line_of, Change, Ctx, Requirement};
 use crate::{Error, Mapping, Rating, Suggestion, SuggestionKind};
 use std::collections::{BTreeMap, BTreeSet};
 
 fn stmt<'a>(region: &'a Region, name: &str) -> Option<&'a Statement> {
     region.statements.iter().find(|s| s.name == name)
+}
+
+/// Whether some statement reads the element that `a`, a write of `t`, stores to, in the same
+/// iteration of `t`'s loops (`C[i][j] = beta * C[i][j] + alpha * temp2` reads it before the
+/// store): that element holds a live value until the store, so it is no home for a scalar
+/// live meanwhile. Reads with the same address function: the same array, the same constant
+/// term and strides along `t`'s loops, and stride 0 along any loop nested deeper.
+fn element_read(region: &Region, t: &Statement, a: &Access) -> bool {
+    let depth = t.loops.len();
+    region.statements.iter().any(|s| {
+        s.loops.starts_with(&t.loops)
+            && s.accesses.iter().any(|r| {
+                !r.write
+                    && r.array == a.array
+                    && r.base == a.base
+                    && r.strides.get(..depth) == a.strides.get(..depth)
+                    && r.strides.iter().skip(depth).all(|x| *x == Some(0))
+            })
+    })
 }
 
 /// Loops along which values of `storage` flow from one iteration to the next: for each
@@ -192,6 +211,7 @@ pub(crate) fn for_schedule(
                         && dims
                             .iter()
                             .all(|&d| a.strides.get(d).copied().flatten().is_some_and(|s| s != 0))
+                        && !element_read(region, t, a)
                 })?;
                 Some((t, a.array.clone().unwrap_or_else(|| "the array".into())))
             });

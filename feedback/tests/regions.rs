@@ -2,7 +2,7 @@
 
 use feedback::{
     analyze_region, Access, Boundary, DepKind, Dependence, EqualPairs, Loop, Options, Region,
-    Statement, Storage, SuggestionKind,
+    SharedVariable, Statement, Storage, SuggestionKind,
 };
 
 fn acc(strides: &[i64], size: u32, write: bool) -> Access {
@@ -86,6 +86,7 @@ fn one_loop(deps: Vec<Dependence>) -> Region {
         live_in: vec![],
         live_out: vec![],
         rewritten_after: vec![],
+        ..Region::default()
     }
 }
 
@@ -182,6 +183,62 @@ fn a_scalar_read_after_the_loop_needs_lastprivate_only_when_written_last() {
 }
 
 #[test]
+fn a_register_variable_declared_before_the_loop_is_privatized() {
+    let xmm0 = Storage::Register {
+        reg: "xmm0".into(),
+        var: None,
+    };
+    let mut r = one_loop(vec![dep_of(
+        DepKind::Output,
+        xmm0,
+        "S0",
+        "S0",
+        "{ S0[i] -> S0[i - 1] : 1 <= i <= 15 }",
+    )]);
+    let f = analyze_region(&r, &Options::default()).unwrap();
+    let p = parallel(&f).expect("parallel");
+    assert!(
+        changes(p).is_empty(),
+        "a register is each thread's own: {p:?}"
+    );
+    r.shared_variables = vec![SharedVariable {
+        name: "t".into(),
+        registers: vec!["xmm0".into()],
+        loops: vec!["L0".into()],
+        lines: vec!["k.c:4".into()],
+    }];
+    let f = analyze_region(&r, &Options::default()).unwrap();
+    let p = parallel(&f).expect("parallel with t private");
+    assert_eq!(changes(p), ["privatize"], "{p:?}");
+    assert!(p.requires[0].storage.contains("`t`"), "{p:?}");
+}
+
+#[test]
+fn a_scalar_declared_in_the_loop_body_needs_no_privatization() {
+    let u = Storage::Scalar {
+        addr: 0x7ff0_0010,
+        name: "`u` (stack of main)".into(),
+    };
+    let mut r = one_loop(vec![dep_of(
+        DepKind::Output,
+        u,
+        "S0",
+        "S0",
+        "{ S0[i] -> S0[i - 1] : 1 <= i <= 15 }",
+    )]);
+    let f = analyze_region(&r, &Options::default()).unwrap();
+    assert_eq!(changes(parallel(&f).expect("parallel")), ["privatize"]);
+    r.declared_in
+        .insert("`u` (stack of main)".into(), vec!["L0".into()]);
+    let f = analyze_region(&r, &Options::default()).unwrap();
+    let p = parallel(&f).expect("parallel");
+    assert!(
+        changes(p).is_empty(),
+        "`u` is one per iteration already: {p:?}"
+    );
+}
+
+#[test]
 fn a_loop_calling_rand_is_serial() {
     let rng = Storage::Effect {
         name: "the random number generator's state".into(),
@@ -243,6 +300,7 @@ fn matmul() -> Region {
         live_in: vec![],
         live_out: vec![],
         rewritten_after: vec![],
+        ..Region::default()
     }
 }
 
@@ -287,6 +345,7 @@ fn column_wise_traversal_is_interchanged() {
         live_in: vec![],
         live_out: vec![],
         rewritten_after: vec![],
+        ..Region::default()
     };
     let f = analyze_region(&r, &Options::default()).unwrap();
     let ic = f
@@ -321,6 +380,7 @@ fn gauss_seidel_needs_skewing_then_tiling() {
         live_in: vec![],
         live_out: vec![],
         rewritten_after: vec![],
+        ..Region::default()
     };
     let f = analyze_region(&r, &Options::default()).unwrap();
     eprintln!("{f:#?}");
@@ -356,6 +416,7 @@ fn jacobi_spatial_loops_are_parallel() {
         live_in: vec![],
         live_out: vec![],
         rewritten_after: vec![],
+        ..Region::default()
     };
     let f = analyze_region(&r, &Options::default()).unwrap();
     eprintln!("{f:#?}");
@@ -382,6 +443,7 @@ fn a_recurrence_is_not_parallel_and_says_why() {
         live_in: vec![],
         live_out: vec![],
         rewritten_after: vec![],
+        ..Region::default()
     };
     let f = analyze_region(&r, &Options::default()).unwrap();
     assert!(!kinds(&f).contains(&"parallelize"));

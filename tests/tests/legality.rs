@@ -13,8 +13,10 @@
 //!   between them is perfect at source level and no bound depends on another permuted loop.
 //! - `tile`: the band is fully permutable, so its reversed order is checked as an interchange
 //!   (not after a skew, which is not applied).
-//! - A suggestion with a non-empty `requires` (a storage change to make first) is counted as
-//!   "needs storage change"; one with a `reduction` reassociates and is not checked; other
+//! - A `parallelize` whose `requires` privatizes named scalars gets the matching `private`,
+//!   `firstprivate` and `lastprivate` clauses (and, with `lastprivate`, is not run reversed);
+//!   a suggestion requiring another storage change first is counted as "needs storage
+//!   change"; one with a floating-point `reduction` reassociates and is not checked; other
 //!   kinds (skew, privatize, layouts, fusion, ...) are counted as unchecked.
 //!
 //! The kernels are written in a strict style: every `for` header on its own line, in the form
@@ -438,6 +440,41 @@ fn requires_change(s: &Value, change: &str) -> bool {
         .is_some_and(|a| a.iter().any(|r| r["change"] == change))
 }
 
+/// The OpenMP data-sharing clauses (` private(t) lastprivate(last)`) that make the storage
+/// changes a `parallelize` suggestion requires, when each is the privatization of a named
+/// scalar variable; `None` when one is another change (an expansion, a copy) or names no
+/// variable of the source (a register without a name, an element of an array).
+fn privatization_clauses(s: &Value) -> Option<String> {
+    let mut wanted: Vec<(&str, String)> = Vec::new();
+    for r in s["requires"].as_array().map_or(&[][..], Vec::as_slice) {
+        let clause = match r["change"].as_str()? {
+            "reduction" => continue,
+            "privatize" => "private",
+            "firstprivate" => "firstprivate",
+            "lastprivate" => "lastprivate",
+            _ => return None,
+        };
+        // `` `t` (register xmm0) `` or `` `t` (stack of main) ``.
+        let storage = r["storage"].as_str()?;
+        let name = storage.strip_prefix('`')?.split('`').next()?;
+        if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+            return None;
+        }
+        wanted.push((clause, name.to_string()));
+    }
+    // `firstprivate` and `lastprivate` privatize already: a variable is in one clause only.
+    let mut clauses = String::new();
+    for (clause, name) in &wanted {
+        let stronger =
+            *clause == "private" && wanted.iter().any(|(c, n)| n == name && *c != "private");
+        let text = format!(" {clause}({name})");
+        if !stronger && !clauses.contains(&text) {
+            clauses.push_str(&text);
+        }
+    }
+    Some(clauses)
+}
+
 fn has_reduction(s: &Value) -> bool {
     s.get("reduction").is_some_and(|r| !r.is_null())
 }
@@ -589,6 +626,8 @@ struct Runner<'a> {
     p: &'a Profile,
     dir: tempfile::TempDir,
     done: HashMap<(String, bool), Runs>,
+    /// Program variants built so far (each in its own directory).
+    built: usize,
 }
 
 impl<'a> Runner<'a> {
@@ -601,23 +640,47 @@ impl<'a> Runner<'a> {
             p,
             dir,
             done: HashMap::new(),
+            built: 0,
         }
     }
 
-    /// Compiles `text` and runs it (OMP builds [`OMP_RUNS`] / 2 times): the outputs.
+    /// Compiles `text` and runs it: the outputs. An OpenMP build runs [`OMP_RUNS`] / 2 times,
+    /// at the profile's level and at -O0 too, where variables the threads share live in
+    /// memory and races on them show.
     fn outputs(&mut self, text: &str, omp: bool) -> Runs {
         let key = (text.to_string(), omp);
         if let Some(r) = self.done.get(&key) {
             return r.clone();
         }
-        let n = self.done.len();
+        let mut levels = vec![self.p.opt];
+        if omp && self.p.opt != "-O0" {
+            levels.push("-O0");
+        }
+        let mut runs = Vec::new();
+        for opt in levels {
+            match self.build_and_run(text, omp, opt) {
+                Ok(r) => runs.extend(r),
+                Err(e) => {
+                    runs.clear();
+                    self.done.insert(key, Err(e.clone()));
+                    return Err(e);
+                }
+            }
+        }
+        self.done.insert(key, Ok(runs.clone()));
+        Ok(runs)
+    }
+
+    fn build_and_run(&mut self, text: &str, omp: bool, opt: &str) -> Runs {
+        let n = self.built;
+        self.built += 1;
         let sub: PathBuf = self.dir.path().join(format!("v{n}"));
         std::fs::create_dir_all(&sub).unwrap();
         let src = sub.join(&self.p.source.file);
         std::fs::write(&src, text).unwrap();
         let bin = sub.join("prog");
         let mut cc = Command::new("cc");
-        cc.args(["-g", self.p.opt]);
+        cc.args(["-g", opt]);
         if omp {
             cc.arg("-fopenmp");
         }
@@ -628,20 +691,18 @@ impl<'a> Runner<'a> {
             .arg("-lm")
             .output()
             .expect("running cc");
-        let r = if out.status.success() {
+        if out.status.success() {
             let runs = if omp { OMP_RUNS / 2 } else { 1 };
             Ok((0..runs).map(|_| run_program(&bin, omp)).collect())
         } else {
             Err(format!(
-                "the transformed source does not compile: {}",
+                "the transformed source does not compile ({opt}): {}",
                 String::from_utf8_lossy(&out.stderr)
                     .lines()
-                    .next()
+                    .find(|l| l.contains("error"))
                     .unwrap_or("")
             ))
-        };
-        self.done.insert(key, r.clone());
-        r
+        }
     }
 
     /// Runs `text` and compares each run with the original: the differences, if any.
@@ -708,11 +769,14 @@ fn apply(runner: &mut Runner, reg: &Value, s: &Value) -> Outcome {
     let p = runner.p;
     let src = &p.source;
     let kind = s["kind"].as_str().unwrap_or("");
-    if requires(s) {
-        return Outcome::NeedsStorage;
-    }
+    // Privatizations are applied as OpenMP clauses; other storage changes are not applied.
+    let private = match privatization_clauses(s) {
+        Some(c) if kind == "parallelize" => c,
+        _ if requires(s) => return Outcome::NeedsStorage,
+        _ => String::new(),
+    };
     let clauses = match reduction_clauses(src, s) {
-        Ok(c) => c,
+        Ok(c) => c + &private,
         Err(why) => return Outcome::Unchecked(why),
     };
     if !matches!(kind, "parallelize" | "vectorize" | "interchange" | "tile") {
@@ -724,6 +788,7 @@ fn apply(runner: &mut Runner, reg: &Value, s: &Value) -> Outcome {
         Err(e) => return Outcome::Unchecked(e),
     };
     let mut edit = Edit::new(src);
+    // (program text, OpenMP build, what was applied)
     let mut checks: Vec<(String, bool, String)> = Vec::new();
     match kind {
         "parallelize" | "vectorize" => {
@@ -756,8 +821,11 @@ fn apply(runner: &mut Runner, reg: &Value, s: &Value) -> Outcome {
                     ));
                 }
             }
-            edit.reverse(h);
-            checks.push((edit.text(), false, format!("{prefix}line {line} reversed")));
+            // With `lastprivate`, a reversed loop legitimately leaves another iteration's value.
+            if !requires_change(s, "lastprivate") {
+                edit.reverse(h);
+                checks.push((edit.text(), false, format!("{prefix}line {line} reversed")));
+            }
         }
         "interchange" | "tile" => {
             let mut order = hs.clone();
@@ -899,6 +967,8 @@ apply_and_run_tests! {
     apply_and_run_init => "legal_init",
     apply_and_run_transpose => "legal_transpose",
     apply_and_run_stencil2d => "legal_stencil2d",
+    apply_and_run_shared_scalar => "legal_shared_scalar",
+    apply_and_run_symm => "legal_symm",
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1017,6 +1087,62 @@ fn hazard_last_value_loop_needs_lastprivate() {
         found.is_empty(),
         "`last` is written by every iteration of line {} and read after it: the loop is parallel only with `last` lastprivate (`requires`), yet:\n{}",
         src.header_line(l),
+        describe(&found)
+    );
+}
+
+#[test]
+fn hazard_shared_scalar_in_a_register_is_privatized() {
+    let src = source("legal_shared_scalar");
+    let l = src.header_enclosing("t = a[i] * 3.0 + 0.5;");
+    let found: Vec<_> = suggested("legal_shared_scalar", &["parallelize"], &[l])
+        .into_iter()
+        .filter(|(_, s)| !requires_change(s, "privatize"))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "`t` is declared before the loop of line {}: kept in a register or not, the threads share it unless it is private, yet:\n{}",
+        src.header_line(l),
+        describe(&found)
+    );
+    // `u` is declared in its loop's body: one per iteration already, `private(u)` would not
+    // even compile.
+    let u = src.header_enclosing("double u = b[i] * 0.25 + c[i];");
+    let found = suggested("legal_shared_scalar", &["parallelize"], &[u]);
+    assert!(
+        !found.is_empty() && found.iter().all(|(_, s)| !requires(s)),
+        "the loop of line {} is parallel as it is, yet:\n{}",
+        src.header_line(u),
+        describe(&found)
+    );
+}
+
+#[test]
+fn hazard_symm_accumulator_is_not_mapped_onto_a_live_element() {
+    let src = source("legal_symm");
+    let all: Vec<usize> = (0..src.headers.len()).collect();
+    let onto_c = |s: &Value| {
+        s["kind"] == "map_scalar_to_array" && s["array"].as_str().is_some_and(|a| a.contains('C'))
+            || s["requires"].as_array().is_some_and(|rs| {
+                rs.iter().any(|r| {
+                    r["change"] == "map_to_array"
+                        && r["storage"]
+                            .as_str()
+                            .is_some_and(|t| t.contains("onto `C`"))
+                })
+            })
+    };
+    let found: Vec<_> = suggested(
+        "legal_symm",
+        &["map_scalar_to_array", "interchange", "tile", "skew"],
+        &all,
+    )
+    .into_iter()
+    .filter(|(_, s)| onto_c(s))
+    .collect();
+    assert!(
+        found.is_empty(),
+        "C[i][j] is read at the end of iteration (i, j), by the statement that stores to it: it holds a live value while temp2 accumulates and cannot hold temp2, yet:\n{}",
         describe(&found)
     );
 }

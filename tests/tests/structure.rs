@@ -247,6 +247,29 @@ fn optimisation_levels_give_the_same_loop_frames() {
 }
 
 #[test]
+fn outer_loop_whose_back_edge_is_the_inner_test_keeps_its_own_name() {
+    let outer = format!(
+        "loop merged_latch.c:{}",
+        line_of("merged_latch", "/* outer */")
+    );
+    let inner = format!(
+        "loop merged_latch.c:{}",
+        line_of("merged_latch", "/* inner */")
+    );
+    for opt in ["-O0", "-O2"] {
+        let k = compile("merged_latch", &[opt, "-g"]);
+        let t = trace_main(&k.path, &[]);
+        let a = analyze(&k, &t);
+        let nest = format!("main;{outer};{inner}");
+        assert!(
+            stacks(&a.folded).contains(&nest),
+            "{opt}: the solve's nest is `{nest}`, yet the stacks are:\n{}",
+            a.folded.join("\n")
+        );
+    }
+}
+
+#[test]
 fn cli_writes_the_flame_graph_and_folded_stacks() {
     let k = compile("interproc", &["-O2", "-g"]);
     let run = polyprof(polyprof_bin!(), &[k.path.as_os_str(), "8".as_ref()], b"");

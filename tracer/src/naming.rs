@@ -2,6 +2,7 @@
 
 use crate::schedule::{NodeId, NodeKind, ScheduleTree};
 use crate::structure::{FuncId, Structure};
+use std::collections::HashSet;
 use symbols::{ElfFile, Loaded, Loc};
 
 /// Names tree nodes from the executable's symbols and debug information.
@@ -65,37 +66,59 @@ impl<'a> Naming<'a> {
     /// The source line that names a loop: the line of its back edges (the jumps back to the
     /// header), which compilers attribute to the loop statement's condition (`for`, `while`)
     /// at -O0 and -O3 alike, while the header instruction's own line moves with loop rotation
-    /// and scheduling. Without back-edge lines, the smallest line among the loop's own
-    /// instructions of the header's (possibly inlined) function and file.
+    /// and scheduling. A back edge on the line of a nested loop's back edges does not count:
+    /// gcc -O2 lets the inner loop's exit jump straight to the outer header, with the inner
+    /// loop's line. Without back-edge lines, the smallest line among the loop's own
+    /// instructions of the header's (possibly inlined) function and file, again not a nested
+    /// loop's line when it has another.
     pub fn loop_location(&self, func: FuncId, lp: usize) -> Option<Loc> {
         let cfg = &self.structure.funcs[func];
-        let header_node = cfg.forest.loops[lp].header;
+        let forest = &cfg.forest;
+        let header_node = forest.loops[lp].header;
         let header = cfg.addrs[header_node];
         let Some((head_fn, head_loc)) = self.innermost(header) else {
             return self.location(header);
         };
         let same_function =
             |(f, l): &(Option<String>, Loc)| *f == head_fn && l.file == head_loc.file;
-        let latches: Vec<(Option<String>, Loc)> = (1..cfg.addrs.len())
-            .filter(|&n| cfg.succ[n].contains(&header_node) && cfg.forest.contains(lp, n))
-            .filter_map(|n| self.innermost(cfg.addrs[n]))
+        let latches_of = |l: usize| {
+            let h = forest.loops[l].header;
+            (1..cfg.addrs.len())
+                .filter(move |&n| cfg.succ[n].contains(&h) && forest.contains(l, n))
+                .filter_map(|n| self.innermost(cfg.addrs[n]))
+        };
+        let nested: HashSet<u32> = (0..forest.loops.len())
+            .filter(|&c| c != lp && forest.contains(lp, forest.loops[c].header))
+            .flat_map(latches_of)
+            .filter(same_function)
+            .map(|(_, l)| l.line)
             .collect();
+        let own = |l: &Loc| !nested.contains(&l.line);
+        let latches: Vec<(Option<String>, Loc)> = latches_of(lp).collect();
         let lowest = |ls: &mut dyn Iterator<Item = &(Option<String>, Loc)>| {
             ls.map(|(_, l)| l.clone()).min_by_key(|l| l.line)
         };
         // A loop around an inlined call can start in the callee's code (its header is the
         // callee's first instruction) while its back edge is the caller's loop statement:
         // then the back edge names it, not a line inside the callee.
-        let latch = lowest(&mut latches.iter().filter(|x| same_function(x)))
-            .or_else(|| lowest(&mut latches.iter()));
-        latch.or_else(|| {
-            cfg.own_nodes(lp)
+        let latch = lowest(&mut latches.iter().filter(|x| same_function(x) && own(&x.1)))
+            .or_else(|| lowest(&mut latches.iter().filter(|x| !same_function(x))));
+        let body = || {
+            let lines: Vec<Loc> = cfg
+                .own_nodes(lp)
                 .filter_map(|n| self.innermost(cfg.addrs[n]))
                 .filter(same_function)
                 .map(|(_, l)| l)
                 .chain(std::iter::once(head_loc.clone()))
+                .collect();
+            lines
+                .iter()
+                .filter(|l| own(l))
                 .min_by_key(|l| l.line)
-        })
+                .or_else(|| lines.iter().min_by_key(|l| l.line))
+                .cloned()
+        };
+        latch.or_else(body)
     }
 
     /// Source location of a node (every node has one when the program has debug information).

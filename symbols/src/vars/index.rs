@@ -84,6 +84,8 @@ pub(crate) struct VarInfo {
     /// Scope nesting depth (subprogram 1, each inlined subroutine or
     /// lexical block inside it one more): deeper scopes shadow outer ones.
     pub(crate) depth: u32,
+    /// Pc ranges of the declaring scope (empty outside any scope with pcs).
+    pub(crate) scope: Arc<[(u64, u64)]>,
 }
 
 /// Size facts of a type.
@@ -509,6 +511,7 @@ impl Builder<'_> {
             ty,
             function: scope.and_then(|s| s.function),
             depth: scope.map_or(0, |s| s.nesting),
+            scope: scope.map_or_else(|| Arc::from(Vec::new()), |s| s.ranges.clone()),
         });
         for (range, piece) in located {
             let place = match piece.place {

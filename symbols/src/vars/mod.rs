@@ -69,6 +69,10 @@ pub struct Variable {
     pub function: Option<String>,
     /// Line of the declaration (`DW_AT_decl_line`), when recorded.
     pub decl_line: Option<u32>,
+    /// Link-time pc ranges `[begin, end)` of the scope that declares the variable (its
+    /// lexical block, inlined subroutine or function): where in the code the name is
+    /// visible. Empty for a global.
+    pub scope: Vec<(u64, u64)>,
 }
 
 impl Variable {
@@ -254,5 +258,6 @@ fn variable(cu: &CuIndex, var: u32, offset: u64) -> Variable {
             .and_then(|f| cu.functions.get(f as usize))
             .cloned(),
         decl_line: info.decl_line,
+        scope: info.scope.to_vec(),
     }
 }
