@@ -191,7 +191,8 @@ pub struct Region {
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct SharedVariable {
     pub name: String,
-    /// Registers debug information places it in where it is assigned.
+    /// Registers debug information places it in where it is assigned (none when only the
+    /// source's text shows the assignment).
     pub registers: Vec<String>,
     /// Ids of the loops ([`Loop::id`]) whose iterations assign it, declared outside them.
     pub loops: Vec<String>,
@@ -200,9 +201,14 @@ pub struct SharedVariable {
 }
 
 impl SharedVariable {
-    /// `` `t` (register xmm0) ``, as [`Storage::describe`] names a register variable.
+    /// `` `t` (register xmm0) ``, as [`Storage::describe`] names a register variable, or
+    /// `` `t` `` where no register is known.
     pub fn describe(&self) -> String {
-        format!("`{}` (register {})", self.name, self.registers.join(", "))
+        if self.registers.is_empty() {
+            format!("`{}`", self.name)
+        } else {
+            format!("`{}` (register {})", self.name, self.registers.join(", "))
+        }
     }
 }
 

@@ -496,8 +496,13 @@ impl<'a> Ctx<'a> {
         // source (a reduction's variable is already accumulated per thread).
         let loop_id = &self.region.loops[l].id;
         for v in &self.region.shared_variables {
+            // A reduction's variable is named by its storage, or only by its line when the
+            // compiler left it no name (a vectorized accumulator).
             let quoted = format!("`{}`", v.name);
-            let reduced = needs.iter().any(|n| n.storage.contains(&quoted));
+            let reduced = needs.iter().any(|n| {
+                matches!(n.change, Change::Reduction { .. })
+                    && (n.storage.contains(&quoted) || n.lines.iter().any(|x| v.lines.contains(x)))
+            });
             if v.loops.contains(loop_id) && !reduced {
                 needs.push(Requirement {
                     change: Change::Privatize,

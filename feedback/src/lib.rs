@@ -17,6 +17,7 @@ pub mod legality;
 pub mod params;
 pub mod pipeline;
 mod reduction;
+mod scopes;
 mod smo;
 mod storage;
 

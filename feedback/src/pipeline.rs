@@ -11,6 +11,7 @@ use crate::input::{
     Access, Boundary, Dependence, EqualPairs, Loop, ReduceOp, Region, SharedVariable, Statement,
     Storage, Update,
 };
+use crate::scopes::LoopCode;
 use crate::{analyze_region, Feedback, Options};
 use folder::{FoldOptions, Folded, Label, StreamFolder};
 use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter, Mnemonic};
@@ -1005,110 +1006,6 @@ fn register_variable(
         .find_map(|pc| exe.variable_in_register(pc.wrapping_sub(bias), number))
 }
 
-/// The code of one region loop, to tell where a variable is declared: the link-time addresses
-/// of the instructions that ran in it and of those of its function that ran outside it, both
-/// sorted.
-struct LoopCode {
-    id: String,
-    node: NodeId,
-    /// Its source line: a variable declared there is the loop's own counter (`for (int i`),
-    /// which OpenMP makes private to each thread.
-    line: Option<u32>,
-    inside: Vec<u64>,
-    outside: Vec<u64>,
-}
-
-impl LoopCode {
-    fn of_region(
-        loop_nodes: &[NodeId],
-        loops: &[Loop],
-        tree: &ScheduleTree,
-        naming: &tracer::Naming<'_>,
-        bias: u64,
-    ) -> Vec<LoopCode> {
-        let structure = naming.structure();
-        loop_nodes
-            .iter()
-            .zip(loops)
-            .filter_map(|(&n, l)| {
-                let NodeKind::Loop { func, lp } = tree.nodes[n].kind else {
-                    return None;
-                };
-                let cfg = &structure.funcs[func];
-                let (mut inside, mut outside) = (Vec::new(), Vec::new());
-                for node in 1..cfg.addrs.len() {
-                    let link = cfg.addrs[node].wrapping_sub(bias);
-                    if cfg.forest.contains(lp, node) {
-                        inside.push(link);
-                    } else {
-                        outside.push(link);
-                    }
-                }
-                inside.sort_unstable();
-                outside.sort_unstable();
-                Some(LoopCode {
-                    id: l.id.clone(),
-                    node: n,
-                    line: naming.loop_location(func, lp).map(|loc| loc.line),
-                    inside,
-                    outside,
-                })
-            })
-            .collect()
-    }
-
-    /// The ids of the loops around `writer` (a context) that assign `var` while it is declared
-    /// outside them: declared on an earlier line than the loop statement's (a declaration on
-    /// the loop's own line is its counter, `for (int i`, which OpenMP privatizes), in a scope
-    /// that holds the loop's code and some of its function's code outside the loop. A scope
-    /// holding none of the loop's code is a callee's, whose variables each call has afresh.
-    /// "Holds the loop's code" is "most of it", and the line is asked too, since gcc's scopes
-    /// take a few instructions of a neighbouring loop it shares code with, or hoisted out of
-    /// the loop, and miss a few of their own.
-    fn assigning(
-        all: &[LoopCode],
-        tree: &ScheduleTree,
-        writer: NodeId,
-        var: &symbols::Variable,
-    ) -> Vec<String> {
-        let held = |addrs: &[u64]| {
-            var.scope
-                .iter()
-                .map(|&(b, e)| {
-                    addrs.partition_point(|&a| a < e) - addrs.partition_point(|&a| a < b)
-                })
-                .sum::<usize>()
-        };
-        all.iter()
-            .filter(|l| {
-                tree.is_within(writer, l.node)
-                    && match (var.decl_line, l.line) {
-                        (Some(decl), Some(line)) => decl < line,
-                        _ => true,
-                    }
-                    && 2 * held(&l.inside) > l.inside.len()
-                    && held(&l.outside) > 0
-            })
-            .map(|l| l.id.clone())
-            .collect()
-    }
-
-    /// The ids of the loops in whose body `var` is declared: its scope holds some of the
-    /// loop's code and none of its function's code outside the loop.
-    fn declaring(all: &[LoopCode], var: &symbols::Variable) -> Vec<String> {
-        let hits = |addrs: &[u64]| {
-            var.scope.iter().any(|&(b, e)| {
-                let k = addrs.partition_point(|&a| a < b);
-                addrs.get(k).is_some_and(|&a| a < e)
-            })
-        };
-        all.iter()
-            .filter(|l| hits(&l.inside) && !hits(&l.outside))
-            .map(|l| l.id.clone())
-            .collect()
-    }
-}
-
 /// The frame slot the instruction at `pc` reaches through its memory operand `[rbp + disp]`
 /// or `[rsp + disp]`: (DWARF number of the base register, displacement). An indexed operand
 /// gives the displacement, where the array it indexes starts.
@@ -1906,6 +1803,16 @@ fn build_region(
     let outside_line = |pc: u64| source_line(exe, bias, pc);
     let loop_code = LoopCode::of_region(&loop_nodes, &loops, tree, naming, bias);
     let mut shared: BTreeMap<String, SharedVariable> = BTreeMap::new();
+    for a in crate::scopes::assigned_in_source(exe, &loop_code) {
+        let v = shared
+            .entry(a.name.clone())
+            .or_insert_with(|| SharedVariable {
+                name: a.name,
+                ..SharedVariable::default()
+            });
+        v.loops.push(a.loop_id);
+        v.lines.push(a.line);
+    }
     let mut declared_in = BTreeMap::new();
     for ((cons, prod, kind, through, _), f, multi, location, fixed) in &folded.deps {
         let sink = names.get(&(cons.context, cons.pc));

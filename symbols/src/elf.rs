@@ -788,6 +788,13 @@ impl ElfFile {
         self.vars.variable_in_register(&self.var_sources(), pc, reg)
     }
 
+    /// The local variables and parameters visible at link-time `pc`: those whose declaring
+    /// scope's ranges contain it (see [`Variable::scope`]), with or without a location there,
+    /// outer scopes' included. Empty without DWARF.
+    pub fn locals_at(&self, pc: u64) -> Vec<Variable> {
+        self.vars.locals_at(&self.var_sources(), pc)
+    }
+
     /// The source variable whose frame slot holds the address
     /// `base + disp` at link-time `pc`, where `base` is the DWARF number of
     /// the memory operand's base register (`rbp` = 6 or `rsp` = 7, see

@@ -435,6 +435,28 @@ impl Builder<'_> {
         }
     }
 
+    /// Records a local variable or parameter that has no location.
+    fn unplaced(&mut self, entry: &Entry<'_, '_>, tag: DwTag, scope: &Scope) {
+        let described = self.describe(entry);
+        let Some(name) = described.name else { return };
+        if u32::try_from(self.out.vars.len()).is_err() {
+            return;
+        }
+        self.out.vars.push(VarInfo {
+            name,
+            kind: if tag == gimli::DW_TAG_formal_parameter {
+                VariableKind::Parameter
+            } else {
+                VariableKind::Local
+            },
+            decl_line: described.decl_line,
+            ty: TypeInfo::default(),
+            function: scope.function,
+            depth: scope.nesting,
+            scope: scope.ranges.clone(),
+        });
+    }
+
     fn frame_base(&self, expr: &Expression<Reader>) -> FrameBase {
         let mut ops = expr.clone().operations(self.unit.encoding());
         let first = match ops.next() {
@@ -458,6 +480,11 @@ impl Builder<'_> {
 
     fn variable(&mut self, entry: &Entry<'_, '_>, tag: DwTag, scope: Option<&Scope>) {
         let Ok(Some(location)) = entry.attr_value(gimli::DW_AT_location) else {
+            // Optimized out, or a constant: no storage to find it by, but its name and scope
+            // still say which variables the code of a scope can assign.
+            if let Some(scope) = scope.filter(|s| !s.ranges.is_empty()) {
+                self.unplaced(entry, tag, scope);
+            }
             return;
         };
         let mut exprs: Vec<(Span, Expression<Reader>)> = Vec::new();

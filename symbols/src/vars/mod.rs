@@ -222,6 +222,23 @@ impl VarCache {
         })
     }
 
+    pub(crate) fn locals_at(&self, src: &Sources<'_>, pc: u64) -> Vec<Variable> {
+        let Some(index) = self.index(src) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for unit in index.units_at(pc) {
+            let Some(cu) = index.cu(unit) else { continue };
+            for (i, info) in cu.vars.iter().enumerate() {
+                let visible = info.scope.iter().any(|&(b, e)| b <= pc && pc < e);
+                if visible && info.kind != VariableKind::Static {
+                    out.push(variable(cu, i as u32, 0));
+                }
+            }
+        }
+        out
+    }
+
     pub(crate) fn global_variable(&self, src: &Sources<'_>, addr: u64) -> Option<Variable> {
         let index = self.index(src)?;
         let statics = index.statics();

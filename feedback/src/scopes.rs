@@ -1,0 +1,234 @@
+//! Where source variables are declared relative to a region's loops. A variable declared
+//! before a loop and assigned in its iterations is one variable for all of them in the source,
+//! shared by threads that run the loop in parallel unless it is made private, whatever the
+//! compiler keeps it in (a register is each thread's own; the variable is not). One declared
+//! in the loop's body is one per iteration already.
+
+use crate::input::Loop;
+use std::collections::{BTreeSet, HashMap};
+use tracer::{NodeId, NodeKind, ScheduleTree};
+
+/// The code of one region loop, to tell where a variable is declared: the link-time addresses
+/// of the instructions that ran in it and of those of its function that ran outside it, both
+/// sorted.
+pub(crate) struct LoopCode {
+    id: String,
+    node: NodeId,
+    /// Link-time address of its header.
+    header: u64,
+    /// Its source line: a variable declared there is the loop's own counter (`for (int i`),
+    /// which OpenMP makes private to each thread.
+    line: Option<u32>,
+    inside: Vec<u64>,
+    outside: Vec<u64>,
+}
+
+impl LoopCode {
+    pub(crate) fn of_region(
+        loop_nodes: &[NodeId],
+        loops: &[Loop],
+        tree: &ScheduleTree,
+        naming: &tracer::Naming<'_>,
+        bias: u64,
+    ) -> Vec<LoopCode> {
+        let structure = naming.structure();
+        loop_nodes
+            .iter()
+            .zip(loops)
+            .filter_map(|(&n, l)| {
+                let NodeKind::Loop { func, lp } = tree.nodes[n].kind else {
+                    return None;
+                };
+                let cfg = &structure.funcs[func];
+                let (mut inside, mut outside) = (Vec::new(), Vec::new());
+                for node in 1..cfg.addrs.len() {
+                    let link = cfg.addrs[node].wrapping_sub(bias);
+                    if cfg.forest.contains(lp, node) {
+                        inside.push(link);
+                    } else {
+                        outside.push(link);
+                    }
+                }
+                inside.sort_unstable();
+                outside.sort_unstable();
+                Some(LoopCode {
+                    id: l.id.clone(),
+                    node: n,
+                    header: cfg.addrs[cfg.forest.loops[lp].header].wrapping_sub(bias),
+                    line: naming.loop_location(func, lp).map(|loc| loc.line),
+                    inside,
+                    outside,
+                })
+            })
+            .collect()
+    }
+
+    /// The ids of the loops around `writer` (a context) that assign `var` while it is declared
+    /// outside them: declared on an earlier line than the loop statement's (a declaration on
+    /// the loop's own line is its counter, `for (int i`, which OpenMP privatizes), in a scope
+    /// that holds the loop's code and some of its function's code outside the loop. A scope
+    /// holding none of the loop's code is a callee's, whose variables each call has afresh.
+    /// "Holds the loop's code" is "most of it", and the line is asked too, since gcc's scopes
+    /// take a few instructions of a neighbouring loop it shares code with, or hoisted out of
+    /// the loop, and miss a few of their own.
+    pub(crate) fn assigning(
+        all: &[LoopCode],
+        tree: &ScheduleTree,
+        writer: NodeId,
+        var: &symbols::Variable,
+    ) -> Vec<String> {
+        all.iter()
+            .filter(|l| tree.is_within(writer, l.node) && l.declared_outside(var))
+            .map(|l| l.id.clone())
+            .collect()
+    }
+
+    /// Whether `var` is declared outside this loop, in a scope around it (see
+    /// [`LoopCode::assigning`]).
+    fn declared_outside(&self, var: &symbols::Variable) -> bool {
+        let held = |addrs: &[u64]| {
+            var.scope
+                .iter()
+                .map(|&(b, e)| {
+                    addrs.partition_point(|&a| a < e) - addrs.partition_point(|&a| a < b)
+                })
+                .sum::<usize>()
+        };
+        let before = match (var.decl_line, self.line) {
+            (Some(decl), Some(line)) => decl < line,
+            _ => true,
+        };
+        before && 2 * held(&self.inside) > self.inside.len() && held(&self.outside) > 0
+    }
+
+    /// The ids of the loops in whose body `var` is declared: its scope holds some of the
+    /// loop's code and none of its function's code outside the loop.
+    pub(crate) fn declaring(all: &[LoopCode], var: &symbols::Variable) -> Vec<String> {
+        let hits = |addrs: &[u64]| {
+            var.scope.iter().any(|&(b, e)| {
+                let k = addrs.partition_point(|&a| a < b);
+                addrs.get(k).is_some_and(|&a| a < e)
+            })
+        };
+        all.iter()
+            .filter(|l| hits(&l.inside) && !hits(&l.outside))
+            .map(|l| l.id.clone())
+            .collect()
+    }
+}
+
+/// A variable declared outside a loop and assigned on one of the loop's source lines.
+pub(crate) struct SourceAssignment {
+    pub(crate) name: String,
+    pub(crate) loop_id: String,
+    /// `file.c:12`.
+    pub(crate) line: String,
+}
+
+/// The variables each loop of `all` assigns on its source lines (the lines of the
+/// instructions that ran in it, but the loop statement's own, whose assignments are its
+/// counter's) while they are declared outside it. Reads the program's source files: the
+/// compiler may keep such a variable where debug information does not say (a vectorized
+/// loop's lanes), so the instructions alone cannot tell. A file that cannot be read tells
+/// nothing.
+pub(crate) fn assigned_in_source(
+    exe: &symbols::ElfFile,
+    all: &[LoopCode],
+) -> Vec<SourceAssignment> {
+    let mut files: HashMap<String, Option<Vec<String>>> = HashMap::new();
+    let mut out = Vec::new();
+    for l in all {
+        let lines: BTreeSet<(String, u32)> = l
+            .inside
+            .iter()
+            .filter_map(|&pc| exe.location(pc))
+            .filter(|loc| loc.line > 0 && Some(loc.line) != l.line)
+            .map(|loc| (loc.file, loc.line))
+            .collect();
+        let mut seen = BTreeSet::new();
+        for var in exe.locals_at(l.header) {
+            if !l.declared_outside(&var) || !seen.insert(var.name.clone()) {
+                continue;
+            }
+            for (file, line) in &lines {
+                let text = files
+                    .entry(file.clone())
+                    .or_insert_with(|| {
+                        std::fs::read_to_string(file)
+                            .ok()
+                            .map(|t| t.lines().map(str::to_string).collect())
+                    })
+                    .as_ref()
+                    .and_then(|t| t.get(*line as usize - 1));
+                if text.is_some_and(|t| assigns(t, &var.name)) {
+                    let short = symbols::Loc {
+                        file: file.clone(),
+                        line: *line,
+                    }
+                    .short();
+                    out.push(SourceAssignment {
+                        name: var.name.clone(),
+                        loop_id: l.id.clone(),
+                        line: short,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether the C source line `text` assigns the variable `name` itself: `name = ...`,
+/// `name += ...` (any compound assignment), `name++`, `--name`; not `name == ...`, an element
+/// `name[i] = ...` or a member `p->name = ...`.
+fn assigns(text: &str, name: &str) -> bool {
+    let bytes = text.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut from = 0;
+    while let Some(k) = text[from..].find(name) {
+        let start = from + k;
+        let end = start + name.len();
+        from = end;
+        if (start > 0 && ident(bytes[start - 1])) || bytes.get(end).copied().is_some_and(ident) {
+            continue;
+        }
+        let before = text[..start].trim_end();
+        if before.ends_with('.') || before.ends_with("->") {
+            continue;
+        }
+        if before.ends_with("++") || before.ends_with("--") {
+            return true;
+        }
+        let after = text[end..].trim_start();
+        if after.starts_with("++") || after.starts_with("--") {
+            return true;
+        }
+        let compound = ["+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="];
+        if compound.iter().any(|op| after.starts_with(op))
+            || (after.starts_with('=') && !after.starts_with("=="))
+        {
+            return true;
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::assigns;
+
+    #[test]
+    fn assignments_to_the_variable_itself() {
+        assert!(assigns("        t = a[i] * 3.0 + 0.5;", "t"));
+        assert!(assigns("for (j = 0; j < n; j++) {", "j"));
+        assert!(assigns("s += x;", "s"));
+        assert!(assigns("x <<= 2;", "x"));
+        assert!(assigns("--k;", "k"));
+        assert!(!assigns("b[i] = t * t;", "t"));
+        assert!(!assigns("if (t == 0)", "t"));
+        assert!(!assigns("t[i] = 0;", "t"));
+        assert!(!assigns("p->t = 1;", "t"));
+        assert!(!assigns("st = 1;", "t"));
+        assert!(!assigns("total = 1;", "t"));
+    }
+}
