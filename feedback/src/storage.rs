@@ -20,13 +20,24 @@ fn stmt<'a>(region: &'a Region, name: &str) -> Option<&'a Statement> {
 
 /// Whether some statement reads the element that `a`, a write of `t`, stores to, in the same
 /// iteration of `t`'s loops (`C[i][j] = beta * C[i][j] + alpha * temp2` reads it before the
-/// store): that element holds a live value until the store, so it is no home for a scalar
-/// live meanwhile. Reads with the same address function: the same array, the same constant
-/// term and strides along `t`'s loops, and stride 0 along any loop nested deeper.
-fn element_read(region: &Region, t: &Statement, a: &Access) -> bool {
+/// store): that element holds a live value until the store, so it is no home for `storage`,
+/// a scalar live meanwhile. Reads with the same address function: the same array, the same
+/// constant term and strides along `t`'s loops, and stride 0 along any loop nested deeper. A
+/// read whose value goes on into `storage` (matmul's `C[i][j] +=` loads the sum's first
+/// value) begins the scalar's life: the element is dead from there.
+fn element_read(region: &Region, t: &Statement, a: &Access, storage: &Storage) -> bool {
     let depth = t.loops.len();
+    let starts_scalar = |s: &Statement| {
+        region.dependences.iter().any(|d| {
+            d.kind == DepKind::Flow
+                && &d.storage == storage
+                && d.source == s.name
+                && d.sink != s.name
+        })
+    };
     region.statements.iter().any(|s| {
         s.loops.starts_with(&t.loops)
+            && !starts_scalar(s)
             && s.accesses.iter().any(|r| {
                 !r.write
                     && r.array == a.array
@@ -194,12 +205,21 @@ pub(crate) fn for_schedule(
             needed = along.to_vec();
         }
         let moved = needed[0];
+        let updates: BTreeSet<&str> = region
+            .dependences
+            .iter()
+            .filter(|d| d.kind == DepKind::Flow && &d.storage == storage && d.source == d.sink)
+            .map(|d| d.sink.as_str())
+            .collect();
         // DeLICM: a store that saves this scalar into an array element varying along those
-        // loops gives the scalar a home whose element is dead until that store.
+        // loops gives the scalar a home whose element is dead until that store. A statement
+        // that updates the scalar (an accumulation, whose value flows to itself) uses it on
+        // the way and stores something else.
         let home = region
             .dependences
             .iter()
             .filter(|d| d.kind == DepKind::Flow && &d.storage == storage)
+            .filter(|d| !updates.contains(d.sink.as_str()))
             .filter_map(|d| stmt(region, &d.sink))
             .find_map(|t| {
                 let dims: Vec<usize> = needed
@@ -211,7 +231,7 @@ pub(crate) fn for_schedule(
                         && dims
                             .iter()
                             .all(|&d| a.strides.get(d).copied().flatten().is_some_and(|s| s != 0))
-                        && !element_read(region, t, a)
+                        && !element_read(region, t, a, storage)
                 })?;
                 Some((t, a.array.clone().unwrap_or_else(|| "the array".into())))
             });
