@@ -205,32 +205,33 @@ pub(crate) fn for_schedule(
             needed = along.to_vec();
         }
         let moved = needed[0];
-        let updates: BTreeSet<&str> = region
-            .dependences
-            .iter()
-            .filter(|d| d.kind == DepKind::Flow && &d.storage == storage && d.source == d.sink)
-            .map(|d| d.sink.as_str())
-            .collect();
         // DeLICM: a store that saves this scalar into an array element varying along those
-        // loops gives the scalar a home whose element is dead until that store. A statement
-        // that updates the scalar (an accumulation, whose value flows to itself) uses it on
-        // the way and stores something else.
+        // loops gives the scalar a home whose element is dead until that store. Along the
+        // loops that carry the scalar it is one value, so its home does not move along them:
+        // a store inside the accumulation that steps along them (symm's `C[k][j] +=` beside
+        // `temp2 +=`) stores something else.
         let home = region
             .dependences
             .iter()
             .filter(|d| d.kind == DepKind::Flow && &d.storage == storage)
-            .filter(|d| !updates.contains(d.sink.as_str()))
             .filter_map(|d| stmt(region, &d.sink))
             .find_map(|t| {
                 let dims: Vec<usize> = needed
                     .iter()
                     .map(|l| t.loops.iter().position(|x| x == l))
                     .collect::<Option<_>>()?;
+                let fixed: Vec<usize> = t
+                    .loops
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, l)| carriers.contains(l))
+                    .map(|(d, _)| d)
+                    .collect();
                 let a = t.accesses.iter().find(|a| {
+                    let stride = |d: usize| a.strides.get(d).copied().flatten();
                     a.write
-                        && dims
-                            .iter()
-                            .all(|&d| a.strides.get(d).copied().flatten().is_some_and(|s| s != 0))
+                        && dims.iter().all(|&d| stride(d).is_some_and(|s| s != 0))
+                        && fixed.iter().all(|&d| stride(d) == Some(0))
                         && !element_read(region, t, a, storage)
                 })?;
                 Some((t, a.array.clone().unwrap_or_else(|| "the array".into())))

@@ -1,0 +1,665 @@
+#!/usr/bin/env python3
+"""Audit polyprof's `parallelize` advice on PolyBench/C.
+
+For every PolyBench kernel: build it (MINI dataset, exact "%a" output), run polyprof on it,
+and for every `parallelize` suggestion insert the OpenMP pragma its `requires` implies before
+the loop's `for` line, build the variant (-fopenmp, -O2 and -O0), run it with 2 threads
+(plain and schedule(static,1)) and compare the dumped arrays (stderr) byte for byte with the
+sequential program's. Also run the loop reversed, sequentially. See README.md beside this file.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+CFLAGS = ["-g", "-DMINI_DATASET", "-DPOLYBENCH_DUMP_ARRAYS"]
+IDENT = re.compile(r"^[A-Za-z_]\w*$")
+OMP_OPS = {"+": "+", "-": "+", "*": "*", "&": "&", "|": "|", "^": "^", "max": "max",
+           "min": "min", "&&": "&&", "||": "||", "add": "+", "sub": "+", "mul": "*",
+           "and": "&", "or": "|", "xor": "^"}
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def run(cmd, cwd=None, env=None, timeout=120, stdin=subprocess.DEVNULL):
+    """Run a command; return (rc, stdout bytes, stderr bytes); rc None on timeout."""
+    try:
+        p = subprocess.run(cmd, cwd=cwd, env=env, timeout=timeout, stdin=stdin,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as e:
+        return None, e.stdout or b"", e.stderr or b""
+
+
+def find_kernels(pb):
+    out = []
+    for root, dirs, files in os.walk(pb):
+        dirs.sort()
+        name = os.path.basename(root)
+        if "utilities" in os.path.relpath(root, pb).split(os.sep):
+            continue
+        if name + ".c" in files and name + ".h" in files:
+            out.append((name, root))
+    return sorted(out)
+
+
+def compile_c(pb, src_dir, src, exe, opt, openmp=False):
+    util = os.path.join(pb, "utilities")
+    cmd = ["gcc", opt] + CFLAGS + (["-fopenmp"] if openmp else []) + \
+        ["-I" + util, os.path.join(util, "polybench.c"), src, "-lm", "-o", exe]
+    rc, o, e = run(cmd, cwd=src_dir, timeout=300)
+    return rc == 0, e.decode(errors="replace")
+
+
+def first_diff(ref, got):
+    a = ref.decode(errors="replace").split("\n")
+    b = got.decode(errors="replace").split("\n")
+    for i in range(max(len(a), len(b))):
+        x = a[i] if i < len(a) else "<missing>"
+        y = b[i] if i < len(b) else "<missing>"
+        if x != y:
+            # narrow to the first differing token
+            xs, ys = x.split(" "), y.split(" ")
+            for k in range(max(len(xs), len(ys))):
+                xt = xs[k] if k < len(xs) else "<none>"
+                yt = ys[k] if k < len(ys) else "<none>"
+                if xt != yt:
+                    return "line %d token %d: expected %s got %s" % (i + 1, k + 1, xt, yt)
+            return "line %d: expected %r got %r" % (i + 1, x[:120], y[:120])
+    return "same"
+
+
+def max_rel(fails):
+    """Largest relative difference between the expected and got values in failure strings."""
+    worst = 0.0
+    for f in fails:
+        m = re.search(r"expected (\S+) got (\S+)", f)
+        if not m:
+            continue
+        try:
+            a, b = float.fromhex(m.group(1)), float.fromhex(m.group(2))
+        except ValueError:
+            return "n/a"
+        worst = max(worst, abs(a - b) / max(abs(a), abs(b), 1e-300))
+    return "%.1e" % worst
+
+
+def backquoted(storage):
+    m = re.search(r"`([^`]*)`", storage or "")
+    return m.group(1) if m else None
+
+
+def assigned_var(src_lines, line_ref):
+    """Variable assigned on a source line 'file.c:N' (for a reduction without a name)."""
+    try:
+        n = int(line_ref.rsplit(":", 1)[1])
+    except (ValueError, IndexError):
+        return None
+    if not 1 <= n <= len(src_lines):
+        return None
+    m = re.search(r"(?<![\w\]])([A-Za-z_]\w*)\s*([+\-*/&|^]=|=(?!=))", src_lines[n - 1])
+    if m:
+        return m.group(1)
+    m = re.search(r"([A-Za-z_]\w*)\s*(\+\+|--)|(\+\+|--)\s*([A-Za-z_]\w*)", src_lines[n - 1])
+    if m:
+        return m.group(1) or m.group(4)
+    return None
+
+
+def plan_clauses(sugg, src_lines):
+    """From a suggestion's requires/reduction: (status, clauses dict, notes, reassociates).
+
+    status None means applicable; otherwise a string outcome."""
+    priv, fpriv, lpriv, red = [], [], [], {}  # red: var -> op
+    notes = []
+    reassoc = False
+    needs = []
+    unchecked = []
+    entries = [("req", r) for r in (sugg.get("requires") or [])] + \
+              [("red", r) for r in (sugg.get("reduction") or [])]
+    for origin, r in entries:
+        change = r.get("change", "reduction") if origin == "req" else "reduction"
+        storage = r.get("storage", "")
+        if r.get("reassociates"):
+            reassoc = True
+        if change in ("expand", "copy_in", "map_to_array"):
+            needs.append("%s %s" % (change, storage))
+            continue
+        var = backquoted(storage)
+        if change == "reduction":
+            if var is None:
+                for ln in r.get("lines") or []:
+                    var = assigned_var(src_lines, ln)
+                    if var:
+                        notes.append("reduction var %s read from %s" % (var, ln))
+                        break
+            if var is None or not IDENT.match(var):
+                unchecked.append("reduction variable unknown (%s)" % storage)
+                continue
+            op = r.get("op") or r.get("operator")
+            if op is None:
+                unchecked.append("reduction op unknown (%s)" % storage)
+                continue
+            omp = OMP_OPS.get(op)
+            if omp is None:
+                unchecked.append("reduction op %r has no OpenMP form" % op)
+                continue
+            if var in red and red[var] != omp:
+                unchecked.append("two reduction ops for %s" % var)
+            red[var] = omp
+            continue
+        if var is None:
+            needs.append("%s %s" % (change, storage))
+            continue
+        if not IDENT.match(var):
+            unchecked.append("storage %r is not a variable" % storage)
+            continue
+        if change == "privatize":
+            priv.append(var)
+        elif change == "firstprivate":
+            fpriv.append(var)
+        elif change == "lastprivate":
+            lpriv.append(var)
+        else:
+            unchecked.append("unknown change %s" % change)
+    if needs:
+        return "needs storage change: " + "; ".join(needs), None, notes, reassoc
+    if unchecked:
+        return "unchecked: " + "; ".join(unchecked), None, notes, reassoc
+    dedup = lambda xs: list(dict.fromkeys(xs))
+    fpriv, lpriv = dedup(fpriv), dedup(lpriv)
+    for v in list(red):
+        if v in fpriv or v in lpriv:
+            notes.append("%s both reduction and first/lastprivate" % v)
+    priv = [v for v in dedup(priv) if v not in fpriv and v not in lpriv]
+    dropped = [v for v in priv if v in red]
+    if dropped:
+        notes.append("private(%s) dropped: reduction variable" % ",".join(dropped))
+    priv = [v for v in priv if v not in red]
+    return None, {"private": priv, "firstprivate": fpriv, "lastprivate": lpriv,
+                  "reduction": red}, notes, reassoc
+
+
+def clause_text(c):
+    parts = []
+    for k in ("private", "firstprivate", "lastprivate"):
+        if c[k]:
+            parts.append("%s(%s)" % (k, ", ".join(c[k])))
+    byop = {}
+    for v, op in c["reduction"].items():
+        byop.setdefault(op, []).append(v)
+    for op, vs in byop.items():
+        parts.append("reduction(%s: %s)" % (op, ", ".join(vs)))
+    return " ".join(parts)
+
+
+def loop_body_span(src, start):
+    """(start, end) character offsets of the `for` statement beginning at offset start."""
+    i = src.index("for", start)
+
+    def skip_ws(i):
+        while i < len(src):
+            if src[i].isspace():
+                i += 1
+            elif src.startswith("//", i):
+                i = src.index("\n", i)
+            elif src.startswith("/*", i):
+                i = src.index("*/", i) + 2
+            elif src[i] == "#":  # a pragma line
+                i = src.index("\n", i)
+            else:
+                break
+        return i
+
+    def parens(i):  # i at "(": return index after matching ")"
+        depth = 0
+        while True:
+            c = src[i]
+            depth += c == "("
+            depth -= c == ")"
+            i += 1
+            if depth == 0:
+                return i
+
+    def stmt(i):
+        i = skip_ws(i)
+        if src[i] == "{":
+            depth = 0
+            while True:
+                depth += src[i] == "{"
+                depth -= src[i] == "}"
+                i += 1
+                if depth == 0:
+                    return i
+        m = re.match(r"(for|while|if|switch)\b", src[i:])
+        if m:
+            i = parens(skip_ws(i + len(m.group(1))))
+            i = stmt(i)
+            if m.group(1) == "if":
+                j = skip_ws(i)
+                if src.startswith("else", j) and not (src[j + 4].isalnum() or src[j + 4] == "_"):
+                    i = stmt(j + 4)
+            return i
+        if re.match(r"do\b", src[i:]):
+            i = stmt(i + 2)
+            j = skip_ws(i)
+            i = parens(skip_ws(j + 5))
+            return src.index(";", i) + 1
+        return src.index(";", i) + 1
+
+    return i, stmt(i)
+
+
+def shared_assigned(src_lines, line, clauses, want_all=False):
+    """Variables assigned inside the loop at `line` that no clause makes private and that are
+    not declared inside it: candidates for a race (only scalars; arrays are not listed)."""
+    src = "\n".join(src_lines)
+    off = sum(len(l) + 1 for l in src_lines[:line - 1])
+    off = src.index("for", off)
+    a, b = loop_body_span(src, off)
+    body = src[a:b]
+    m = FOR_HEAD.match(body)
+    own = m.group(1) if m else None
+    declared = set(re.findall(r"\b(?:int|long|double|float|char|unsigned|DATA_TYPE)\s+"
+                              r"([A-Za-z_]\w*)", body))
+    assigned = set()
+    for m in re.finditer(r"(?<![\w\].>])([A-Za-z_]\w*)\s*([+\-*/&|^]?=(?!=))", body):
+        assigned.add(m.group(1))
+    for m in re.finditer(r"(?<![\w\].>])([A-Za-z_]\w*)\s*(\+\+|--)|(\+\+|--)\s*([A-Za-z_]\w*)",
+                         body):
+        assigned.add(m.group(1) or m.group(4))
+    covered = set(clauses["private"]) | set(clauses["firstprivate"]) | \
+        set(clauses["lastprivate"]) | set(clauses["reduction"])
+    if want_all:
+        return own, set(v for v in assigned if v and v not in declared)
+    return sorted(v for v in assigned if v and v != own and v not in covered
+                  and v not in declared)
+
+
+FOR_HEAD = re.compile(r"for\s*\(\s*([A-Za-z_]\w*)\s*=")
+
+
+FOR_RE = re.compile(
+    r"for\s*\(\s*([A-Za-z_]\w*)\s*=\s*([^;]+?)\s*;\s*\1\s*(<=|<)\s*([^;]+?)\s*;\s*"
+    r"(?:\1\s*\+\+|\+\+\s*\1|\1\s*\+=\s*1|\1\s*=\s*\1\s*\+\s*1)\s*\)")
+
+
+def reversed_header(line):
+    m = FOR_RE.search(line)
+    if not m:
+        return None
+    v, lo, op, hi = m.group(1), m.group(2), m.group(3), m.group(4)
+    start = "(%s) - 1" % hi if op == "<" else "(%s)" % hi
+    new = "for (%s = %s; %s >= (%s); %s--)" % (v, start, v, lo, v)
+    return line[:m.start()] + new + line[m.end():]
+
+
+def write_variant(src_lines, path, lineno, pragma=None, reverse=False):
+    lines = list(src_lines)
+    if reverse:
+        lines[lineno - 1] = reversed_header(lines[lineno - 1])
+    if pragma is not None:
+        lines.insert(lineno - 1, pragma)
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+class Kernel:
+    def __init__(self, args, name, src_dir):
+        self.args, self.name, self.src_dir = args, name, src_dir
+        self.dir = os.path.join(args.work, name)
+        self.c = os.path.join(self.dir, name + ".c")
+        self.ref = None
+        self.rows = []          # (region, loop@line, requires, clauses, outcome, detail)
+        self.other = {}         # kind -> count
+        self.error = None
+        self.cache = {}         # variant source text -> outcome
+
+    def prepare(self):
+        os.makedirs(self.dir, exist_ok=True)
+        shutil.copy(os.path.join(self.src_dir, self.name + ".c"), self.c)
+        h = open(os.path.join(self.src_dir, self.name + ".h")).read()
+        h = h.replace('"%0.2lf "', '"%a "').replace('"%0.2f "', '"%a "')
+        open(os.path.join(self.dir, self.name + ".h"), "w").write(h)
+        self.src_lines = open(self.c).read().split("\n")
+        if self.src_lines and self.src_lines[-1] == "":
+            self.src_lines.pop()
+        exe = os.path.join(self.dir, "prog")
+        ok, err = compile_c(self.args.polybench, self.dir, self.c, exe, "-O2")
+        if not ok:
+            self.error = "original does not compile: " + err.strip()[:300]
+            return False
+        rc, o, e = run([exe], cwd=self.dir)
+        if rc != 0:
+            self.error = "original exits with %s" % rc
+            return False
+        self.ref = e
+        ok, _ = compile_c(self.args.polybench, self.dir, self.c, exe + "-O0", "-O0")
+        rc0, _, e0 = run([exe + "-O0"], cwd=self.dir)
+        if e0 != self.ref:
+            log("  warning: %s -O0 output differs from -O2: %s" % (self.name,
+                                                                  first_diff(self.ref, e0)))
+            self.ref_o0 = e0
+        else:
+            self.ref_o0 = None
+        return True
+
+    def profile(self):
+        out = os.path.join(self.dir, "out")
+        rep = os.path.join(out, "report.json")
+        if self.args.reuse and os.path.exists(rep):
+            return json.load(open(rep))
+        for d in (out, out + ".old"):
+            shutil.rmtree(d, ignore_errors=True)
+        t = time.time()
+        rc, o, e = run([self.args.polyprof, "--region-threshold", "1", "-o", "out", "./prog"],
+                       cwd=self.dir, timeout=self.args.timeout)
+        open(os.path.join(self.dir, "polyprof.stderr"), "wb").write(e)
+        log("  polyprof: rc=%s in %.1fs" % (rc, time.time() - t))
+        if rc is None:
+            self.error = "polyprof timed out after %ds" % self.args.timeout
+            return None
+        if e != self.ref and rc == 0:
+            # the program's own stderr is mixed with polyprof's messages; only note it
+            prog_part = b"\n".join(l for l in e.split(b"\n") if not l.startswith(b"polyprof:"))
+            if prog_part.strip() != self.ref.strip():
+                log("  note: program output under polyprof differs: %s"
+                    % first_diff(self.ref, prog_part))
+        if not os.path.exists(rep):
+            tail = e.decode(errors="replace").strip().split("\n")[-3:]
+            self.error = "polyprof failed (rc=%s): %s" % (rc, " | ".join(tail))
+            return None
+        try:
+            r = json.load(open(rep))
+        except Exception as ex:
+            self.error = "report.json unreadable: %s" % ex
+            return None
+        if rc != 0:
+            self.error = "polyprof exit %s (report written)" % rc
+        return r
+
+    def test_variant(self, tag, text, openmp, runs):
+        """Build text at -O2 and -O0; run; return list of failure strings."""
+        fails = []
+        key = (text, openmp, tuple(runs))
+        if key in self.cache:
+            return self.cache[key]
+        vdir = os.path.join(self.dir, "variants")
+        os.makedirs(vdir, exist_ok=True)
+        for opt in ("-O2", "-O0"):
+            src = os.path.join(vdir, "%s%s.c" % (tag, opt))
+            exe = src[:-2]
+            open(src, "w").write(text)
+            # the header is found beside the copy of the kernel
+            shutil.copy(os.path.join(self.dir, self.name + ".h"), vdir)
+            ok, err = compile_c(self.args.polybench, vdir, src, exe, opt, openmp)
+            if not ok:
+                first = [l for l in err.split("\n") if "error" in l][:1]
+                fails.append("%s does not compile: %s" % (opt, (first or [err.strip()])[0]))
+                continue
+            env = dict(os.environ, OMP_NUM_THREADS="2")
+            env.pop("OMP_SCHEDULE", None)
+            for i, r in enumerate(runs):
+                rc, o, e = run([exe], cwd=vdir, env=env, timeout=60)
+                if rc is None:
+                    fails.append("%s %s run %d: timed out" % (opt, r, i + 1))
+                    break
+                if rc != 0:
+                    fails.append("%s %s run %d: exit status %d" % (opt, r, i + 1, rc))
+                    break
+                if e != self.ref:
+                    fails.append("%s %s run %d: %s" % (opt, r, i + 1, first_diff(self.ref, e)))
+                    break
+        self.cache[key] = fails
+        return fails
+
+    def diagnose(self, row, line, clauses, indent, tag):
+        """Diagnostic only: does the loop pass with the private list corrected by the static
+        check (scalars assigned in the loop added, names not assigned in it dropped)?"""
+        try:
+            own, assigned = shared_assigned(self.src_lines, line, clauses, want_all=True)
+        except (ValueError, IndexError):
+            return
+        fixed = dict(clauses)
+        fixed["private"] = sorted(set(v for v in clauses["private"] if v in assigned
+                                      or v == own) |
+                                  (assigned - set(clauses["firstprivate"]) -
+                                   set(clauses["lastprivate"]) - set(clauses["reduction"])))
+        ct = clause_text(fixed)
+        fails = []
+        for sched, extra in (("plain", ""), ("static1", " schedule(static,1)")):
+            lines = list(self.src_lines)
+            lines.insert(line - 1, (indent + "#pragma omp parallel for " + ct).rstrip() + extra)
+            fails += self.test_variant(tag + "_fixed_" + sched, "\n".join(lines) + "\n", True,
+                                       [sched] * 3)
+        row["diagnosis"] = "with %s instead: %s" % (ct or "no clause",
+                                                     "passes" if not fails else fails[0])
+
+    def audit(self, report):
+        regions = report.get("regions") or []
+        for reg in regions:
+            loops = {}
+            for l in (reg.get("all_loops") or []) + (reg.get("loops") or []):
+                loops[l["id"]] = l
+            for s in reg.get("suggestions") or []:
+                if s.get("kind") != "parallelize":
+                    self.other[s.get("kind")] = self.other.get(s.get("kind"), 0) + 1
+                    continue
+                try:
+                    self.audit_one(reg, loops, s)
+                except Exception as ex:  # one suggestion's error is reported, not fatal
+                    import traceback
+                    traceback.print_exc()
+                    self.rows.append({"kernel": self.name, "region": reg.get("id"),
+                                      "loop": ",".join(s.get("loops", [])), "requires": "?",
+                                      "text": s.get("text", ""), "clauses": "",
+                                      "outcome": "unchecked: audit error %r" % ex,
+                                      "detail": "", "skipped": ""})
+
+    def audit_one(self, reg, loops, s):
+        reqs = s.get("requires") or []
+        reds = s.get("reduction") or []
+        rsum = "; ".join("%s %s%s" % (r.get("change"), r.get("storage"),
+                                      " (%s)" % r["op"] if r.get("op") else "")
+                         for r in reqs) or "-"
+        if reds:
+            rsum += " | red: " + "; ".join("%s %s%s" % (r.get("op"), r.get("storage"),
+                                                         " reassoc" if r.get("reassociates")
+                                                         else "") for r in reds)
+        row = {"kernel": self.name, "region": reg.get("id"), "loop": ",".join(s.get("loops", [])),
+               "requires": rsum, "text": s.get("text", ""), "clauses": "", "outcome": "",
+               "detail": "", "skipped": (s.get("skipped") or {}).get("reason", "")}
+        self.rows.append(row)
+        lids = s.get("loops") or []
+        if len(lids) != 1 or lids[0] not in loops:
+            row["outcome"] = "unmapped"
+            row["detail"] = "loops %s" % lids
+            return
+        loc = loops[lids[0]].get("location") or {}
+        line = loc.get("line")
+        row["loop"] = "%s@%s" % (lids[0], line)
+        f = loc.get("file") or ""
+        if os.path.basename(f) != self.name + ".c" or not line:
+            row["outcome"] = "unmapped"
+            row["detail"] = "loop in %s:%s" % (f, line)
+            return
+        if not (1 <= line <= len(self.src_lines)) or \
+                not re.search(r"\bfor\b", self.src_lines[line - 1]):
+            row["outcome"] = "unmapped"
+            row["detail"] = "no `for` on line %d" % line
+            return
+        row["source"] = self.src_lines[line - 1].strip()
+        status, clauses, notes, reassoc = plan_clauses(s, self.src_lines)
+        if notes:
+            row["detail"] = "; ".join(notes)
+        if status:
+            row["outcome"] = status
+            return
+        ct = clause_text(clauses)
+        row["clauses"] = ct
+        try:
+            sh = shared_assigned(self.src_lines, line, clauses)
+        except (ValueError, IndexError):
+            sh = ["?"]
+        row["shared_assigned"] = sh
+        indent = re.match(r"\s*", self.src_lines[line - 1]).group(0)
+        pragma = (indent + "#pragma omp parallel for " + ct).rstrip()
+        pragma_s1 = (pragma + " schedule(static,1)")
+        tag = "%s_%s" % (reg.get("id"), lids[0])
+        fails = []
+        # 6 runs per optimisation level, alternating the plain pragma and schedule(static,1)
+        for sched, prag in (("plain", pragma), ("static1", pragma_s1)):
+            lines = list(self.src_lines)
+            lines.insert(line - 1, prag)
+            text = "\n".join(lines) + "\n"
+            fails += self.test_variant(tag + "_" + sched, text, True, [sched] * 3)
+        # sequential reversal
+        rev = "skipped"
+        if clauses["lastprivate"]:
+            rev = "skipped (lastprivate)"
+        elif reversed_header(self.src_lines[line - 1]) is None:
+            rev = "skipped (header not simple)"
+        else:
+            lines = list(self.src_lines)
+            lines[line - 1] = reversed_header(lines[line - 1])
+            text = "\n".join(lines) + "\n"
+            rf = self.test_variant(tag + "_rev", text, False, ["reversed"])
+            rev = "passed" if not rf else "FAILED"
+            fails += ["reversed: " + x for x in rf]
+        row["reversed"] = rev
+        hard = [f for f in fails if re.search(r"does not compile|exit status|timed out", f)]
+        if reassoc and hard:
+            row["outcome"] = "FAILED: " + hard[0]
+            row["all_failures"] = fails
+        elif reassoc:
+            row["outcome"] = "reassociates-differs" if fails else "reassociates-same"
+            if fails:
+                row["detail"] = "; ".join(filter(None, [row["detail"], fails[0],
+                                                        "max rel. error of first diffs %s"
+                                                        % max_rel(fails)]))
+        elif fails:
+            row["outcome"] = "FAILED: " + fails[0]
+            row["all_failures"] = fails
+            self.diagnose(row, line, clauses, indent, tag)
+        else:
+            row["outcome"] = "passed"
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--polybench", default="/tmp/pb", help="PolyBench/C 4.2.1 tree (read only)")
+    ap.add_argument("--polyprof", default="/tmp/audit/polyprof", help="polyprof binary")
+    ap.add_argument("--work", default="/tmp/audit/work", help="work directory")
+    ap.add_argument("--table", default=None,
+                    help="where to write the table (default: WORK/../table.txt)")
+    ap.add_argument("--timeout", type=int, default=600, help="polyprof timeout per kernel (s)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="reuse an existing WORK/<kernel>/out/report.json (same build) instead of profiling again")
+    ap.add_argument("kernels", nargs="*", help="only these kernels")
+    args = ap.parse_args()
+    args.polybench = os.path.abspath(args.polybench)
+    args.polyprof = os.path.abspath(args.polyprof)
+    args.work = os.path.abspath(args.work)
+    table_path = args.table or os.path.join(os.path.dirname(args.work), "table.txt")
+    os.makedirs(args.work, exist_ok=True)
+
+    kernels = find_kernels(args.polybench)
+    if args.kernels:
+        kernels = [k for k in kernels if k[0] in args.kernels]
+    log("%d kernels" % len(kernels))
+    results = []
+    for name, d in kernels:
+        log("== %s" % name)
+        k = Kernel(args, name, d)
+        results.append(k)
+        try:
+            if not k.prepare():
+                log("  " + k.error)
+                continue
+            rep = k.profile()
+            if rep is None:
+                log("  " + k.error)
+                continue
+            k.audit(rep)
+        except Exception as ex:  # a failure on one kernel is reported, not fatal
+            import traceback
+            k.error = "audit error: %r" % ex
+            traceback.print_exc()
+        for r in k.rows:
+            log("  %s %s %s -> %s" % (r["region"], r["loop"], r["clauses"], r["outcome"]))
+
+    out = []
+    hdr = "%-15s %-4s %-9s %-45s %-40s %s" % ("kernel", "reg", "loop@line", "requires",
+                                               "clauses", "outcome")
+    out.append(hdr)
+    out.append("-" * len(hdr))
+    totals = {}
+    for k in results:
+        if k.error:
+            out.append("%-15s ERROR: %s" % (k.name, k.error))
+        for r in k.rows:
+            oc = r["outcome"]
+            key = oc.split(":")[0]
+            totals[key] = totals.get(key, 0) + 1
+            extra = ""
+            if r.get("reversed"):
+                extra += "  [reversed: %s]" % r["reversed"]
+            if r.get("skipped"):
+                extra += "  [skipped: %s]" % r["skipped"]
+            if r.get("shared_assigned"):
+                extra += "  [static: assigned in loop, shared: %s]" % ",".join(
+                    r["shared_assigned"])
+            if r["detail"]:
+                extra += "  [%s]" % r["detail"]
+            out.append("%-15s %-4s %-9s %-45s %-40s %s%s" % (
+                k.name, r["region"], r["loop"], r["requires"], r["clauses"] or "-", oc, extra))
+    out.append("")
+    out.append("Totals over %d parallelize suggestions: %s" % (
+        sum(totals.values()), ", ".join("%s %d" % kv for kv in sorted(totals.items()))))
+    errs = [k for k in results if k.error]
+    out.append("Kernels with a polyprof/build error: %s" % (
+        ", ".join("%s (%s)" % (k.name, k.error) for k in errs) or "none"))
+    out.append("")
+    out.append("Other suggestions (not applied), per kernel:")
+    for k in results:
+        if k.other:
+            out.append("  %-15s %s" % (k.name, ", ".join("%s %d" % kv
+                                                         for kv in sorted(k.other.items()))))
+    out.append("")
+    out.append("FAILURES:")
+    for k in results:
+        for r in k.rows:
+            if r["outcome"].startswith("FAILED"):
+                out.append("- %s %s %s: `%s`" % (k.name, r["region"], r["loop"],
+                                                  r.get("source", "")))
+                out.append("    text: %s" % r["text"])
+                out.append("    requires: %s" % r["requires"])
+                out.append("    clauses: %s" % (r["clauses"] or "(none)"))
+                if r.get("shared_assigned"):
+                    out.append("    static check: scalars assigned in the loop and shared: %s"
+                               % ", ".join(r["shared_assigned"]))
+                for f in r.get("all_failures", []):
+                    out.append("    %s" % f)
+                if r.get("diagnosis"):
+                    out.append("    diagnosis: %s" % r["diagnosis"])
+    text = "\n".join(out) + "\n"
+    print(text)
+    with open(table_path, "w") as f:
+        f.write(text)
+    with open(os.path.join(args.work, "results.json"), "w") as f:
+        json.dump([{"kernel": k.name, "error": k.error, "other": k.other, "rows": k.rows}
+                   for k in results], f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
