@@ -1279,11 +1279,23 @@ pub fn profile(
     bias: u64,
     opts: &PipelineOptions,
 ) -> Result<Profile, PipelineError> {
+    profile_observing(source, exe, bias, opts, &mut |_| {})
+}
+
+/// [`profile`], showing `on_dep` every dynamic dependence as the analysis finds it (for a
+/// dump of them, without a pass of its own).
+pub fn profile_observing(
+    source: &(impl EventSource + ?Sized),
+    exe: &symbols::ElfFile,
+    bias: u64,
+    opts: &PipelineOptions,
+    on_dep: &mut dyn FnMut(&tracer::Dep<'_>),
+) -> Result<Profile, PipelineError> {
     let mut first = FirstPass::new(exe, bias);
     source
         .replay_into(&mut first)
         .map_err(tracer::Error::from)?;
-    profile_after(first, source, exe, bias, opts)
+    profile_after_observing(first, source, exe, bias, opts, on_dep)
 }
 
 /// Runs the back end on a recording whose first pass is done.
@@ -1293,6 +1305,18 @@ pub fn profile_after(
     exe: &symbols::ElfFile,
     bias: u64,
     opts: &PipelineOptions,
+) -> Result<Profile, PipelineError> {
+    profile_after_observing(first, source, exe, bias, opts, &mut |_| {})
+}
+
+/// [`profile_after`], showing `on_dep` every dynamic dependence (see [`profile_observing`]).
+pub fn profile_after_observing(
+    first: FirstPass,
+    source: &(impl EventSource + ?Sized),
+    exe: &symbols::ElfFile,
+    bias: u64,
+    opts: &PipelineOptions,
+    on_dep: &mut dyn FnMut(&tracer::Dep<'_>),
 ) -> Result<Profile, PipelineError> {
     let entries = tracer::function_entries(exe, bias);
     let FirstPass { builder, code } = first;
@@ -1343,7 +1367,10 @@ pub fn profile_after(
             &entries,
             DepOptions::default(),
             |s| cell.borrow_mut().step(s),
-            |d| cell.borrow_mut().dep(d),
+            |d| {
+                on_dep(d);
+                cell.borrow_mut().dep(d)
+            },
         );
         pipe.close();
         let traced_at = started.elapsed();

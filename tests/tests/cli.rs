@@ -47,6 +47,39 @@ fn check_report(run: &Run, program: &Path, args: &[&str]) -> Value {
     r
 }
 
+/// `--dump-deps` writes what the analysis found (its own dependence pass, not a second one):
+/// the chain's distance-1 flow through memory, and nothing carried by the copy.
+#[test]
+fn dump_deps_lists_the_dependences_the_analysis_saw() {
+    let k = compile("dep_chain", &["-O0", "-g"]);
+    let run = run(&["--dump-deps"], &k.path, &["16"], b"");
+    assert_eq!(run.output.code(), 0, "stderr:\n{}", run.output.stderr);
+    check_report(&run, &k.path, &["16"]);
+    let deps = std::fs::read_to_string(run.out.join("deps.txt")).expect("deps.txt");
+    let chain = format!("dep_chain.c:{}", tests::line_of("dep_chain", "/* CHAIN */"));
+    let copy = format!("dep_chain.c:{}", tests::line_of("dep_chain", "/* COPY */"));
+    // a[i] written at iteration i - 1, read at i: 14 of the 15 iterations.
+    let chained = deps.lines().any(|l| {
+        l.starts_with("flow memory:")
+            && l.matches(chain.as_str()).count() == 2
+            && l.contains(" 14 instances")
+            && l.contains("[1]x14")
+    });
+    assert!(
+        chained,
+        "no distance-1 flow of the chain ({chain}) in deps.txt:\n{deps}"
+    );
+    let carried_copy = deps.lines().any(|l| {
+        l.starts_with("flow memory:") && l.matches(copy.as_str()).count() == 2 && l.contains("[1]x")
+    });
+    assert!(!carried_copy, "the copy carries nothing:\n{deps}");
+    assert!(
+        run.output.stderr.contains("dependences: "),
+        "stderr names deps.txt:\n{}",
+        run.output.stderr
+    );
+}
+
 fn instructions(r: &Value) -> u64 {
     r["trace"]["instructions"].as_u64().unwrap()
 }

@@ -87,8 +87,9 @@ fn analysis_progress(ui: Ui) -> Option<indicatif::ProgressBar> {
     super::progress_line(ui, "analysing")
 }
 
-/// The dumps `--dump-events` and `--dump-deps` ask for, written into `out`. A dump cut short by
-/// a signal is kept, and said in the returned warnings.
+/// The dump `--dump-events` asks for, written into `out` (`--dump-deps` is written by
+/// [`write_deps`] from what the analysis saw). A dump cut short by a signal is kept, and said
+/// in the returned warnings.
 pub fn dumps(
     source: &Cancellable<'_>,
     exe: &symbols::ElfFile,
@@ -119,19 +120,12 @@ pub fn dumps(
         }
         say!(ui, "events: {}", path.display());
     }
-    if opts.dump_deps {
-        let path = out.join("deps.txt");
-        match write_dep_dump(source, exe, bias, &path) {
-            Err(_) if signals::skipping() => cut_short(&path),
-            r => r?,
-        }
-        say!(ui, "dependences: {}", path.display());
-    }
     Ok(warnings)
 }
 
 /// The back end on the recording `source` (after `first`, the first pass, when it ran while
-/// the program was traced). `Err`: why there is no analysis, in one sentence.
+/// the program was traced), showing `deps` every dependence it finds when a dump is asked
+/// for. `Err`: why there is no analysis, in one sentence.
 pub fn analyse(
     source: &mut Cancellable<'_>,
     first: Option<feedback::pipeline::FirstPass>,
@@ -139,14 +133,22 @@ pub fn analyse(
     bias: u64,
     opts: &ReportArgs,
     ui: Ui,
+    mut deps: Option<&mut depdump::DepDump>,
 ) -> Result<feedback::pipeline::Profile, String> {
     let popts = opts.analysis.pipeline_options(&signals::SKIP);
     // The progress line from here on: nothing else writes on stderr until it is cleared.
     let progress = analysis_progress(ui);
     source.progress = progress.clone();
+    let on_dep = &mut |d: &tracer::Dep<'_>| {
+        if let Some(dump) = deps.as_deref_mut() {
+            dump.add(d)
+        }
+    };
     let profiled = match first {
-        Some(first) => feedback::pipeline::profile_after(first, &*source, exe, bias, &popts),
-        None => feedback::pipeline::profile(&*source, exe, bias, &popts),
+        Some(first) => {
+            feedback::pipeline::profile_after_observing(first, &*source, exe, bias, &popts, on_dep)
+        }
+        None => feedback::pipeline::profile_observing(&*source, exe, bias, &popts, on_dep),
     };
     source.progress = None;
     if let Some(p) = &progress {
@@ -163,23 +165,33 @@ pub fn analyse(
     })
 }
 
-/// Writes `deps.txt`: every dependence of the run, aggregated per pair of statements.
+/// Writes `deps.txt` into `out`: every dependence the analysis found, aggregated per pair of
+/// statements. One cut short by a signal is kept, and said in the returned warnings.
+pub fn write_deps(
+    deps: &depdump::DepDump,
+    exe: &symbols::ElfFile,
+    bias: u64,
+    out: &Path,
+    ui: Ui,
+) -> anyhow::Result<Vec<String>> {
+    let path = out.join("deps.txt");
+    write_dep_dump(deps, exe, bias, &path)?;
+    say!(ui, "dependences: {}", path.display());
+    let mut warnings = Vec::new();
+    if signals::skipping() {
+        let w = super::output::skipped_warning(&format!("{} is incomplete", path.display()));
+        say!(ui, "warning: {w}");
+        warnings.push(w);
+    }
+    Ok(warnings)
+}
+
 fn write_dep_dump(
-    recording: &(impl tracer::EventSource + ?Sized),
+    deps: &depdump::DepDump,
     exe: &symbols::ElfFile,
     bias: u64,
     path: &Path,
 ) -> anyhow::Result<()> {
-    let entries = tracer::function_entries(exe, bias);
-    let mut deps = depdump::DepDump::default();
-    tracer::analyze_with_deps(
-        recording,
-        &entries,
-        tracer::DepOptions::default(),
-        |_| {},
-        |d| deps.add(d),
-    )
-    .context("analysing dependences")?;
     let file =
         std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     let mut w = io::BufWriter::new(file);

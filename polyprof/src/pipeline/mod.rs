@@ -152,7 +152,20 @@ fn report_stages(
     source.instructions = info.trace.instructions;
     let cut_short = analyse::dumps(&source, exe, info.load_bias, opts, out, ui)?;
     report.trace.warnings.extend(cut_short);
-    let profiled = analyse::analyse(&mut source, first, exe, info.load_bias, opts, ui);
+    let mut deps = opts.dump_deps.then(crate::depdump::DepDump::default);
+    let profiled = analyse::analyse(
+        &mut source,
+        first,
+        exe,
+        info.load_bias,
+        opts,
+        ui,
+        deps.as_mut(),
+    );
+    if let Some(deps) = &deps {
+        let cut_short = analyse::write_deps(deps, exe, info.load_bias, out, ui)?;
+        report.trace.warnings.extend(cut_short);
+    }
     watchdog.writing();
     let profile = match profiled {
         Ok(p) => p,
