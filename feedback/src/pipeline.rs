@@ -11,13 +11,14 @@ use crate::input::{
     Access, Boundary, Dependence, EqualPairs, Loop, ReduceOp, Region, SharedVariable, Statement,
     Storage, Update,
 };
-use crate::scopes::LoopCode;
+use crate::scopes::{LoopCode, SourceText};
 use crate::{analyze_region, Feedback, Options};
 use folder::{FoldOptions, Folded, Label, StreamFolder};
 use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter, Mnemonic};
 use ptrace_runner::{AccessKind, Event, EventSink};
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::{BTreeMap, BTreeSet};
+use symbols::Loaded;
 use tracer::deps::Effect;
 use tracer::{DepKind, DepOptions, EventSource, NodeId, NodeKind, ScheduleTree, Stmt, Through};
 
@@ -940,36 +941,22 @@ fn fp_op(m: Mnemonic) -> bool {
             .any(|a| name.starts_with(a) || name.starts_with(&format!("V{}", a.to_lowercase())))
 }
 
-/// `file.c:12` for a run-time address, or `function+0x1a` without line information.
-fn source_line(exe: &symbols::ElfFile, bias: u64, pc: u64) -> String {
-    let link = pc.wrapping_sub(bias);
-    exe.location(link)
-        .map(|l| l.short())
-        .unwrap_or_else(|| exe.describe(link))
-}
-
 /// The name of the function a direct call goes to (`printf`), when the binary names it.
-fn callee_name(insn: &iced_x86::Instruction, exe: &symbols::ElfFile, bias: u64) -> Option<String> {
+fn callee_name(insn: &iced_x86::Instruction, bin: Loaded<'_>) -> Option<String> {
     if insn.op0_kind() != iced_x86::OpKind::NearBranch64 {
         return None;
     }
-    let target = insn.near_branch_target().wrapping_sub(bias);
-    Some(match exe.import_for_plt_stub(target) {
+    let target = insn.near_branch_target();
+    Some(match bin.import_for_plt_stub(target) {
         Some(name) => name.split('@').next().unwrap_or(name).to_string(),
-        None => exe.describe(target),
+        None => bin.describe(target),
     })
 }
 
 /// Names the memory at `addr` for a person: a global by symbol, a heap block by allocation
 /// site, a stack slot by function.
-fn name_memory(
-    addr: u64,
-    exe: &symbols::ElfFile,
-    bias: u64,
-    code: &Code,
-    function: &str,
-) -> String {
-    name_memory_at(addr, exe, bias, code, function, true)
+fn name_memory(addr: u64, bin: Loaded<'_>, code: &Code, function: &str) -> String {
+    name_memory_at(addr, bin, code, function, true)
 }
 
 /// `` `s` `` or `` `a`+16 ``, as globals are named.
@@ -991,8 +978,7 @@ fn insn_at(code: &Code, pc: u64) -> Option<iced_x86::Instruction> {
 /// reads it, or just after the producer `prod` writes it (a location starts after the
 /// instruction that writes it).
 fn register_variable(
-    exe: &symbols::ElfFile,
-    bias: u64,
+    bin: Loaded<'_>,
     code: &Code,
     reg: &str,
     cons: u64,
@@ -1003,7 +989,7 @@ fn register_variable(
     [Some(cons), after]
         .into_iter()
         .flatten()
-        .find_map(|pc| exe.variable_in_register(pc.wrapping_sub(bias), number))
+        .find_map(|pc| bin.variable_in_register(pc, number))
 }
 
 /// The frame slot the instruction at `pc` reaches through its memory operand `[rbp + disp]`
@@ -1026,15 +1012,10 @@ fn frame_operand(code: &Code, pc: u64) -> Option<(u16, i64)> {
 /// The stack variable, and the offset inside it, that one of the instructions at `pcs`
 /// reaches through its memory operand (see [`frame_operand`]): the frame a variable lives in
 /// is known statically, from the call frame information at the instruction.
-fn stack_variable(
-    exe: &symbols::ElfFile,
-    bias: u64,
-    code: &Code,
-    pcs: &[u64],
-) -> Option<symbols::Variable> {
+fn stack_variable(bin: Loaded<'_>, code: &Code, pcs: &[u64]) -> Option<symbols::Variable> {
     pcs.iter().find_map(|&pc| {
         let (base, disp) = frame_operand(code, pc)?;
-        exe.stack_variable(pc.wrapping_sub(bias), base, disp)
+        bin.stack_variable(pc, base, disp)
     })
 }
 
@@ -1111,42 +1092,32 @@ fn equal_points(p: &folder::Piece) -> Option<(bool, bool)> {
 /// The source variable that holds the start of heap block `block`, and the call depth it
 /// does so at: the holder in the shallowest frame that debug information names (see
 /// [`crate::heap`]).
-fn heap_variable(
-    exe: &symbols::ElfFile,
-    bias: u64,
-    code: &Code,
-    block: &Block,
-) -> Option<(String, u32)> {
+fn heap_variable(bin: Loaded<'_>, code: &Code, block: &Block) -> Option<(String, u32)> {
     let mut holders = block.holders.clone();
     // Stable: among holders of one frame, the first.
     holders.sort_by_key(|h| h.depth);
     holders.iter().find_map(|h| {
-        let mut at = std::iter::once(h.pc)
-            .chain(h.at.iter().copied().take_while(|&a| a != 0))
-            .map(|a| a.wrapping_sub(bias));
+        let mut at = std::iter::once(h.pc).chain(h.at.iter().copied().take_while(|&a| a != 0));
         let var = match h.place {
             Place::Memory { addr } if addr >= STACK_START => {
                 // The slot the filling instruction reached, named where a location range
                 // covers it (the stack pointer does not move between calls at -O2).
                 let (base, disp) = frame_operand(code, h.pc)?;
-                at.find_map(|a| exe.stack_variable(a, base, disp))
+                at.find_map(|a| bin.stack_variable(a, base, disp))
                     .filter(|v| v.offset == 0)?
                     .name
             }
-            Place::Memory { addr } => {
-                let link = addr.wrapping_sub(bias);
-                match exe.global_variable(link) {
-                    Some(v) => (v.offset == 0).then_some(v.name)?,
-                    None => {
-                        let d = exe.data_at(link)?;
-                        (d.address == link).then(|| d.name.clone())?
-                    }
+            Place::Memory { addr } => match bin.global_variable(addr) {
+                Some(v) => (v.offset == 0).then_some(v.name)?,
+                None => {
+                    let (d, off) = bin.data_at(addr)?;
+                    (off == 0).then(|| d.name.clone())?
                 }
-            }
+            },
             Place::Register { reg } => {
                 let number = symbols::dwarf_register(GPR_NAMES[usize::from(reg)])?;
                 at.skip(1)
-                    .find_map(|a| exe.variable_in_register(a, number))?
+                    .find_map(|a| bin.variable_in_register(a, number))?
                     .name
             }
         };
@@ -1158,12 +1129,7 @@ fn heap_variable(
 /// `lea r, [rsp/rbp + disp]` that computed a pointer to it (a loop that walks a local array
 /// through a pointer register): the `lea` names a variable, and its last value says where
 /// that variable was.
-fn stack_variable_via_lea(
-    exe: &symbols::ElfFile,
-    bias: u64,
-    code: &Code,
-    addr: u64,
-) -> Option<(String, u64)> {
+fn stack_variable_via_lea(bin: Loaded<'_>, code: &Code, addr: u64) -> Option<(String, u64)> {
     let mut found: Vec<(u64, String, u64)> = code
         .heap
         .stack_leas
@@ -1171,7 +1137,7 @@ fn stack_variable_via_lea(
         .filter(|&(_, &value)| value <= addr)
         .filter_map(|(&pc, &value)| {
             let (base, disp) = frame_operand(code, pc)?;
-            let v = exe.stack_variable(pc.wrapping_sub(bias), base, disp)?;
+            let v = bin.stack_variable(pc, base, disp)?;
             let start = value.checked_sub(v.offset)?;
             let off = addr - start;
             (off < v.size?).then_some((start, v.name, off))
@@ -1183,21 +1149,19 @@ fn stack_variable_via_lea(
 }
 
 /// The array or block holding `addr`, without the offset inside it.
-fn name_array(addr: u64, exe: &symbols::ElfFile, bias: u64, code: &Code, function: &str) -> String {
-    name_memory_at(addr, exe, bias, code, function, false)
+fn name_array(addr: u64, bin: Loaded<'_>, code: &Code, function: &str) -> String {
+    name_memory_at(addr, bin, code, function, false)
 }
 
 fn name_memory_at(
     addr: u64,
-    exe: &symbols::ElfFile,
-    bias: u64,
+    bin: Loaded<'_>,
     code: &Code,
     function: &str,
     with_offset: bool,
 ) -> String {
-    let loc = |pc: u64| source_line(exe, bias, pc);
-    if let Some(d) = exe.data_at(addr.wrapping_sub(bias)) {
-        let off = addr.wrapping_sub(bias) - d.address;
+    let loc = |pc: u64| bin.source_line(pc);
+    if let Some((d, off)) = bin.data_at(addr) {
         return if off == 0 || !with_offset {
             format!("`{}`", d.name)
         } else {
@@ -1206,7 +1170,7 @@ fn name_memory_at(
     }
     if let Some((start, block)) = code.heap.block(addr) {
         let off = addr - start;
-        return match heap_variable(exe, bias, code, block) {
+        return match heap_variable(bin, code, block) {
             Some((var, depth)) => {
                 let var = if with_offset {
                     self::with_offset(&var, off)
@@ -1229,7 +1193,7 @@ fn name_memory_at(
         };
     }
     if addr >= STACK_START {
-        if let Some((var, off)) = stack_variable_via_lea(exe, bias, code, addr) {
+        if let Some((var, off)) = stack_variable_via_lea(bin, code, addr) {
             return if with_offset {
                 format!("{} (stack of {function})", self::with_offset(&var, off))
             } else {
@@ -1436,17 +1400,7 @@ pub fn profile_after_observing(
     let naming = tracer::Naming::new(exe, bias, &analysis.structure);
     let roots = select_regions(&analysis.tree, opts);
     let build = |i: usize, roots: &[NodeId]| {
-        build_region(
-            i,
-            roots,
-            &analysis.tree,
-            &naming,
-            &folded,
-            &code,
-            exe,
-            bias,
-            opts,
-        )
+        build_region(i, roots, &analysis.tree, &naming, &folded, &code, opts)
     };
     let mut regions = roots
         .iter()
@@ -1627,10 +1581,9 @@ fn build_region(
     naming: &tracer::Naming<'_>,
     folded: &Folded2,
     code: &Code,
-    exe: &symbols::ElfFile,
-    bias: u64,
     opts: &PipelineOptions,
 ) -> Result<RegionReport, PipelineError> {
+    let bin = naming.loaded();
     let totals = tree.total_weights();
     let all = totals[ScheduleTree::ROOT].max(1) as f64;
     let root = roots[0];
@@ -1707,10 +1660,9 @@ fn build_region(
         {
             continue;
         }
-        let in_plt = [".plt", ".plt.sec", ".plt.got"].iter().any(|sec| {
-            exe.section_range(sec)
-                .is_some_and(|r| r.contains(&key.1.wrapping_sub(bias)))
-        });
+        let in_plt = [".plt", ".plt.sec", ".plt.got"]
+            .iter()
+            .any(|sec| bin.in_section(sec, key.1));
         if in_plt
             || (matches!(
                 insn.mnemonic(),
@@ -1749,11 +1701,11 @@ fn build_region(
         formatter.format(&insn, &mut asm);
         if effectful_call {
             // `call printf`, not `call 1050h`.
-            if let Some(name) = callee_name(&insn, exe, bias) {
+            if let Some(name) = callee_name(&insn, bin) {
                 asm = format!("call {name}");
             }
         }
-        let loc = source_line(exe, bias, key.1);
+        let loc = bin.source_line(key.1);
         // Strides of each address along each dimension, from the biggest piece.
         let big = f.pieces.iter().max_by_key(|p| p.points);
         // A point the statement ran at: the affine address at the origin may lie outside the
@@ -1789,7 +1741,7 @@ fn build_region(
                     size: meta.sizes.get(j).copied().unwrap_or(0),
                     write: meta.writes.get(j).copied().unwrap_or(false),
                     base,
-                    array: first.map(|a| name_array(a, exe, bias, code, &function_name)),
+                    array: first.map(|a| name_array(a, bin, code, &function_name)),
                 }
             })
             .collect();
@@ -1827,10 +1779,11 @@ fn build_region(
     let mut live_out = Vec::new();
     let mut rewritten_after = Vec::new();
     let inside = |ctx: NodeId| in_region(ctx);
-    let outside_line = |pc: u64| source_line(exe, bias, pc);
-    let loop_code = LoopCode::of_region(&loop_nodes, &loops, tree, naming, bias);
+    let outside_line = |pc: u64| bin.source_line(pc);
+    let loop_code = LoopCode::of_region(&loop_nodes, &loops, tree, naming);
     let mut shared: BTreeMap<String, SharedVariable> = BTreeMap::new();
-    for a in crate::scopes::assigned_in_source(exe, &loop_code) {
+    let mut sources = SourceText::default();
+    for a in crate::scopes::assigned_in_source(bin.exe, &loop_code, &mut sources) {
         let v = shared
             .entry(a.name.clone())
             .or_insert_with(|| SharedVariable {
@@ -1850,13 +1803,14 @@ fn build_region(
             .map_or("the region", String::as_str);
         let register = (*through == Through::Register).then(|| {
             let reg = register_name(*location);
-            let var = register_variable(exe, bias, code, &reg, cons.pc, prod.pc);
+            let var = register_variable(bin, code, &reg, cons.pc, prod.pc);
             (reg, var)
         });
         if let Some((reg, Some(var))) = &register {
             let writer = if *kind == DepKind::Anti { cons } else { prod };
             let loops = LoopCode::assigning(&loop_code, tree, writer.context, var);
-            if !loops.is_empty() {
+            let assigned = sources.assigns_at(bin.exe, bin.link(writer.pc).0, &var.name);
+            if !loops.is_empty() && assigned != Some(false) {
                 let v = shared
                     .entry(var.name.clone())
                     .or_insert_with(|| SharedVariable {
@@ -1877,7 +1831,7 @@ fn build_region(
                 }
             }
             Through::Memory if *location >= STACK_START && Effect::at(*location).is_none() => {
-                match stack_variable(exe, bias, code, &[cons.pc, prod.pc]) {
+                match stack_variable(bin, code, &[cons.pc, prod.pc]) {
                     Some(var) if *fixed => {
                         let name = format!(
                             "{} (stack of {function})",
@@ -1897,10 +1851,10 @@ fn build_region(
                     },
                     None if *fixed => Storage::Scalar {
                         addr: *location,
-                        name: name_memory(*location, exe, bias, code, function),
+                        name: name_memory(*location, bin, code, function),
                     },
                     None => Storage::Array {
-                        name: name_array(*location, exe, bias, code, function),
+                        name: name_array(*location, bin, code, function),
                     },
                 }
             }
@@ -1910,10 +1864,10 @@ fn build_region(
                 },
                 None if *fixed => Storage::Scalar {
                     addr: *location,
-                    name: name_memory(*location, exe, bias, code, function),
+                    name: name_memory(*location, bin, code, function),
                 },
                 None => Storage::Array {
-                    name: name_array(*location, exe, bias, code, function),
+                    name: name_array(*location, bin, code, function),
                 },
             },
         };

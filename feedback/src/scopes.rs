@@ -14,8 +14,6 @@ use tracer::{NodeId, NodeKind, ScheduleTree};
 pub(crate) struct LoopCode {
     id: String,
     node: NodeId,
-    /// Link-time address of its header.
-    header: u64,
     /// Its source line: a variable declared there is the loop's own counter (`for (int i`),
     /// which OpenMP makes private to each thread.
     line: Option<u32>,
@@ -29,9 +27,9 @@ impl LoopCode {
         loops: &[Loop],
         tree: &ScheduleTree,
         naming: &tracer::Naming<'_>,
-        bias: u64,
     ) -> Vec<LoopCode> {
         let structure = naming.structure();
+        let bin = naming.loaded();
         loop_nodes
             .iter()
             .zip(loops)
@@ -42,7 +40,7 @@ impl LoopCode {
                 let cfg = &structure.funcs[func];
                 let (mut inside, mut outside) = (Vec::new(), Vec::new());
                 for node in 1..cfg.addrs.len() {
-                    let link = cfg.addrs[node].wrapping_sub(bias);
+                    let link = bin.link(cfg.addrs[node]).0;
                     if cfg.forest.contains(lp, node) {
                         inside.push(link);
                     } else {
@@ -54,7 +52,6 @@ impl LoopCode {
                 Some(LoopCode {
                     id: l.id.clone(),
                     node: n,
-                    header: cfg.addrs[cfg.forest.loops[lp].header].wrapping_sub(bias),
                     line: naming.loop_location(func, lp).map(|loc| loc.line),
                     inside,
                     outside,
@@ -134,8 +131,8 @@ pub(crate) struct SourceAssignment {
 pub(crate) fn assigned_in_source(
     exe: &symbols::ElfFile,
     all: &[LoopCode],
+    sources: &mut SourceText,
 ) -> Vec<SourceAssignment> {
-    let mut files: HashMap<String, Option<Vec<String>>> = HashMap::new();
     let mut out = Vec::new();
     for l in all {
         let lines: BTreeSet<(String, u32)> = l
@@ -146,21 +143,18 @@ pub(crate) fn assigned_in_source(
             .map(|loc| (loc.file, loc.line))
             .collect();
         let mut seen = BTreeSet::new();
-        for var in exe.locals_at(l.header) {
+        let (Some(&lo), Some(&hi)) = (l.inside.first(), l.inside.last()) else {
+            continue;
+        };
+        for var in exe.locals_within(lo, hi + 1) {
             if !l.declared_outside(&var) || !seen.insert(var.name.clone()) {
                 continue;
             }
             for (file, line) in &lines {
-                let text = files
-                    .entry(file.clone())
-                    .or_insert_with(|| {
-                        std::fs::read_to_string(file)
-                            .ok()
-                            .map(|t| t.lines().map(str::to_string).collect())
-                    })
-                    .as_ref()
-                    .and_then(|t| t.get(*line as usize - 1));
-                if text.is_some_and(|t| assigns(t, &var.name)) {
+                if sources
+                    .line(file, *line)
+                    .is_some_and(|t| assigns(t, &var.name))
+                {
                     let short = symbols::Loc {
                         file: file.clone(),
                         line: *line,
@@ -176,6 +170,42 @@ pub(crate) fn assigned_in_source(
         }
     }
     out
+}
+
+/// The program's source files, each read once, by the paths debug information gives.
+#[derive(Default)]
+pub(crate) struct SourceText {
+    files: HashMap<String, Option<Vec<String>>>,
+}
+
+impl SourceText {
+    /// Line `line` (from 1) of `file`, when the file can be read.
+    fn line(&mut self, file: &str, line: u32) -> Option<&str> {
+        self.files
+            .entry(file.to_string())
+            .or_insert_with(|| {
+                std::fs::read_to_string(file)
+                    .ok()
+                    .map(|t| t.lines().map(str::to_string).collect())
+            })
+            .as_ref()?
+            .get((line as usize).checked_sub(1)?)
+            .map(String::as_str)
+    }
+
+    /// Whether the source line of link-time `pc` assigns the variable `name` (see
+    /// [`assigns`]); `None` when that line cannot be read. An instruction that loads a
+    /// variable's unchanged value into its register again (a reload of a pointer) writes the
+    /// register, but assigns nothing.
+    pub(crate) fn assigns_at(
+        &mut self,
+        exe: &symbols::ElfFile,
+        pc: u64,
+        name: &str,
+    ) -> Option<bool> {
+        let loc = exe.location(pc)?;
+        Some(assigns(self.line(&loc.file, loc.line)?, name))
+    }
 }
 
 /// Whether the C source line `text` assigns the variable `name` itself: `name = ...`,

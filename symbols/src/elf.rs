@@ -788,11 +788,12 @@ impl ElfFile {
         self.vars.variable_in_register(&self.var_sources(), pc, reg)
     }
 
-    /// The local variables and parameters visible at link-time `pc`: those whose declaring
-    /// scope's ranges contain it (see [`Variable::scope`]), with or without a location there,
-    /// outer scopes' included. Empty without DWARF.
-    pub fn locals_at(&self, pc: u64) -> Vec<Variable> {
-        self.vars.locals_at(&self.var_sources(), pc)
+    /// The local variables and parameters visible somewhere in the link-time range
+    /// `[lo, hi)`: those whose declaring scope's ranges meet it (see [`Variable::scope`]),
+    /// with or without a location there, outer scopes' included, inlined functions' too.
+    /// Empty without DWARF.
+    pub fn locals_within(&self, lo: u64, hi: u64) -> Vec<Variable> {
+        self.vars.locals_within(&self.var_sources(), lo, hi)
     }
 
     /// The source variable whose frame slot holds the address

@@ -2,7 +2,7 @@
 //! (plain `u64`); the ELF file and its DWARF speak link-time addresses ([`LinkAddr`]). The
 //! load bias between them (`runtime = link-time + bias`) is applied here, in one place.
 
-use crate::{ElfFile, Frame, FunctionSym, Loc};
+use crate::{ElfFile, Frame, FunctionSym, Loc, Variable};
 use std::fmt;
 
 /// A link-time address: as in the ELF file, its DWARF, and `objdump`.
@@ -74,5 +74,41 @@ impl<'a> Loaded<'a> {
     /// The file's bytes at `pc` (code and initialised data), when it maps them.
     pub fn bytes_at(&self, pc: u64, len: usize) -> Option<&'a [u8]> {
         self.exe.bytes_at(self.link(pc).0, len)
+    }
+
+    /// `file.c:12` for `pc`, or `function+0x1a` without line information.
+    pub fn source_line(&self, pc: u64) -> String {
+        self.location(pc)
+            .map(|l| l.short())
+            .unwrap_or_else(|| self.describe(pc))
+    }
+
+    /// Whether `pc` is in the named section (`.plt`).
+    pub fn in_section(&self, name: &str, pc: u64) -> bool {
+        self.exe
+            .section_range(name)
+            .is_some_and(|r| r.contains(&self.link(pc).0))
+    }
+
+    /// The data symbol holding `addr` and how far into it `addr` is.
+    pub fn data_at(&self, addr: u64) -> Option<(&'a FunctionSym, u64)> {
+        let link = self.link(addr).0;
+        let d = self.exe.data_at(link)?;
+        Some((d, link - d.address))
+    }
+
+    /// See [`ElfFile::variable_in_register`].
+    pub fn variable_in_register(&self, pc: u64, reg: u16) -> Option<Variable> {
+        self.exe.variable_in_register(self.link(pc).0, reg)
+    }
+
+    /// See [`ElfFile::stack_variable`].
+    pub fn stack_variable(&self, pc: u64, base: u16, disp: i64) -> Option<Variable> {
+        self.exe.stack_variable(self.link(pc).0, base, disp)
+    }
+
+    /// See [`ElfFile::global_variable`].
+    pub fn global_variable(&self, addr: u64) -> Option<Variable> {
+        self.exe.global_variable(self.link(addr).0)
     }
 }

@@ -465,6 +465,43 @@ fn inlined_variables() {
     assert_eq!(s.function.as_deref(), Some("main"));
 }
 
+/// A C89-style function inlined at -O2: its counters `i` and `j`, which gcc may leave out of
+/// the inlined copy (no location there), are still among the locals of its code, with the
+/// copy's pc ranges.
+#[test]
+fn locals_of_an_inlined_function() {
+    const C89_C: &str = r#"#include <stdio.h>
+static void kernel(int n, double a[40][40]) {
+    int i, j;
+    for (i = 0; i < n; i++)
+        for (j = 0; j < n; j++)
+            a[i][j] = a[i][j] * 0.5 + j;
+}
+int main(int argc, char **argv) {
+    static double a[40][40];
+    (void)argv;
+    kernel(30 + argc, a);
+    printf("%f\n", a[3][4]);
+    return 0;
+}
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let f = open(&cc(dir.path(), "c89", C89_C, &["-O2", "-g"]));
+    let code = insns(&f, "main");
+    let (lo, hi) = (code[0].ip(), code[code.len() - 1].next_ip());
+    let locals = f.locals_within(lo, hi);
+    for name in ["i", "j", "n", "a"] {
+        let v = locals
+            .iter()
+            .find(|v| v.name == name && v.function.as_deref() == Some("kernel"))
+            .unwrap_or_else(|| panic!("no `{name}` of kernel among {locals:?}"));
+        assert!(!v.scope.is_empty(), "{v:?}");
+        assert!(v.scope.iter().all(|&(b, e)| lo <= b && e <= hi), "{v:?}");
+    }
+    let i = locals.iter().find(|v| v.name == "i").unwrap();
+    assert_eq!(i.decl_line, Some(line_of_text(C89_C, "int i, j;")));
+}
+
 fn line_of_text(src: &str, text: &str) -> u32 {
     let i = src.lines().position(|l| l.contains(text)).expect("line");
     u32::try_from(i + 1).unwrap()

@@ -266,7 +266,17 @@ struct Scope {
     /// The out-of-line function's entry group, if it has pc ranges.
     group: Option<u32>,
     nesting: u32,
+    /// Its DIE.
+    die: DieRef,
+    /// The concrete copy of an abstract function it is or is inside (an inlined instance).
+    copy: Option<DieRef>,
+    /// The abstract function (an inlined one's original, without pcs) it is or is inside.
+    abstract_fn: Option<DieRef>,
 }
+
+/// A concrete copy of an abstract function: its DIE, its original's, and the scope it covers
+/// (pc ranges, function index, nesting).
+type InlinedCopy = (DieRef, DieRef, Arc<[(u64, u64)]>, Option<u32>, u32);
 
 /// Names and links read from a DIE and its origin chain.
 #[derive(Default)]
@@ -289,6 +299,14 @@ struct Builder<'a> {
     /// Pc ranges of the out-of-line functions → their entry group.
     group_spans: Vec<(u64, u64, u32)>,
     out: CuIndex,
+    /// Variables declared directly in abstract functions (inlined ones' originals), with the
+    /// function's DIE and their own.
+    abstract_vars: Vec<(DieRef, DieRef, VarInfo)>,
+    /// Concrete copies of abstract functions (inlined instances): their DIE, their
+    /// original's, and the scope they cover.
+    concrete: Vec<InlinedCopy>,
+    /// (concrete copy, original variable) for the variables a copy declares itself.
+    copied: std::collections::HashSet<(DieRef, DieRef)>,
 }
 
 /// Index unit `home` of `index`.
@@ -303,8 +321,12 @@ fn build_cu(index: &Index, home: usize) -> Option<CuIndex> {
         lower_bound: 0,
         group_spans: Vec::new(),
         out: CuIndex::default(),
+        abstract_vars: Vec::new(),
+        concrete: Vec::new(),
+        copied: Default::default(),
     };
     builder.walk();
+    builder.inline_copies();
     let mut out = builder.out;
     out.group_ranges = Intervals::new(std::mem::take(&mut builder.group_spans));
     Some(out)
@@ -393,14 +415,18 @@ impl Builder<'_> {
             }
             g
         };
-        Scope {
+        let scope = Scope {
             depth,
             ranges: ranges.into(),
             function,
             frame_base,
             group,
             nesting: parent.map_or(1, |p| p.nesting + 1),
-        }
+            die: self.die_here(entry),
+            copy: None,
+            abstract_fn: None,
+        };
+        self.with_copy(entry, scope)
     }
 
     fn inner_scope(
@@ -418,7 +444,7 @@ impl Builder<'_> {
         } else {
             parent.function
         };
-        Scope {
+        let scope = Scope {
             depth,
             // gcc emits lexical blocks without pcs (e.g. in abstract
             // instances, or when the block's code is the whole parent's):
@@ -432,18 +458,102 @@ impl Builder<'_> {
             frame_base: parent.frame_base,
             group: parent.group,
             nesting: parent.nesting + 1,
+            die: self.die_here(entry),
+            copy: parent.copy,
+            abstract_fn: parent.abstract_fn,
+        };
+        if tag == gimli::DW_TAG_inlined_subroutine {
+            self.with_copy(entry, scope)
+        } else {
+            scope
+        }
+    }
+
+    fn die_here(&self, entry: &Entry<'_, '_>) -> DieRef {
+        DieRef {
+            unit: self.home,
+            offset: entry.offset(),
+        }
+    }
+
+    /// A function's scope, noted as a copy of an abstract function (an inlined instance, or
+    /// an out-of-line copy of a function also inlined elsewhere) when it has pcs and an
+    /// origin, or as an abstract function when it has no pcs.
+    fn with_copy(&mut self, entry: &Entry<'_, '_>, mut scope: Scope) -> Scope {
+        if scope.ranges.is_empty() {
+            scope.abstract_fn = Some(scope.die);
+            return scope;
+        }
+        if let Some(origin) = read_links(entry).and_then(|v| self.die_ref(self.home, v)) {
+            scope.copy = Some(scope.die);
+            self.concrete.push((
+                scope.die,
+                origin,
+                scope.ranges.clone(),
+                scope.function,
+                scope.nesting,
+            ));
+        }
+        scope
+    }
+
+    /// Gives each copy of an abstract function the variables of the original it does not
+    /// declare itself: gcc leaves out of an inlined copy the variables that have no location
+    /// in it (a loop counter it keeps where debug information does not say), though the
+    /// copy's code assigns them.
+    fn inline_copies(&mut self) {
+        let mut by_origin: HashMap<DieRef, Vec<usize>> = HashMap::new();
+        for (i, (function, ..)) in self.abstract_vars.iter().enumerate() {
+            by_origin.entry(*function).or_default().push(i);
+        }
+        for (copy, origin, ranges, function, nesting) in std::mem::take(&mut self.concrete) {
+            for &i in by_origin.get(&origin).into_iter().flatten() {
+                let (_, var, info) = &self.abstract_vars[i];
+                if self.copied.contains(&(copy, *var))
+                    || u32::try_from(self.out.vars.len()).is_err()
+                {
+                    continue;
+                }
+                self.out.vars.push(VarInfo {
+                    function,
+                    depth: nesting,
+                    scope: ranges.clone(),
+                    ..info.clone()
+                });
+            }
         }
     }
 
     /// Records a local variable or parameter that has no location.
     fn unplaced(&mut self, entry: &Entry<'_, '_>, tag: DwTag, scope: &Scope) {
-        let described = self.describe(entry);
-        let Some(name) = described.name else { return };
         if u32::try_from(self.out.vars.len()).is_err() {
             return;
         }
-        self.out.vars.push(VarInfo {
-            name,
+        if let Some(info) = self.unplaced_info(entry, tag, scope) {
+            self.out.vars.push(info);
+        }
+    }
+
+    /// Keeps a variable of an abstract function (no pcs) for its copies.
+    fn abstract_variable(&mut self, entry: &Entry<'_, '_>, tag: DwTag, scope: &Scope) {
+        let Some(function) = scope.abstract_fn else {
+            return;
+        };
+        if let Some(info) = self.unplaced_info(entry, tag, scope) {
+            let var = self.die_here(entry);
+            self.abstract_vars.push((function, var, info));
+        }
+    }
+
+    fn unplaced_info(
+        &mut self,
+        entry: &Entry<'_, '_>,
+        tag: DwTag,
+        scope: &Scope,
+    ) -> Option<VarInfo> {
+        let described = self.describe(entry);
+        Some(VarInfo {
+            name: described.name?,
             kind: if tag == gimli::DW_TAG_formal_parameter {
                 VariableKind::Parameter
             } else {
@@ -454,7 +564,7 @@ impl Builder<'_> {
             function: scope.function,
             depth: scope.nesting,
             scope: scope.ranges.clone(),
-        });
+        })
     }
 
     fn frame_base(&self, expr: &Expression<Reader>) -> FrameBase {
@@ -479,11 +589,18 @@ impl Builder<'_> {
     }
 
     fn variable(&mut self, entry: &Entry<'_, '_>, tag: DwTag, scope: Option<&Scope>) {
+        if let Some(copy) = scope.and_then(|s| s.copy) {
+            if let Some(origin) = read_links(entry).and_then(|v| self.die_ref(self.home, v)) {
+                self.copied.insert((copy, origin));
+            }
+        }
         let Ok(Some(location)) = entry.attr_value(gimli::DW_AT_location) else {
             // Optimized out, or a constant: no storage to find it by, but its name and scope
             // still say which variables the code of a scope can assign.
-            if let Some(scope) = scope.filter(|s| !s.ranges.is_empty()) {
-                self.unplaced(entry, tag, scope);
+            match scope {
+                Some(s) if !s.ranges.is_empty() => self.unplaced(entry, tag, s),
+                Some(s) => self.abstract_variable(entry, tag, s),
+                None => {}
             }
             return;
         };
@@ -513,6 +630,11 @@ impl Builder<'_> {
         // A variable outside a scope with pcs (CU level, a namespace, an
         // abstract instance) only matters for its static address.
         if located.is_empty() || (!has_static && scope.is_none()) {
+            // A location polyprof cannot place (an expression of other values): known by
+            // name and scope, as for no location.
+            if let Some(s) = scope.filter(|s| located.is_empty() && !s.ranges.is_empty()) {
+                self.unplaced(entry, tag, s);
+            }
             return;
         }
         let described = self.describe(entry);

@@ -222,15 +222,19 @@ impl VarCache {
         })
     }
 
-    pub(crate) fn locals_at(&self, src: &Sources<'_>, pc: u64) -> Vec<Variable> {
+    pub(crate) fn locals_within(&self, src: &Sources<'_>, lo: u64, hi: u64) -> Vec<Variable> {
         let Some(index) = self.index(src) else {
             return Vec::new();
         };
+        let mut units = index.units_at(lo);
+        units.extend(index.units_at(hi.saturating_sub(1)));
+        units.sort_unstable();
+        units.dedup();
         let mut out = Vec::new();
-        for unit in index.units_at(pc) {
+        for unit in units {
             let Some(cu) = index.cu(unit) else { continue };
             for (i, info) in cu.vars.iter().enumerate() {
-                let visible = info.scope.iter().any(|&(b, e)| b <= pc && pc < e);
+                let visible = info.scope.iter().any(|&(b, e)| b < hi && lo < e);
                 if visible && info.kind != VariableKind::Static {
                     out.push(variable(cu, i as u32, 0));
                 }
