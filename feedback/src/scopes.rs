@@ -17,6 +17,8 @@ pub(crate) struct LoopCode {
     /// Its source line: a variable declared there is the loop's own counter (`for (int i`),
     /// which OpenMP makes private to each thread.
     line: Option<u32>,
+    /// The (possibly inlined) function the loop statement is in.
+    function: Option<String>,
     inside: Vec<u64>,
     outside: Vec<u64>,
 }
@@ -49,10 +51,21 @@ impl LoopCode {
                 }
                 inside.sort_unstable();
                 outside.sort_unstable();
+                let line = naming.loop_location(func, lp).map(|loc| loc.line);
+                // The function of the loop statement: that of its instructions on the loop's
+                // line (the header instruction can lie in the caller's range of an inlined
+                // function).
+                let function = line.and_then(|line| {
+                    inside.iter().find_map(|&link| {
+                        let f = bin.exe.frames(link).into_iter().next()?;
+                        (f.location.as_ref()?.line == line).then_some(f.function)?
+                    })
+                });
                 Some(LoopCode {
                     id: l.id.clone(),
                     node: n,
-                    line: naming.loop_location(func, lp).map(|loc| loc.line),
+                    line,
+                    function,
                     inside,
                     outside,
                 })
@@ -61,13 +74,13 @@ impl LoopCode {
     }
 
     /// The ids of the loops around `writer` (a context) that assign `var` while it is declared
-    /// outside them: declared on an earlier line than the loop statement's (a declaration on
-    /// the loop's own line is its counter, `for (int i`, which OpenMP privatizes), in a scope
-    /// that holds the loop's code and some of its function's code outside the loop. A scope
-    /// holding none of the loop's code is a callee's, whose variables each call has afresh.
-    /// "Holds the loop's code" is "most of it", and the line is asked too, since gcc's scopes
-    /// take a few instructions of a neighbouring loop it shares code with, or hoisted out of
-    /// the loop, and miss a few of their own.
+    /// outside them: a variable of the loop's own function, declared on an earlier line than
+    /// the loop statement's (a declaration on the loop's own line is its counter, `for (int
+    /// i`, which OpenMP privatizes), in a scope that holds the loop's code. A scope holding
+    /// none of the loop's code is a callee's, whose variables each call has afresh. "Holds
+    /// the loop's code" is "most of it", since gcc's scopes take a few instructions of a
+    /// neighbouring loop it shares code with, or hoisted out of the loop, and miss a few of
+    /// their own.
     pub(crate) fn assigning(
         all: &[LoopCode],
         tree: &ScheduleTree,
@@ -91,11 +104,18 @@ impl LoopCode {
                 })
                 .sum::<usize>()
         };
-        let before = match (var.decl_line, self.line) {
-            (Some(decl), Some(line)) => decl < line,
+        // The loop's own function's variable, not an inlined callee's (one per call).
+        let same_function = match (&var.function, &self.function) {
+            (Some(v), Some(f)) => v == f,
             _ => true,
         };
-        before && 2 * held(&self.inside) > self.inside.len() && held(&self.outside) > 0
+        // Declared on an earlier line than the loop statement. Without lines, a scope that
+        // reaches outside the loop (a function made of the loop alone has none outside).
+        let before = match (var.decl_line, self.line) {
+            (Some(decl), Some(line)) => decl < line,
+            _ => held(&self.outside) > 0,
+        };
+        same_function && before && 2 * held(&self.inside) > self.inside.len()
     }
 
     /// The ids of the loops in whose body `var` is declared: its scope holds some of the
@@ -147,6 +167,19 @@ pub(crate) fn assigned_in_source(
             continue;
         };
         for var in exe.locals_within(lo, hi + 1) {
+            if std::env::var_os("POLYPROF_DEBUG_SCOPES").is_some() {
+                eprintln!(
+                    "scopes: {} {:x}..{:x} {:?} {} {:?} {:x?} {}",
+                    l.id,
+                    lo,
+                    hi,
+                    l.line,
+                    var.name,
+                    var.decl_line,
+                    var.scope,
+                    l.declared_outside(&var)
+                );
+            }
             if !l.declared_outside(&var) || !seen.insert(var.name.clone()) {
                 continue;
             }

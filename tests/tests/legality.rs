@@ -20,7 +20,8 @@
 //!   kinds (skew, privatize, layouts, fusion, ...) are counted as unchecked.
 //!
 //! The kernels are written in a strict style: every `for` header on its own line, in the form
-//! `for (int v = LO; v < HI; v++) {` (or `<=`). A report loop is mapped to the innermost
+//! `for (int v = LO; v < HI; v++) {` (or `<=`; `for (v = LO; ...` for a counter declared
+//! before, C89 style). A report loop is mapped to the innermost
 //! header whose braces enclose its `location.line`; two loops of a region with different lines
 //! on one header are ambiguous and left unchecked.
 //!
@@ -64,6 +65,8 @@ struct Header {
     /// 0-based line of its closing brace.
     close: usize,
     var: String,
+    /// `for (int v = ...`: the header declares its counter (C89 style does not).
+    declares: bool,
     lo: String,
     cmp: Cmp,
     hi: String,
@@ -76,7 +79,8 @@ impl Header {
             Cmp::Le => "<=",
         };
         format!(
-            "{indent}for (int {v} = {lo}; {v} {op} {hi}; {v}++) {{",
+            "{indent}for ({int}{v} = {lo}; {v} {op} {hi}; {v}++) {{",
+            int = if self.declares { "int " } else { "" },
             v = self.var,
             lo = self.lo,
             hi = self.hi
@@ -89,7 +93,8 @@ impl Header {
             Cmp::Le => self.hi.clone(),
         };
         format!(
-            "{indent}for (int {v} = {start}; {v} >= ({lo}); {v}--) {{",
+            "{indent}for ({int}{v} = {start}; {v} >= ({lo}); {v}--) {{",
+            int = if self.declares { "int " } else { "" },
             v = self.var,
             lo = self.lo
         )
@@ -159,8 +164,10 @@ fn brace_deltas(lines: &[String]) -> Vec<i32> {
         .collect()
 }
 
-fn parse_header(line: &str) -> Option<(String, String, Cmp, String)> {
-    let rest = line.trim().strip_prefix("for (int ")?;
+fn parse_header(line: &str) -> Option<(String, bool, String, Cmp, String)> {
+    let header = line.trim().strip_prefix("for (")?;
+    let declares = header.starts_with("int ");
+    let rest = header.strip_prefix("int ").unwrap_or(header);
     let mut parts = rest.splitn(3, "; ");
     let (init, cond, incr) = (parts.next()?, parts.next()?, parts.next()?);
     let (var, lo) = init.split_once(" = ")?;
@@ -169,7 +176,15 @@ fn parse_header(line: &str) -> Option<(String, String, Cmp, String)> {
     } else {
         (Cmp::Lt, cond.strip_prefix(&format!("{var} < "))?)
     };
-    (incr == format!("{var}++) {{")).then(|| (var.to_string(), lo.to_string(), cmp, hi.to_string()))
+    (incr == format!("{var}++) {{")).then(|| {
+        (
+            var.to_string(),
+            declares,
+            lo.to_string(),
+            cmp,
+            hi.to_string(),
+        )
+    })
 }
 
 impl Source {
@@ -184,7 +199,7 @@ impl Source {
                 continue;
             }
             let what = format!("{}:{}: `{}`", path.display(), n + 1, l.trim());
-            let (var, lo, cmp, hi) = parse_header(l).ok_or_else(|| {
+            let (var, declares, lo, cmp, hi) = parse_header(l).ok_or_else(|| {
                 format!("{what}: not a strict `for (int v = LO; v < HI; v++) {{` header")
             })?;
             if deltas[n] != 1 {
@@ -201,6 +216,7 @@ impl Source {
                 line: n,
                 close,
                 var,
+                declares,
                 lo,
                 cmp,
                 hi,
@@ -969,6 +985,7 @@ apply_and_run_tests! {
     apply_and_run_stencil2d => "legal_stencil2d",
     apply_and_run_shared_scalar => "legal_shared_scalar",
     apply_and_run_symm => "legal_symm",
+    apply_and_run_c89 => "legal_c89",
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1120,6 +1137,36 @@ fn hazard_shared_scalar_in_a_register_is_privatized() {
         src.header_line(u),
         describe(&found)
     );
+}
+
+#[test]
+fn hazard_c89_counters_are_privatized() {
+    let src = source("legal_c89");
+    let j = src.header_enclosing("C[i][j] *= 0.5;");
+    let i = src.enclosing(src.headers[j].line - 1).expect("the i loop");
+    let all = suggested("legal_c89", &["parallelize"], &[i]);
+    let found: Vec<_> = all
+        .iter()
+        .filter(|(_, s)| !(requires_privatize_of(s, "j") && requires_privatize_of(s, "k")))
+        .cloned()
+        .collect();
+    assert!(
+        all.len() >= 2 && found.is_empty(),
+        "`j` and `k` are declared at the top of the kernel, outside the loop of line {}: parallelizing it needs them private, yet:\n{}",
+        src.header_line(i),
+        describe(&all)
+    );
+}
+
+fn requires_privatize_of(s: &Value, var: &str) -> bool {
+    s["requires"].as_array().is_some_and(|a| {
+        a.iter().any(|r| {
+            r["change"] == "privatize"
+                && r["storage"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with(&format!("`{var}`")))
+        })
+    })
 }
 
 #[test]
