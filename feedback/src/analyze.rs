@@ -1017,8 +1017,36 @@ fn answer_every_loop(
     }
 }
 
+/// The OpenMP data-sharing clauses of the privatizations among `needs` that name source
+/// variables: `private(i, j)`, `firstprivate(t)`, `lastprivate(last)` (a variable given a
+/// first or last value is not also in `private`).
+fn sharing_clauses(needs: &[Requirement]) -> Vec<String> {
+    let named = |change: Change| -> Vec<&str> {
+        needs
+            .iter()
+            .filter(|r| r.change == change)
+            .filter_map(Requirement::private_variable)
+            .collect()
+    };
+    let (first, last) = (named(Change::FirstPrivate), named(Change::LastPrivate));
+    let private: Vec<&str> = named(Change::Privatize)
+        .into_iter()
+        .filter(|v| !first.contains(v) && !last.contains(v))
+        .collect();
+    [
+        ("private", private),
+        ("firstprivate", first),
+        ("lastprivate", last),
+    ]
+    .into_iter()
+    .filter(|(_, vars)| !vars.is_empty())
+    .map(|(clause, vars)| format!("{clause}({})", vars.join(", ")))
+    .collect()
+}
+
 /// The parallelize suggestion's sentence for loop `label`, run `inside` other loops, legal
-/// after `needs`; `plain`: a loop inside it that is parallel without a reduction.
+/// after `needs`; `plain`: a loop inside it that is parallel without a reduction. The pragma
+/// it gives carries the clauses of the reductions and privatizations it names.
 fn parallel_text(
     label: &str,
     inside: &str,
@@ -1026,20 +1054,24 @@ fn parallel_text(
     plain: Option<String>,
 ) -> String {
     let (clauses, others) = split_reductions(needs);
+    let pragma: String = std::iter::once("#pragma omp parallel for".to_string())
+        .chain(sharing_clauses(needs))
+        .chain(clauses.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ");
     if clauses.is_empty() && others.is_empty() {
         return format!(
-            "Run loop {label} in parallel (e.g. `#pragma omp parallel for`){inside}: no dependence of any kind is carried by it."
+            "Run loop {label} in parallel (e.g. `{pragma}`){inside}: no dependence of any kind is carried by it."
         );
     }
     if clauses.is_empty() {
         return format!(
-            "Run loop {label} in parallel (e.g. `#pragma omp parallel for`){inside} after {}: then no dependence is carried by it.",
+            "Run loop {label} in parallel (e.g. `{pragma}`){inside} after {}: then no dependence is carried by it.",
             phrases(needs)
         );
     }
     let mut text = format!(
-        "Run loop {label} in parallel as a reduction (e.g. `#pragma omp parallel for {}`){inside}: each thread accumulates {} in a copy of its own, combined after the loop",
-        clauses.join(" "),
+        "Run loop {label} in parallel as a reduction (e.g. `{pragma}`){inside}: each thread accumulates {} in a copy of its own, combined after the loop",
         reduced_storage(needs)
     );
     if !others.is_empty() {

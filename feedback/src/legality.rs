@@ -89,6 +89,23 @@ impl Requirement {
         Some(format!("reduction({}: {name})", op.clause()))
     }
 
+    /// The source variable a privatization names, when it is one a person can type in an
+    /// OpenMP clause (`` `t` (register xmm0) `` gives `t`; a register, an element, a stack
+    /// slot without a name give none).
+    pub fn private_variable(&self) -> Option<&str> {
+        if !matches!(
+            self.change,
+            Change::Privatize | Change::FirstPrivate | Change::LastPrivate
+        ) {
+            return None;
+        }
+        let name = self.storage.strip_prefix('`')?.split('`').next()?;
+        let plain = !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_alphanumeric() || c == '_');
+        plain.then_some(name)
+    }
+
     /// For a sentence: "privatizing `t` (written at k.c:7)".
     pub fn phrase(&self) -> String {
         let at = if self.lines.is_empty() {

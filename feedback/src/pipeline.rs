@@ -1809,8 +1809,13 @@ fn build_region(
         if let Some((reg, Some(var))) = &register {
             let writer = if *kind == DepKind::Anti { cons } else { prod };
             let loops = LoopCode::assigning(&loop_code, tree, writer.context, var);
-            let assigned = sources.assigns_at(bin.exe, bin.link(writer.pc).0, &var.name);
-            if !loops.is_empty() && assigned != Some(false) {
+            // Where the source can be read, its text decides (`assigned_in_source` above):
+            // debug information names registers loosely (a reload of a pointer, code gcc
+            // shares between nests).
+            let unreadable = sources
+                .assigns_at(bin.exe, bin.link(writer.pc).0, &var.name)
+                .is_none();
+            if !loops.is_empty() && unreadable {
                 let v = shared
                     .entry(var.name.clone())
                     .or_insert_with(|| SharedVariable {

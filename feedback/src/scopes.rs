@@ -167,23 +167,15 @@ pub(crate) fn assigned_in_source(
             continue;
         };
         for var in exe.locals_within(lo, hi + 1) {
-            if std::env::var_os("POLYPROF_DEBUG_SCOPES").is_some() {
-                eprintln!(
-                    "scopes: {} {:x}..{:x} {:?} {} {:?} {:x?} {}",
-                    l.id,
-                    lo,
-                    hi,
-                    l.line,
-                    var.name,
-                    var.decl_line,
-                    var.scope,
-                    l.declared_outside(&var)
-                );
-            }
             if !l.declared_outside(&var) || !seen.insert(var.name.clone()) {
                 continue;
             }
             for (file, line) in &lines {
+                // A line before the declaration names another variable of that name (gcc
+                // shares code between nests, with the lines of either).
+                if var.decl_line.is_some_and(|d| *line <= d) {
+                    continue;
+                }
                 if sources
                     .line(file, *line)
                     .is_some_and(|t| assigns(t, &var.name))
