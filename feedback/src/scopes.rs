@@ -19,6 +19,8 @@ pub(crate) struct LoopCode {
     line: Option<u32>,
     /// The (possibly inlined) function the loop statement is in.
     function: Option<String>,
+    /// The source file of the loop statement.
+    file: Option<String>,
     inside: Vec<u64>,
     outside: Vec<u64>,
 }
@@ -55,17 +57,23 @@ impl LoopCode {
                 // The function of the loop statement: that of its instructions on the loop's
                 // line (the header instruction can lie in the caller's range of an inlined
                 // function).
-                let function = line.and_then(|line| {
+                let statement = line.and_then(|line| {
                     inside.iter().find_map(|&link| {
                         let f = bin.exe.frames(link).into_iter().next()?;
-                        (f.location.as_ref()?.line == line).then_some(f.function)?
+                        let loc = f.location?;
+                        (loc.line == line).then_some((f.function, loc.file))
                     })
                 });
+                let (function, file) = match statement {
+                    Some((function, file)) => (function, Some(file)),
+                    None => (None, None),
+                };
                 Some(LoopCode {
                     id: l.id.clone(),
                     node: n,
                     line,
                     function,
+                    file,
                     inside,
                     outside,
                 })
@@ -166,8 +174,17 @@ pub(crate) fn assigned_in_source(
         let (Some(&lo), Some(&hi)) = (l.inside.first(), l.inside.last()) else {
             continue;
         };
+        // The loop's own counter is private to each thread under `omp parallel for` already.
+        let counter = match (&l.file, l.line) {
+            (Some(file), Some(line)) => sources.line(file, line).and_then(loop_counter),
+            _ => None,
+        }
+        .map(str::to_string);
         for var in exe.locals_within(lo, hi + 1) {
-            if !l.declared_outside(&var) || !seen.insert(var.name.clone()) {
+            if !l.declared_outside(&var)
+                || counter.as_deref() == Some(var.name.as_str())
+                || !seen.insert(var.name.clone())
+            {
                 continue;
             }
             for (file, line) in &lines {
@@ -233,6 +250,18 @@ impl SourceText {
     }
 }
 
+/// The counter a `for` statement's line initialises: `i` in `for (i = 0; ...` or
+/// `for (int i = 0; ...`.
+fn loop_counter(text: &str) -> Option<&str> {
+    let k = text.find("for")?;
+    let rest = text[k + 3..].trim_start().strip_prefix('(')?;
+    let init = rest.split(';').next()?;
+    let (left, _) = init.split_once('=')?;
+    let name = left.split_whitespace().last()?.trim_start_matches('*');
+    let plain = !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_');
+    plain.then_some(name)
+}
+
 /// Whether the C source line `text` assigns the variable `name` itself: `name = ...`,
 /// `name += ...` (any compound assignment), `name++`, `--name`; not `name == ...`, an element
 /// `name[i] = ...` or a member `p->name = ...`.
@@ -270,7 +299,16 @@ fn assigns(text: &str, name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::assigns;
+    use super::{assigns, loop_counter};
+
+    #[test]
+    fn loop_counters() {
+        assert_eq!(loop_counter("  for (i = 0; i < _PB_NI; i++)"), Some("i"));
+        assert_eq!(loop_counter("for (int j = i + 1; j < n; j++) {"), Some("j"));
+        assert_eq!(loop_counter("for (long *p = a; p < e; p++)"), Some("p"));
+        assert_eq!(loop_counter("for (;;) {"), None);
+        assert_eq!(loop_counter("while (x == 1)"), None);
+    }
 
     #[test]
     fn assignments_to_the_variable_itself() {
