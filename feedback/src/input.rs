@@ -176,8 +176,9 @@ pub struct Region {
     /// write outside, `{ Outside[] -> S2[i] }`): the storage is used again later, so its
     /// contraction or sharing would reach code this region does not show.
     pub rewritten_after: Vec<Boundary>,
-    /// Source variables the region's code keeps in registers, assigns inside some of its loops
-    /// and declares outside them.
+    /// Source variables declared outside some of the region's loops and assigned in them
+    /// (found on the loops' source lines, or, where the source cannot be read, in the
+    /// registers debug information names).
     pub shared_variables: Vec<SharedVariable>,
     /// Scalars in memory that are source variables declared in the body of loops of the
     /// region, one per iteration already (nothing to privatize): their storage's description
@@ -185,9 +186,9 @@ pub struct Region {
     pub declared_in: BTreeMap<String, Vec<String>>,
 }
 
-/// A source variable held in a register, declared outside loops whose iterations assign it.
-/// The register is each thread's own in a parallel run, but in the source the variable is one
-/// for all the iterations, shared by the threads unless it is made private.
+/// A source variable declared outside loops whose iterations assign it. Wherever the compiler
+/// keeps it (a register is each thread's own in a parallel run), in the source the variable is
+/// one for all the iterations, shared by the threads unless it is made private.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct SharedVariable {
     pub name: String,

@@ -1812,10 +1812,7 @@ fn build_region(
             // Where the source can be read, its text decides (`assigned_in_source` above):
             // debug information names registers loosely (a reload of a pointer, code gcc
             // shares between nests).
-            let unreadable = sources
-                .assigns_at(bin.exe, bin.link(writer.pc).0, &var.name)
-                .is_none();
-            if !loops.is_empty() && unreadable {
+            if !loops.is_empty() && !sources.readable_at(bin.exe, bin.link(writer.pc).0) {
                 let v = shared
                     .entry(var.name.clone())
                     .or_insert_with(|| SharedVariable {

@@ -223,30 +223,24 @@ pub(crate) struct SourceText {
 impl SourceText {
     /// Line `line` (from 1) of `file`, when the file can be read.
     fn line(&mut self, file: &str, line: u32) -> Option<&str> {
+        if !self.files.contains_key(file) {
+            let text = std::fs::read_to_string(file)
+                .ok()
+                .map(|t| t.lines().map(str::to_string).collect());
+            self.files.insert(file.to_string(), text);
+        }
         self.files
-            .entry(file.to_string())
-            .or_insert_with(|| {
-                std::fs::read_to_string(file)
-                    .ok()
-                    .map(|t| t.lines().map(str::to_string).collect())
-            })
+            .get(file)?
             .as_ref()?
             .get((line as usize).checked_sub(1)?)
             .map(String::as_str)
     }
 
-    /// Whether the source line of link-time `pc` assigns the variable `name` (see
-    /// [`assigns`]); `None` when that line cannot be read. An instruction that loads a
-    /// variable's unchanged value into its register again (a reload of a pointer) writes the
-    /// register, but assigns nothing.
-    pub(crate) fn assigns_at(
-        &mut self,
-        exe: &symbols::ElfFile,
-        pc: u64,
-        name: &str,
-    ) -> Option<bool> {
-        let loc = exe.location(pc)?;
-        Some(assigns(self.line(&loc.file, loc.line)?, name))
+    /// Whether the source line of link-time `pc` can be read (then [`assigned_in_source`]
+    /// answers for the variables it assigns).
+    pub(crate) fn readable_at(&mut self, exe: &symbols::ElfFile, pc: u64) -> bool {
+        exe.location(pc)
+            .is_some_and(|loc| self.line(&loc.file, loc.line).is_some())
     }
 }
 

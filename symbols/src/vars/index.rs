@@ -274,9 +274,16 @@ struct Scope {
     abstract_fn: Option<DieRef>,
 }
 
-/// A concrete copy of an abstract function: its DIE, its original's, and the scope it covers
-/// (pc ranges, function index, nesting).
-type InlinedCopy = (DieRef, DieRef, Arc<[(u64, u64)]>, Option<u32>, u32);
+/// A concrete copy of an abstract function (an inlined instance).
+struct InlinedCopy {
+    die: DieRef,
+    /// The abstract original.
+    origin: DieRef,
+    /// The scope the copy covers.
+    ranges: Arc<[(u64, u64)]>,
+    function: Option<u32>,
+    nesting: u32,
+}
 
 /// Names and links read from a DIE and its origin chain.
 #[derive(Default)]
@@ -486,13 +493,13 @@ impl Builder<'_> {
         }
         if let Some(origin) = read_links(entry).and_then(|v| self.die_ref(self.home, v)) {
             scope.copy = Some(scope.die);
-            self.concrete.push((
-                scope.die,
+            self.concrete.push(InlinedCopy {
+                die: scope.die,
                 origin,
-                scope.ranges.clone(),
-                scope.function,
-                scope.nesting,
-            ));
+                ranges: scope.ranges.clone(),
+                function: scope.function,
+                nesting: scope.nesting,
+            });
         }
         scope
     }
@@ -506,18 +513,18 @@ impl Builder<'_> {
         for (i, (function, ..)) in self.abstract_vars.iter().enumerate() {
             by_origin.entry(*function).or_default().push(i);
         }
-        for (copy, origin, ranges, function, nesting) in std::mem::take(&mut self.concrete) {
-            for &i in by_origin.get(&origin).into_iter().flatten() {
+        for copy in std::mem::take(&mut self.concrete) {
+            for &i in by_origin.get(&copy.origin).into_iter().flatten() {
                 let (_, var, info) = &self.abstract_vars[i];
-                if self.copied.contains(&(copy, *var))
+                if self.copied.contains(&(copy.die, *var))
                     || u32::try_from(self.out.vars.len()).is_err()
                 {
                     continue;
                 }
                 self.out.vars.push(VarInfo {
-                    function,
-                    depth: nesting,
-                    scope: ranges.clone(),
+                    function: copy.function,
+                    depth: copy.nesting,
+                    scope: copy.ranges.clone(),
                     ..info.clone()
                 });
             }
