@@ -143,15 +143,16 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         return Ok(fb);
     }
     let params = Parameterizer::new(opts.param_threshold, opts.param_spread);
-    let mut cx = Ctx::new(region, isl, params);
+    let mut cx = Ctx::new(region, isl, params)?;
+    timing.mark("parse");
     // Reductions are recognised on instructions, before they were grouped into blocks.
     cx.reductions = crate::reduction::Reductions::new(fine, isl);
     cx.keep_forward()?;
     timing.mark("forward");
     islx::fresh_budget(isl);
-    cx.parse()?;
-    timing.mark("parse");
-    let domain = cx.domain();
+    // The scheduler runs on contexts of its own: the problem goes there in isl's notation,
+    // printed by isl.
+    let domain = islx::text(&cx.domain()?)?;
     // The scheduler respects flow dependences and whatever cannot be renamed; anti and output
     // dependences through scalars are the storage advice's business.
     let binding = cx.binding();

@@ -19,12 +19,12 @@
 //! violated part, and with the storage change that would remove it, when one would.
 
 use crate::input::{DepKind, Region, Storage};
-use crate::islx::{self, empty, union_map, union_set};
+use crate::islx::{self, empty, union_map};
 use crate::legality::{line_of, Change, Ctx, Requirement, Verdict};
 use crate::params::Parameterizer;
 use crate::{Error, Options};
 use isl_rs::{Context, UnionMap};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// One operation of a transformation, with its loops as the user named them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -397,12 +397,11 @@ fn check_in(
             eprintln!("check: {what} at {:.3} s", t0.elapsed().as_secs_f64());
         }
     };
-    let mut cx = Ctx::new(region, isl, Parameterizer::new(i64::MAX, 0));
+    let mut cx = Ctx::new(region, isl, Parameterizer::none())?;
+    mark("parse");
     cx.reductions = crate::reduction::Reductions::new(region, isl);
     cx.keep_forward()?;
     mark("keep_forward");
-    cx.parse()?;
-    mark("parse");
     let mut sched = Sched::original(region);
     let mut violations = Vec::new();
     let mut claims = Vec::new();
@@ -555,15 +554,10 @@ fn values_kept(cx: &Ctx<'_>, theta: &UnionMap, whole: bool) -> Result<bool, Erro
                 }
             })
             .collect();
-        let doms: Vec<&str> = cx
-            .region
-            .statements
-            .iter()
-            .zip(&cx.domains)
-            .filter(|(s, d)| writers.contains(s.name.as_str()) && !d.is_empty())
-            .map(|(_, d)| d.as_str())
-            .collect();
-        let written = union_set(cx.isl, &format!("{{ {} }}", doms.join("; ")))?;
+        let written = cx.domains_of(
+            (0..cx.region.statements.len())
+                .filter(|&i| writers.contains(cx.region.statements[i].name.as_str())),
+        )?;
         let at_writes = theta
             .copy()
             .and_then(|t| t.intersect_domain(written))
@@ -585,7 +579,7 @@ fn values_kept(cx: &Ctx<'_>, theta: &UnionMap, whole: bool) -> Result<bool, Erro
         // write of a value read after the region must stay the last.
         for (borders, live_in) in [(&cx.region.live_in, true), (&cx.region.live_out, false)] {
             for b in borders.iter().filter(|b| &b.storage == storage) {
-                let rel = union_map(cx.isl, &b.relation)?;
+                let rel = b.relation.to_union_map(cx.isl, &mut Parameterizer::none())?;
                 let ends = if live_in { rel.domain() } else { rel.range() }.map_err(e())?;
                 let at_ends = t_of(theta)?.intersect_domain(ends).map_err(e())?;
                 let crossed = if live_in {
@@ -1117,7 +1111,7 @@ fn claim(
 /// folded them inexactly) asked, at a cost of seconds on large regions.
 fn collision(cx: &Ctx<'_>, theta: &UnionMap) -> Result<Option<Collision>, Error> {
     let e = || islx::isl("testing whether the schedule is one-to-one");
-    let domain = union_set(cx.isl, &cx.domain())?;
+    let domain = cx.domain()?;
     let whole = theta
         .copy()
         .and_then(|t| t.intersect_domain(domain.copy()?.universe()?))
@@ -1141,7 +1135,7 @@ fn collision(cx: &Ctx<'_>, theta: &UnionMap) -> Result<Option<Collision>, Error>
         return Ok(None);
     }
     let sample = same.sample().map_err(e())?;
-    Ok(instances(&islx::text(&sample)?))
+    Ok(crate::poly::sampled_pair(sample))
 }
 
 /// The schedule the user gave, checked to cover every statement in one time space.
@@ -1161,19 +1155,12 @@ fn given_schedule(cx: &Ctx<'_>, map: &str) -> Result<String, Error> {
             "maps statements to times of different lengths or names: give every statement a time of the same length".into(),
         ));
     }
-    let domain = union_set(cx.isl, &cx.domain())?;
+    let domain = cx.domain()?;
     let missing = domain
         .subtract(m.copy().and_then(|m| m.domain()).map_err(e())?)
         .map_err(e())?;
     if !missing.is_empty().map_err(e())? {
-        let text = islx::text(&missing)?;
-        let names: BTreeSet<&str> = cx
-            .region
-            .statements
-            .iter()
-            .map(|s| s.name.as_str())
-            .filter(|n| text.contains(&format!("{n}[")))
-            .collect();
+        let names: BTreeSet<String> = crate::poly::tuple_names(&missing).into_iter().collect();
         return Err(bad(format!(
             "leaves instances of {} unscheduled (every statement of the region needs a time)",
             names.into_iter().collect::<Vec<_>>().join(", ")
@@ -1218,11 +1205,10 @@ fn violation(
         let s = hit
             .sample()
             .map_err(islx::isl("sampling a violated pair"))?;
-        let t = islx::text(&s)?;
         if std::env::var_os("POLYPROF_DEBUG_CHECK").is_some() {
-            eprintln!("sample {t}");
+            eprintln!("sample {}", islx::text(&s)?);
         }
-        instances(&t)
+        crate::poly::sampled_pair(s)
     };
     let d = &cx.region.dependences[dep];
     Ok(Violation {
@@ -1269,44 +1255,6 @@ fn fix(cx: &Ctx<'_>, dep: usize) -> Option<Requirement> {
         }
         Storage::Array { .. } => None,
     }
-}
-
-/// A sampled pair read back as two instances: `{ S3[1, 2] -> S3[2, 0] }`, or as isl prints
-/// points of a map, `{ S5[i0', i1'] -> S0[i0, i1] : i0' = 0 and i1' = 2 and i0 = 1 ... }`.
-fn instances(text: &str) -> Option<Collision> {
-    let body = crate::affine::strip_braces(text);
-    let (tuples, cond) = match body.split_once(':') {
-        Some((t, c)) => (t, c),
-        None => (body.as_str(), ""),
-    };
-    let mut values: BTreeMap<&str, i64> = BTreeMap::new();
-    for c in cond.split(" and ") {
-        if let Some((v, n)) = c.split_once('=') {
-            if let Ok(n) = n.trim().parse::<i64>() {
-                values.insert(v.trim(), n);
-            }
-        }
-    }
-    let (a, b) = tuples.split_once("->")?;
-    Some((instance(a, &values)?, instance(b, &values)?))
-}
-
-fn instance(t: &str, values: &BTreeMap<&str, i64>) -> Option<Instance> {
-    let t = t.trim();
-    let (name, rest) = t.split_once('[')?;
-    let inner = rest.strip_suffix(']')?;
-    let coords = if inner.trim().is_empty() {
-        Vec::new()
-    } else {
-        inner
-            .split(',')
-            .map(|c| {
-                let c = c.trim();
-                c.parse::<i64>().ok().or_else(|| values.get(c).copied())
-            })
-            .collect::<Option<Vec<_>>>()?
-    };
-    Some((name.trim().to_string(), coords))
 }
 
 /// An instance for a person: `S3 (k.c:12) at L4=0, L5=2` (iteration numbers from 0).
@@ -1384,16 +1332,21 @@ mod tests {
 
     #[test]
     fn sampled_pairs_read_back() {
+        let isl = Context::alloc();
+        let sample = |text: &str| {
+            let m = union_map(&isl, text).expect("a map");
+            crate::poly::sampled_pair(m.sample().expect("a point"))
+        };
         assert_eq!(
-            instances("{ S3[1, 2] -> S0[2, 0] }"),
+            sample("{ S3[1, 2] -> S0[2, 0] }"),
             Some((("S3".into(), vec![1, 2]), ("S0".into(), vec![2, 0])))
         );
         assert_eq!(
-            instances("{ S5[i0', i1'] -> S0[i0, i1] : i0' = 0 and i1' = 2 and i0 = 1 and i1 = 0 }"),
+            sample("{ S5[i, j] -> S0[k, l] : i = 0 and j = 2 and k = 1 and l = i + j - 2 }"),
             Some((("S5".into(), vec![0, 2]), ("S0".into(), vec![1, 0])))
         );
         assert_eq!(
-            instances("{ S1[] -> S2[4] }"),
+            sample("{ S1[] -> S2[4] }"),
             Some((("S1".into(), vec![]), ("S2".into(), vec![4])))
         );
     }

@@ -3,38 +3,11 @@
 //! other with no inner loop between them, become one block statement: the scheduler's ILP
 //! grows with the number of statements, and a block moves as a whole anyway.
 
-use crate::input::{Boundary, Dependence, EqualPairs, Region, Statement};
-use crate::islx::{self, union_map};
+use crate::input::{Boundary, Dependence, EqualPairs, Polyhedra, Region, Statement};
+use crate::islx;
+use crate::params::Parameterizer;
 use isl_rs::{Context, Set};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-
-/// Renames the statement tuples of an isl string (`S3[` → `B1[`).
-fn rename(text: &str, names: &HashMap<String, String>) -> String {
-    let mut out = String::with_capacity(text.len());
-    let bytes: Vec<char> = text.chars().collect();
-    let mut i = 0;
-    while i < bytes.len() {
-        let c = bytes[i];
-        let prev_ident = i > 0 && (bytes[i - 1].is_alphanumeric() || bytes[i - 1] == '_');
-        if c == 'S' && !prev_ident {
-            let mut j = i + 1;
-            while j < bytes.len() && bytes[j].is_ascii_digit() {
-                j += 1;
-            }
-            if j > i + 1 && j < bytes.len() && bytes[j] == '[' {
-                let name: String = bytes[i..j].iter().collect();
-                if let Some(n) = names.get(&name) {
-                    out.push_str(n);
-                    i = j;
-                    continue;
-                }
-            }
-        }
-        out.push(c);
-        i += 1;
-    }
-    out
-}
 
 /// The statements of a block, `S1-S4` when their numbers follow each other, else listed.
 fn name_span<'a>(names: impl Iterator<Item = &'a str>) -> String {
@@ -53,13 +26,18 @@ fn name_span<'a>(names: impl Iterator<Item = &'a str>) -> String {
 
 /// The relation without the pairs that map an instance to itself (dependences between
 /// instructions of one block instance, whose order the block keeps): `None` when nothing else
-/// is left, the relation unchanged when isl cannot read it.
-fn without_self_pairs(isl: &Context, relation: &str, source: &str, sink: &str) -> Option<String> {
+/// is left, the relation unchanged when isl cannot answer.
+fn without_self_pairs(
+    isl: &Context,
+    relation: &Polyhedra,
+    source: &str,
+    sink: &str,
+) -> Option<Polyhedra> {
     if source != sink {
-        return Some(relation.to_string());
+        return Some(relation.clone());
     }
-    let rest = || -> Result<Option<String>, crate::Error> {
-        let m = union_map(isl, relation)?;
+    let rest = || -> Result<Option<Polyhedra>, crate::Error> {
+        let m = relation.to_union_map(isl, &mut Parameterizer::none())?;
         let same = m
             .copy()
             .map_err(islx::isl("copying a map"))?
@@ -74,22 +52,25 @@ fn without_self_pairs(isl: &Context, relation: &str, source: &str, sink: &str) -
             .intersect(same.copy().map_err(islx::isl("copying a map"))?)
             .map_err(islx::isl("self pairs"))?;
         if selves.is_empty().map_err(islx::isl("testing emptiness"))? {
-            return Ok(Some(relation.to_string()));
+            return Ok(Some(relation.clone()));
         }
         let rest = m.subtract(same).map_err(islx::isl("removing self pairs"))?;
         if rest.is_empty().map_err(islx::isl("testing emptiness"))? {
             return Ok(None);
         }
-        Ok(Some(islx::text(&rest)?))
+        // What isl cannot give back exactly keeps its self pairs (more pairs, never fewer).
+        Ok(Some(
+            Polyhedra::from_union_map(&rest).unwrap_or_else(|| relation.clone()),
+        ))
     };
-    rest().unwrap_or_else(|_| Some(relation.to_string()))
+    rest().unwrap_or_else(|_| Some(relation.clone()))
 }
 
 /// Domains of more pieces than this are widened before scheduling.
 const MAX_DOMAIN_PIECES: i32 = 4;
 
-/// The statements' domains as isl sets over the tuple `X`, simplified for the scheduler,
-/// and whether each was widened. A domain coalesces (the folder may split one domain into
+/// The statements' domains as isl sets over the tuple `X` (comparable across statements),
+/// simplified for the scheduler, and whether each was widened. A domain coalesces (the folder may split one domain into
 /// pieces where only the labels differ); one still in many pieces is shaped by data (a branch
 /// on values inside the loop), and becomes the domain of its loop body: everything that ran
 /// in the same loops, as a hull if that too is in many pieces. That over-approximation (the
@@ -97,8 +78,9 @@ const MAX_DOMAIN_PIECES: i32 = 4;
 /// the code around the branch stay one block statement.
 fn domains(isl: &Context, region: &Region) -> Vec<(Option<Set>, bool)> {
     let read = |s: &Statement| -> Option<Set> {
-        let text = s.domain.replace(&format!("{}[", s.name), "X[");
-        Set::read_from_str(isl, &text).and_then(Set::coalesce).ok()
+        let x = HashMap::from([(s.name.clone(), "X".to_string())]);
+        let set = s.domain.renamed(&x).to_set(isl, &mut Parameterizer::none());
+        set.ok().and_then(|d| d.coalesce().ok())
     };
     let pieces = |s: &Set| s.n_basic_set().unwrap_or(i32::MAX);
     let own: Vec<Option<Set>> = region.statements.iter().map(read).collect();
@@ -155,7 +137,7 @@ pub(crate) fn coarsen(region: &Region, isl: &Context) -> Region {
     let (sets, widened): (Vec<Option<Set>>, Vec<bool>) = domains(isl, region).into_iter().unzip();
     let same_domain = |a: usize, b: usize| match (&sets[a], &sets[b]) {
         (Some(x), Some(y)) => x.is_equal(y).unwrap_or(false),
-        _ => region.statements[a].domain == region.statements[b].domain,
+        _ => false,
     };
     let mut members: Vec<Vec<usize>> = Vec::new();
     for &i in &order {
@@ -184,10 +166,11 @@ pub(crate) fn coarsen(region: &Region, isl: &Context) -> Region {
             names.insert(region.statements[i].name.clone(), name.clone());
         }
         // The simplified domain: fewer pieces for the scheduler.
-        let domain = match sets[m[0]].as_ref().and_then(|d| crate::islx::text(d).ok()) {
-            Some(text) => text.replace("X[", &format!("{name}[")),
-            None => rename(&first.domain, &names),
-        };
+        let domain = sets[m[0]]
+            .as_ref()
+            .and_then(Polyhedra::from_set)
+            .map(|d| d.renamed(&HashMap::from([("X".to_string(), name.clone())])))
+            .unwrap_or_else(|| first.domain.renamed(&names));
         let label = if m.len() == 1 {
             first.label.clone()
         } else {
@@ -233,7 +216,7 @@ pub(crate) fn coarsen(region: &Region, isl: &Context) -> Region {
         .iter()
         .filter_map(|d| {
             let (source, sink) = (renamed(&d.source), renamed(&d.sink));
-            let relation = rename(&d.relation, &names);
+            let relation = d.relation.renamed(&names);
             // Inside one block instance, or the same pairs through the same storage again. Only
             // two instructions merged into one block can meet in one instance: an instruction
             // instance never depends on itself (the tracker orders its reads before its
@@ -258,7 +241,7 @@ pub(crate) fn coarsen(region: &Region, isl: &Context) -> Region {
         .collect();
     let border = |b: &Boundary| Boundary {
         stmt: renamed(&b.stmt),
-        relation: rename(&b.relation, &names),
+        relation: b.relation.renamed(&names),
         ..b.clone()
     };
     Region {
@@ -280,19 +263,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn renames_tuples_only() {
-        let mut n = HashMap::new();
-        n.insert("S3".to_string(), "S0".to_string());
-        assert_eq!(
-            rename("{ S3[i0] -> S3[i0 - 1] : S3x = 1 }", &n),
-            "{ S0[i0] -> S0[i0 - 1] : S3x = 1 }"
-        );
-    }
-
-    #[test]
     fn self_pairs_are_removed_with_isl() {
         let isl = Context::alloc();
-        let drop = |r: &str| without_self_pairs(&isl, r, "S0", "S0");
+        let parse = |r: &str| Polyhedra::parse(r).expect("a map");
+        let drop = |r: &str| without_self_pairs(&isl, &parse(r), "S0", "S0").map(|p| p.isl_text());
         assert_eq!(
             drop("{ S0[i0, i1] -> S0[i0, i1] : 0 <= i0 <= 9 and 0 <= i1 <= 9 }"),
             None
@@ -303,13 +277,14 @@ mod tests {
             None
         );
         let carried = "{ S0[i0] -> S0[i0 - 1] : 1 <= i0 <= 9 }";
-        assert_eq!(drop(carried).as_deref(), Some(carried));
+        let carried_text = parse(carried).isl_text();
+        assert_eq!(drop(carried).as_deref(), Some(carried_text.as_str()));
         let mixed =
             drop("{ S0[i0] -> S0[o0] : 1 <= i0 <= 9 and i0 - 1 <= o0 <= i0 }").expect("pairs left");
         assert!(!mixed.contains("o0 <= i0 }"), "{mixed}");
         assert_eq!(
-            without_self_pairs(&isl, carried, "S0", "S1").as_deref(),
-            Some(carried)
+            without_self_pairs(&isl, &parse(carried), "S0", "S1"),
+            Some(parse(carried))
         );
     }
 }

@@ -10,7 +10,7 @@
 
 use crate::analyze::layout;
 use crate::input::Region;
-use crate::islx::{isl, union_map, union_set};
+use crate::islx::{isl, union_map};
 use crate::{Error, Feedback, SuggestionKind};
 use isl_rs::{ASTExpr, ASTNode, Context, Set, UnionMap};
 use std::collections::BTreeMap;
@@ -62,12 +62,11 @@ pub(crate) fn region_code(
     fb: &Feedback,
     isl: &Context,
 ) -> Result<(String, String), Error> {
-    let domain = domain_text(region);
     let chain = hottest_chain(region);
     let before = Plan::Rows(rows(region, &[], &[], None));
-    let before = generate(isl, region, &domain, &before, &Marks::default())?;
+    let before = generate(isl, region, &before, &Marks::default())?;
     let (plan, marks) = after_plan(region, fb, &chain);
-    let after = generate(isl, region, &domain, &plan, &marks)?;
+    let after = generate(isl, region, &plan, &marks)?;
     Ok((before, after))
 }
 
@@ -79,16 +78,6 @@ fn hottest_chain(region: &Region) -> Vec<usize> {
         .max_by_key(|s| s.ops)
         .map(|s| s.loops.clone())
         .unwrap_or_default()
-}
-
-fn domain_text(region: &Region) -> String {
-    let pieces: Vec<String> = region
-        .statements
-        .iter()
-        .map(|s| crate::affine::strip_braces(&s.domain))
-        .filter(|d| !d.trim().is_empty())
-        .collect();
-    format!("{{ {} }}", pieces.join("; "))
 }
 
 /// The schedule of the advised transformations, with the loops to mark.
@@ -214,12 +203,11 @@ fn map_text(region: &Region, rows: &BTreeMap<String, Vec<Role>>) -> String {
 
 /// Roles read back from a map isl computed: a row following one dimension is that
 /// dimension's loop; a constant row a position; anything else a skew or a tile.
-fn roles_of_map(map: &str) -> BTreeMap<String, Vec<Role>> {
-    crate::affine::parse_schedule_map(map)
+fn roles_of_map(map: &UnionMap) -> BTreeMap<String, Vec<Role>> {
+    crate::poly::schedule_rows(map)
         .into_iter()
-        .map(|r| {
-            let roles = r
-                .rows
+        .map(|(name, rows)| {
+            let roles = rows
                 .iter()
                 .map(|row| match row {
                     Some(a) if a.dims_used() == 0 => Role::Position(a.constant.max(0) as u32),
@@ -230,7 +218,7 @@ fn roles_of_map(map: &str) -> BTreeMap<String, Vec<Role>> {
                     None => Role::Other,
                 })
                 .collect();
-            (r.name, roles)
+            (name, roles)
         })
         .collect()
 }
@@ -238,15 +226,16 @@ fn roles_of_map(map: &str) -> BTreeMap<String, Vec<Role>> {
 fn generate(
     ctx: &Context,
     region: &Region,
-    domain: &str,
     plan: &Plan,
     marks: &Marks,
 ) -> Result<String, Error> {
-    let dom = union_set(ctx, domain)?;
+    // Without parameters: the code shows the program's own bounds.
+    let dom = crate::poly::union_of_sets(ctx, region.statements.iter().map(|s| &s.domain))?;
     let (schedule, roles) = match plan {
         Plan::Rows(rows) => (union_map(ctx, &map_text(region, rows))?, rows.clone()),
         Plan::Isl { map, params } => {
             let mut m = union_map(ctx, map)?;
+            let roles = roles_of_map(&m);
             if let Some(p) = params {
                 let fixed = Set::read_from_str(ctx, p).map_err(isl("reading parameters"))?;
                 m = m
@@ -254,7 +243,7 @@ fn generate(
                     .and_then(UnionMap::project_out_all_params)
                     .map_err(isl("fixing parameters"))?;
             }
-            (m, roles_of_map(map))
+            (m, roles)
         }
     };
     let schedule = schedule

@@ -1103,7 +1103,7 @@ mod tests {
                     label: "k.c:4".into(),
                     loops: vec![0, 1, 2],
                     positions: vec![0, 0, 0, 0],
-                    domain: String::new(),
+                    domain: crate::Polyhedra::empty_set("S0", 3),
                     ops: 64 * 64 * 64,
                     accesses: vec![
                         access(&[row, 0, 8], "A", false),
@@ -1118,7 +1118,7 @@ mod tests {
                     label: "k.c:2".into(),
                     loops: vec![0, 1],
                     positions: vec![0, 0, 1],
-                    domain: String::new(),
+                    domain: crate::Polyhedra::empty_set("S1", 2),
                     ops: 64 * 64,
                     accesses: vec![access(&[row, 8], "C", true)],
                     fp: false,

@@ -1,5 +1,6 @@
 //! What the feedback stage is given for one region.
 
+pub use crate::poly::{Polyhedra, Tuple};
 use std::collections::BTreeMap;
 pub use tracer::DepKind;
 
@@ -47,8 +48,8 @@ pub struct Statement {
     /// Original order: the statement's static position under the root and under each of its
     /// loops (Kelly's mapping), `loops.len() + 1` entries.
     pub positions: Vec<u32>,
-    /// isl set of the statement's iteration domain, over `name[i0, i1, ...]`.
-    pub domain: String,
+    /// The statement's iteration domain, a set over `name[i0, i1, ...]`.
+    pub domain: Polyhedra,
     /// Dynamic instances.
     pub ops: u64,
     pub accesses: Vec<Access>,
@@ -114,8 +115,8 @@ pub struct Dependence {
     pub sink: String,
     pub kind: DepKind,
     pub storage: Storage,
-    /// isl map from the consumer's instances to the producer's: `{ S3[i] -> S1[i - 1] : ... }`.
-    pub relation: String,
+    /// From the consumer's instances to the producer's: `{ S3[i] -> S1[i - 1] : ... }`.
+    pub relation: Polyhedra,
     pub exact: bool,
     /// Whether it pairs instances with equal coordinates (known from the folded pieces).
     pub equal_pairs: EqualPairs,
@@ -149,10 +150,10 @@ pub struct Boundary {
     /// The statement of the region that reads (live-in) or writes (live-out) it.
     pub stmt: String,
     pub storage: Storage,
-    /// isl map between the statement's instances and the instruction outside, whose tuple is
+    /// Between the statement's instances and the instruction outside, whose tuple is
     /// `Outside`: `{ S2[i] -> Outside[] }` for live-in reads, `{ Outside[] -> S2[i] }` for
     /// live-out writes (consumer to producer, as dependences).
-    pub relation: String,
+    pub relation: Polyhedra,
     /// Source location of the instruction outside, for a person.
     pub outside: String,
 }

@@ -1,7 +1,7 @@
 //! The few isl operations the feedback stage needs, with errors in words, and isl's schedule
 //! tree read back into plain Rust values.
 
-use crate::affine::{parse_schedule_map, Affine};
+use crate::affine::Affine;
 use crate::Error;
 use isl_rs::{
     Context, LibISLError, ScheduleConstraints, ScheduleNode, ScheduleNodeType, Set, UnionMap,
@@ -279,24 +279,6 @@ impl Tree {
     }
 }
 
-fn statement_names(set: &str) -> Vec<String> {
-    let body = match (set.find('{'), set.rfind('}')) {
-        (Some(a), Some(b)) if a < b => &set[a + 1..b],
-        _ => return Vec::new(),
-    };
-    let mut names = Vec::new();
-    for piece in crate::affine::split_top(body, ';') {
-        let p = piece.trim();
-        if let Some(i) = p.find('[') {
-            let name = p[..i].trim().to_string();
-            if !name.is_empty() && !names.contains(&name) {
-                names.push(name);
-            }
-        }
-    }
-    names
-}
-
 fn read_tree(n: &ScheduleNode) -> Result<Tree, Error> {
     let ty = n.get_type().map_err(isl("reading a schedule node"))?;
     let child = |i: i32| -> Result<Tree, Error> {
@@ -310,8 +292,7 @@ fn read_tree(n: &ScheduleNode) -> Result<Tree, Error> {
             let sched = n
                 .band_get_partial_schedule_union_map()
                 .map_err(isl("reading a band's schedule"))?;
-            let text = text(&sched)?;
-            let rows = parse_schedule_map(&text);
+            let rows = crate::poly::schedule_rows(&sched);
             let mut members = Vec::new();
             for k in 0..m {
                 let coincident = n
@@ -319,7 +300,7 @@ fn read_tree(n: &ScheduleNode) -> Result<Tree, Error> {
                     .map_err(isl("reading a band member"))?;
                 let rows = rows
                     .iter()
-                    .map(|r| (r.name.clone(), r.rows.get(k as usize).cloned().flatten()))
+                    .map(|(name, r)| (name.clone(), r.get(k as usize).cloned().flatten()))
                     .collect();
                 members.push(Member { coincident, rows });
             }
@@ -334,8 +315,8 @@ fn read_tree(n: &ScheduleNode) -> Result<Tree, Error> {
             let mut children = Vec::new();
             for i in 0..k {
                 let f = n.get_child(i).map_err(isl("reading a filter"))?;
-                let filter = text(&f.filter_get_filter().map_err(isl("reading a filter"))?)?;
-                let names = statement_names(&filter);
+                let filter = f.filter_get_filter().map_err(isl("reading a filter"))?;
+                let names = crate::poly::tuple_names(&filter);
                 let sub = match f.n_children().map_err(isl("reading a filter"))? {
                     0 => Tree::Leaf,
                     _ => {

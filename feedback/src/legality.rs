@@ -18,9 +18,8 @@
 //! - the hidden state of library code (output streams, random generators, the heap) cannot be
 //!   renamed: a loop that calls `printf` or `rand` is serial.
 
-use crate::affine::strip_braces;
 use crate::input::{DepKind, ReduceOp, Region, Statement, Storage};
-use crate::islx::{self, empty, union_map, union_set};
+use crate::islx::{self, empty, union_map};
 use crate::params::Parameterizer;
 use crate::reduction::Reductions;
 use crate::Error;
@@ -210,15 +209,13 @@ pub(crate) struct Ctx<'a> {
     pub region: &'a Region,
     pub isl: &'a Context,
     pub params: Parameterizer,
-    /// Per dependence: its rewritten relation (consumer → producer, without braces).
-    pub deps: Vec<String>,
-    /// Per statement: its rewritten domain (without braces).
-    pub domains: Vec<String>,
+    /// Per statement: its domain, parameterized.
+    domains: Vec<UnionSet>,
     pub n: usize,
-    /// Per dependence: its relation as an isl map, source → sink, parsed once.
+    /// Per dependence: its relation, source → sink; `None` when it holds no pair.
     maps: Vec<Option<UnionMap>>,
-    /// Per live-out border of the region: its rewritten relation (without braces).
-    outs: Vec<String>,
+    /// Per live-out border of the region: its relation, producer inside → `Outside`.
+    outs: Vec<UnionMap>,
     /// The reductions of the loops, found on demand on the region's instructions (before
     /// they were grouped into blocks).
     pub reductions: Reductions<'a>,
@@ -231,53 +228,48 @@ enum Crossing {
     Out,
 }
 
+/// A value crossing a loop's border ([`Ctx::crossing`]).
+struct Crossed {
+    /// Producer → consumer pairs, when the question needs them (values going out).
+    pairs: Option<UnionMap>,
+    /// Where the end outside the loop is (`k.c:12`).
+    outside: String,
+}
+
 impl<'a> Ctx<'a> {
-    pub fn new(region: &'a Region, isl: &'a Context, mut params: Parameterizer) -> Ctx<'a> {
-        let domains = region
-            .statements
-            .iter()
-            .map(|s| strip_braces(&params.rewrite(&s.domain)))
-            .collect();
-        let deps = region
-            .dependences
-            .iter()
-            .map(|d| strip_braces(&params.rewrite(&d.relation)))
-            .collect();
-        let outs = region
-            .live_out
-            .iter()
-            .map(|b| strip_braces(&params.rewrite(&b.relation)))
-            .collect();
-        Ctx {
+    /// The region's domains and dependences given to isl, with large constants made
+    /// parameters by `params`.
+    pub fn new(
+        region: &'a Region,
+        isl: &'a Context,
+        mut params: Parameterizer,
+    ) -> Result<Ctx<'a>, Error> {
+        let reversed = |m: UnionMap| m.reverse().map_err(islx::isl("reversing dependences"));
+        let mut domains = Vec::with_capacity(region.statements.len());
+        for s in &region.statements {
+            domains.push(s.domain.to_union_set(isl, &mut params)?);
+        }
+        let mut maps = Vec::with_capacity(region.dependences.len());
+        for d in &region.dependences {
+            maps.push(match d.relation.is_empty() {
+                true => None,
+                false => Some(reversed(d.relation.to_union_map(isl, &mut params)?)?),
+            });
+        }
+        let mut outs = Vec::with_capacity(region.live_out.len());
+        for b in &region.live_out {
+            outs.push(reversed(b.relation.to_union_map(isl, &mut params)?)?);
+        }
+        Ok(Ctx {
             region,
             isl,
             params,
-            deps,
             domains,
             n: sched_len(region),
-            maps: Vec::new(),
+            maps,
             outs,
             reductions: Reductions::none(),
-        }
-    }
-
-    /// Parses every dependence once (after [`Self::keep_forward`] rewrote them).
-    pub fn parse(&mut self) -> Result<(), Error> {
-        let mut maps = Vec::with_capacity(self.deps.len());
-        for d in &self.deps {
-            maps.push(if d.is_empty() {
-                None
-            } else {
-                let text = self.params.declare(&format!("{{ {d} }}"));
-                Some(
-                    union_map(self.isl, &text)?
-                        .reverse()
-                        .map_err(islx::isl("reversing dependences"))?,
-                )
-            });
-        }
-        self.maps = maps;
-        Ok(())
+        })
     }
 
     pub fn prefix(&self) -> String {
@@ -301,28 +293,32 @@ impl<'a> Ctx<'a> {
     pub fn keep_forward(&mut self) -> Result<(), Error> {
         let original = union_map(self.isl, &self.original())?;
         for (i, d) in self.region.dependences.iter().enumerate() {
-            if d.exact || self.deps[i].is_empty() {
+            if d.exact {
                 continue;
             }
-            let text = self.params.declare(&format!("{{ {} }}", self.deps[i]));
-            let reversed = |m: UnionMap| m.reverse().map_err(islx::isl("reversing"));
-            let m = reversed(union_map(self.isl, &text)?)?;
-            let kept = reversed(islx::forward(m, &original)?)?;
-            let text = islx::text(&kept)?;
-            self.deps[i] = strip_braces(&text);
+            let Some(m) = self.maps[i].take() else {
+                continue;
+            };
+            let kept = islx::forward(m, &original)?;
+            self.maps[i] = (!empty(&kept)?).then_some(kept);
         }
         Ok(())
     }
 
+    /// The domains of the statements `which` (indices), as one union set.
+    pub fn domains_of(&self, which: impl IntoIterator<Item = usize>) -> Result<UnionSet, Error> {
+        let e = || islx::isl("uniting domains");
+        let mut out = UnionSet::empty_ctx(self.isl).map_err(e())?;
+        for i in which {
+            let d = self.domains[i].copy().map_err(e())?;
+            out = out.union(d).map_err(e())?;
+        }
+        Ok(out)
+    }
+
     /// The statements' domains as one union set.
-    pub fn domain(&self) -> String {
-        let pieces: Vec<&str> = self
-            .domains
-            .iter()
-            .map(String::as_str)
-            .filter(|s| !s.is_empty())
-            .collect();
-        self.params.declare(&format!("{{ {} }}", pieces.join("; ")))
+    pub fn domain(&self) -> Result<UnionSet, Error> {
+        self.domains_of(0..self.domains.len())
     }
 
     /// Source → sink maps of the dependences `which`, as one union map.
@@ -459,7 +455,7 @@ impl<'a> Ctx<'a> {
             d.storage.describe(),
             label(&d.source),
             label(&d.sink),
-            d.relation
+            d.relation.isl_text()
         )
     }
 
@@ -578,8 +574,8 @@ impl<'a> Ctx<'a> {
                     d.source.as_str()
                 }
             }));
-            let live_in = self.crossing(Crossing::In, storage, &inside);
-            let live_out = self.crossing(Crossing::Out, storage, &inside);
+            let live_in = self.crossing(Crossing::In, storage, &inside)?;
+            let live_out = self.crossing(Crossing::Out, storage, &inside)?;
             match storage {
                 Storage::Effect { .. } => {
                     return Ok(Verdict::Blocked(format!(
@@ -612,7 +608,7 @@ impl<'a> Ctx<'a> {
                             return Ok(Verdict::Blocked(format!(
                                 "{} is written in several iterations and read after the loop (at {}), and the value read is not always the last iteration's",
                                 storage.describe(),
-                                live_out.iter().map(|o| o.1.clone()).collect::<BTreeSet<_>>().into_iter().collect::<Vec<_>>().join(", ")
+                                live_out.iter().map(|o| o.outside.clone()).collect::<BTreeSet<_>>().into_iter().collect::<Vec<_>>().join(", ")
                             )));
                         }
                         needs.push(Requirement {
@@ -634,7 +630,7 @@ impl<'a> Ctx<'a> {
                     let after = || {
                         live_out
                             .iter()
-                            .map(|o| o.1.clone())
+                            .map(|o| o.outside.clone())
                             .collect::<BTreeSet<_>>()
                             .into_iter()
                             .collect::<Vec<_>>()
@@ -695,16 +691,15 @@ impl<'a> Ctx<'a> {
 
     /// Values crossing the border of loop `l` through `storage` (matched by variable): read
     /// inside from writes before it (`Crossing::In`), or written inside and read after it
-    /// (`Crossing::Out`), in the region or beyond it. Each: (relation, consumer → producer,
-    /// without braces, empty when not needed; where the outside end is).
+    /// (`Crossing::Out`, with their pairs), in the region or beyond it.
     fn crossing(
         &self,
         way: Crossing,
         storage: &Storage,
         inside: &BTreeSet<&str>,
-    ) -> Vec<(String, String)> {
+    ) -> Result<Vec<Crossed>, Error> {
         let root = storage.root();
-        let mut out: Vec<(String, String)> = Vec::new();
+        let mut out = Vec::new();
         for (i, d) in self.region.dependences.iter().enumerate() {
             let (mine, other) = match way {
                 Crossing::In => (&d.sink, &d.source),
@@ -715,26 +710,39 @@ impl<'a> Ctx<'a> {
                 && inside.contains(mine.as_str())
                 && !inside.contains(other.as_str())
             {
-                out.push((self.deps[i].clone(), line_of(self.region, other)));
+                let pairs = match (way, &self.maps[i]) {
+                    (Crossing::Out, Some(m)) => Some(Self::copy(m)?),
+                    _ => None,
+                };
+                out.push(Crossed {
+                    pairs,
+                    outside: line_of(self.region, other),
+                });
             }
         }
-        let (borders, relations) = match way {
-            Crossing::In => (&self.region.live_in, None),
-            Crossing::Out => (&self.region.live_out, Some(&self.outs)),
+        let borders = match way {
+            Crossing::In => &self.region.live_in,
+            Crossing::Out => &self.region.live_out,
         };
         for (k, b) in borders.iter().enumerate() {
             if b.storage.root() == root && inside.contains(b.stmt.as_str()) {
-                let rel = relations.map_or(String::new(), |r| r[k].clone());
-                out.push((rel, b.outside.clone()));
+                let pairs = match way {
+                    Crossing::Out => Some(Self::copy(&self.outs[k])?),
+                    Crossing::In => None,
+                };
+                out.push(Crossed {
+                    pairs,
+                    outside: b.outside.clone(),
+                });
             }
         }
-        out
+        Ok(out)
     }
 
-    /// Whether every value of `live_out` (consumer → producer relations) was written in the
-    /// last iteration of loop `l`, for each iteration of the loops around it: then the copy
-    /// of the last iteration holds it, and `lastprivate` is legal.
-    fn written_last(&self, l: usize, live_out: &[(String, String)]) -> Result<bool, Error> {
+    /// Whether every value of `live_out` was written in the last iteration of loop `l`, for
+    /// each iteration of the loops around it: then the copy of the last iteration holds it,
+    /// and `lastprivate` is legal.
+    fn written_last(&self, l: usize, live_out: &[Crossed]) -> Result<bool, Error> {
         let in_l: Vec<(usize, &Statement)> = self
             .region
             .statements
@@ -761,25 +769,15 @@ impl<'a> Ctx<'a> {
             self.isl,
             &self.params.declare(&format!("{{ {} }}", proj.join("; "))),
         )?;
-        let doms: Vec<&str> = in_l
-            .iter()
-            .map(|(i, _)| self.domains[*i].as_str())
-            .filter(|s| !s.is_empty())
-            .collect();
-        let all = union_set(
-            self.isl,
-            &self.params.declare(&format!("{{ {} }}", doms.join("; "))),
-        )?;
+        let all = self.domains_of(in_l.iter().map(|(i, _)| *i))?;
         let iterations = all
             .apply(Self::copy(&proj)?)
             .map_err(islx::isl("projecting domains"))?;
         let mut produced: Option<UnionSet> = None;
-        for (rel, _) in live_out {
-            if rel.is_empty() {
-                continue;
-            }
-            let m = union_map(self.isl, &self.params.declare(&format!("{{ {rel} }}")))?;
-            let r = m.range().map_err(islx::isl("taking the producers"))?;
+        for m in live_out.iter().filter_map(|o| o.pairs.as_ref()) {
+            let r = Self::copy(m)?
+                .domain()
+                .map_err(islx::isl("taking the producers"))?;
             produced = Some(match produced {
                 None => r,
                 Some(p) => p.union(r).map_err(islx::isl("uniting producers"))?,

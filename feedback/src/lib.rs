@@ -16,6 +16,7 @@ mod islx;
 pub mod legality;
 pub mod params;
 pub mod pipeline;
+pub mod poly;
 mod reduction;
 mod scopes;
 mod smo;
@@ -24,8 +25,8 @@ mod storage;
 pub use analyze::analyze_region;
 pub use gain::{Gain, GainModel, GainOptions, Rating, Skip, SkipReason};
 pub use input::{
-    Access, Boundary, DepKind, Dependence, EqualPairs, Loop, ReduceOp, Region, SharedVariable,
-    Statement, Storage, Update,
+    Access, Boundary, DepKind, Dependence, EqualPairs, Loop, Polyhedra, ReduceOp, Region,
+    SharedVariable, Statement, Storage, Tuple, Update,
 };
 pub use islx::Strategy;
 pub use reduction::Reduction;

@@ -2,7 +2,8 @@
 //! `[P0] -> { [i] : 0 <= i < P0 }` with the context `P0 >= 1024`, one parameter for values
 //! within ±spread of each other, because large constants blow up the scheduler's ILP.
 
-/// Replaces large constants in a family of isl strings consistently.
+/// Replaces large constant terms of a family of polyhedra consistently (see
+/// [`crate::poly::Polyhedra`], which asks it for each constraint's constant).
 #[derive(Clone, Debug, Default)]
 pub struct Parameterizer {
     threshold: i64,
@@ -24,7 +25,7 @@ impl Parameterizer {
         if let Some(k) = self
             .bases
             .iter()
-            .position(|&b| (x - b).abs() <= self.spread)
+            .position(|&b| x.abs_diff(b) <= self.spread.unsigned_abs())
         {
             return (k, x - self.bases[k]);
         }
@@ -32,42 +33,31 @@ impl Parameterizer {
         (self.bases.len() - 1, 0)
     }
 
-    /// Rewrites `text`, replacing standalone integer literals of magnitude at least the
-    /// threshold by `(P<k> + d)`. Coefficients (`1024i`) and digits inside names stay.
-    pub fn rewrite(&mut self, text: &str) -> String {
-        let chars: Vec<char> = text.chars().collect();
-        let mut out = String::with_capacity(text.len());
-        let mut i = 0;
-        while i < chars.len() {
-            let c = chars[i];
-            let prev_ident = i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_');
-            if c.is_ascii_digit() && !prev_ident {
-                let start = i;
-                while i < chars.len() && chars[i].is_ascii_digit() {
-                    i += 1;
-                }
-                let next_ident = i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_');
-                let lit: String = chars[start..i].iter().collect();
-                // A modulus or divisor must stay a constant for isl (`mod 1024`, `/1024`).
-                let before = out.trim_end();
-                let divisor = before.ends_with("mod") || before.ends_with('/');
-                match lit.parse::<i64>() {
-                    Ok(x) if !next_ident && !divisor && x >= self.threshold => {
-                        let (k, d) = self.param_for(x);
-                        match d {
-                            0 => out.push_str(&format!("P{k}")),
-                            d if d > 0 => out.push_str(&format!("(P{k} + {d})")),
-                            d => out.push_str(&format!("(P{k} - {})", -d)),
-                        }
-                    }
-                    _ => out.push_str(&lit),
-                }
-                continue;
-            }
-            out.push(c);
-            i += 1;
+    /// Never parameterizes: the constants stay as they are.
+    pub fn none() -> Parameterizer {
+        Parameterizer::new(i64::MAX, 0)
+    }
+
+    /// A constant term of a constraint, split when its magnitude reaches the threshold:
+    /// `(k, sign, rest)` for `sign * P<k> + rest`; `None` when it stays a constant.
+    pub fn split(&mut self, c: i64) -> Option<(usize, i64, i64)> {
+        let magnitude = c.checked_abs()?;
+        if magnitude < self.threshold {
+            return None;
         }
-        out
+        let (k, d) = self.param_for(magnitude);
+        let sign = c.signum();
+        Some((k, sign, sign * d))
+    }
+
+    /// Number of parameters introduced so far.
+    pub fn count(&self) -> usize {
+        self.bases.len()
+    }
+
+    /// The name of parameter `k`.
+    pub fn name(k: usize) -> String {
+        format!("P{k}")
     }
 
     /// The parameter declaration to prefix rewritten strings with (`[P0, P1] -> `), or ""
@@ -125,36 +115,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn replaces_large_constants_and_groups_close_ones() {
+    fn large_constants_become_parameters_and_close_ones_share() {
         let mut p = Parameterizer::new(64, 20);
-        let d = p.rewrite("{ S3[i0, i1] : 0 <= i0 <= 1023 and 0 <= i1 <= 1025 and i1 <= 3i0 + 8 }");
-        assert_eq!(
-            d,
-            "{ S3[i0, i1] : 0 <= i0 <= P0 and 0 <= i1 <= (P0 + 2) and i1 <= 3i0 + 8 }"
-        );
-        let m = p.rewrite("{ S3[i] -> S1[i - 1] : 1 <= i <= 4095 }");
-        assert_eq!(m, "{ S3[i] -> S1[i - 1] : 1 <= i <= P1 }");
+        assert_eq!(p.split(1023), Some((0, 1, 0)));
+        assert_eq!(p.split(1025), Some((0, 1, 2)));
+        assert_eq!(p.split(-1030), Some((0, -1, -7)));
+        assert_eq!(p.split(4095), Some((1, 1, 0)));
+        assert_eq!(p.split(15), None);
+        assert_eq!(p.split(-63), None);
+        assert_eq!(p.count(), 2);
         assert_eq!(p.prefix(), "[P0, P1] -> ");
         assert_eq!(p.context(), "[P0, P1] -> { : P0 >= 1023 and P1 >= 4095 }");
-        assert!(p.declare(&d).starts_with("[P0, P1] -> { S3"));
-    }
-
-    #[test]
-    fn small_constants_and_coefficients_stay() {
-        let mut p = Parameterizer::new(64, 20);
-        let s = "{ S0[i] : 0 <= i <= 15 and 128i >= 0 }";
-        assert_eq!(p.rewrite(s), s);
-        assert_eq!(p.prefix(), "");
-    }
-
-    /// isl takes only constant moduli and divisors: a parameter there is a syntax error.
-    #[test]
-    fn moduli_and_divisors_stay() {
-        let mut p = Parameterizer::new(64, 20);
-        let s = "{ S0[i] : 100 <= i <= 900 and (i - 100) mod 100 = 0 and floor((i)/128) >= 1 }";
         assert_eq!(
-            p.rewrite(s),
-            "{ S0[i] : P0 <= i <= P1 and (i - P0) mod 100 = 0 and floor((i)/128) >= 1 }"
+            p.fixed().as_deref(),
+            Some("[P0, P1] -> { : P0 = 1023 and P1 = 4095 }")
         );
+    }
+
+    #[test]
+    fn none_never_parameterizes() {
+        let mut p = Parameterizer::none();
+        assert_eq!(p.split(1 << 40), None);
+        assert_eq!(p.split(i64::MIN), None);
+        assert_eq!(p.prefix(), "");
+        assert_eq!(p.context(), "{ : }");
     }
 }

@@ -8,7 +8,8 @@
 
 use crate::heap::{Block, HeapBlocks, Place, STACK_START};
 use crate::input::{
-    Access, Boundary, Dependence, EqualPairs, Loop, ReduceOp, Region, SharedVariable, Statement,
+    Access, Boundary, Dependence, EqualPairs, Loop, Polyhedra, ReduceOp, Region, SharedVariable,
+    Statement,
     Storage, Update,
 };
 use crate::scopes::{LoopCode, SourceText};
@@ -51,7 +52,7 @@ pub struct StatementReport {
     pub name: String,
     pub pc: u64,
     pub context: NodeId,
-    pub domain: String,
+    pub domain: Polyhedra,
     pub ops: u64,
     pub exact: bool,
 }
@@ -67,7 +68,7 @@ pub struct DependenceReport {
     /// block allocated at k.c:12) ``, `` `s` (register xmm0) ``).
     pub storage: String,
     /// Consumer instances → producer instances.
-    pub relation: String,
+    pub relation: Polyhedra,
     pub exact: bool,
 }
 
@@ -1436,7 +1437,12 @@ pub fn profile_after_observing(
             for d in &group.input.dependences {
                 eprintln!(
                     "  {} -> {} {:?} {:?} exact {} {}",
-                    d.source, d.sink, d.kind, d.storage, d.exact, d.relation
+                    d.source,
+                    d.sink,
+                    d.kind,
+                    d.storage,
+                    d.exact,
+                    d.relation.isl_text()
                 );
             }
         }
@@ -1745,7 +1751,7 @@ fn build_region(
                 }
             })
             .collect();
-        let domain = f.to_isl_set(&name);
+        let domain = Polyhedra::set_of(f, &name);
         statements.push(Statement {
             name: name.clone(),
             label: format!("{loc} {asm}"),
@@ -1881,7 +1887,7 @@ fn build_region(
                 live_in.push(Boundary {
                     stmt: sink.clone(),
                     storage: storage(),
-                    relation: f.to_isl_map(sink, "Outside"),
+                    relation: Polyhedra::map_of(f, sink, "Outside"),
                     outside: outside_line(prod.pc),
                 });
                 continue;
@@ -1890,7 +1896,7 @@ fn build_region(
                 live_out.push(Boundary {
                     stmt: source.clone(),
                     storage: storage(),
-                    relation: f.to_isl_map("Outside", source),
+                    relation: Polyhedra::map_of(f, "Outside", source),
                     outside: outside_line(cons.pc),
                 });
                 continue;
@@ -1899,14 +1905,14 @@ fn build_region(
                 rewritten_after.push(Boundary {
                     stmt: source.clone(),
                     storage: storage(),
-                    relation: f.to_isl_map("Outside", source),
+                    relation: Polyhedra::map_of(f, "Outside", source),
                     outside: outside_line(cons.pc),
                 });
                 continue;
             }
             _ => continue,
         };
-        let relation = f.to_isl_map(sink, source);
+        let relation = Polyhedra::map_of(f, sink, source);
         // Pairs past the slots were dropped: the relation is then known to be incomplete.
         let exact = f.is_exact() && !multi;
         let storage = storage();

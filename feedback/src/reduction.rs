@@ -303,7 +303,9 @@ impl<'a> Finder<'a> {
             source.name,
             ys.join(", ")
         );
-        let m = union_map(self.isl, &d.relation)?
+        let m = d
+            .relation
+            .to_union_map(self.isl, &mut crate::params::Parameterizer::none())?
             .intersect(union_map(self.isl, &filter)?)
             .map_err(crate::islx::isl("restricting a dependence"))?;
         Ok(!empty(&m)?)

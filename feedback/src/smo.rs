@@ -17,6 +17,7 @@
 
 use crate::input::{Region, Statement, Storage};
 use crate::islx::{self, isl, union_map, union_set};
+use crate::poly::{union_of_maps, union_of_sets};
 use crate::legality::{line_of, schedule_text};
 use crate::params::Parameterizer;
 use crate::{Error, Mapping, Rating, Suggestion, SuggestionKind};
@@ -137,38 +138,28 @@ fn lifetimes(
     a: &Array<'_>,
 ) -> Result<Lifetimes, Error> {
     let e = || isl("folding lifetimes");
-    let domains: Vec<&str> = a
-        .writers
-        .iter()
-        .map(|w| strip(&w.domain))
-        .filter(|d| !d.is_empty())
-        .collect();
-    let domain = union_set(isl_ctx, &format!("{{ {} }}", domains.join("; ")))?;
+    let domain = union_of_sets(isl_ctx, a.writers.iter().map(|w| &w.domain))?;
     let writes = schedule
         .copy()
         .and_then(|s| s.intersect_domain(domain))
         .map_err(e())?;
     // Flow dependences through the array, consumer -> producer: reversed, producer ->
     // consumer, then consumer -> its time.
-    let flows: Vec<&str> = region
+    let flows = region
         .dependences
         .iter()
         .filter(|d| d.kind == crate::DepKind::Flow && storage_key(&d.storage) == Some(&a.name))
-        .map(|d| strip(&d.relation))
-        .filter(|r| !r.is_empty())
-        .collect();
-    let reads = union_map(isl_ctx, &format!("{{ {} }}", flows.join("; ")))?
+        .map(|d| &d.relation);
+    let reads = union_of_maps(isl_ctx, flows)?
         .reverse()
         .and_then(|m| m.apply_range(schedule.copy()?))
         .map_err(e())?;
-    let outs: Vec<&str> = region
+    let outs = region
         .live_out
         .iter()
         .filter(|b| storage_key(&b.storage) == Some(&a.name))
-        .map(|b| strip(&b.relation))
-        .filter(|r| !r.is_empty())
-        .collect();
-    let live_out = union_map(isl_ctx, &format!("{{ {} }}", outs.join("; ")))?
+        .map(|b| &b.relation);
+    let live_out = union_of_maps(isl_ctx, outs)?
         .range()
         .map_err(e())?;
     Ok(Lifetimes {
@@ -199,12 +190,6 @@ fn conflicts(x: &Lifetimes, y: &Lifetimes) -> Result<UnionMap, Error> {
         .and_then(|m| m.union(beyond?))
         .and_then(UnionMap::coalesce)
         .map_err(e())
-}
-
-fn strip(text: &str) -> &str {
-    let t = text.trim();
-    let t = t.strip_prefix('{').unwrap_or(t);
-    t.strip_suffix('}').unwrap_or(t).trim()
 }
 
 /// The single write access of a one-writer array as subscripts: for each subscript
@@ -635,7 +620,7 @@ fn sharing(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::input::{Access, Boundary, Dependence, EqualPairs, Loop};
+    use crate::input::{Access, Boundary, Dependence, EqualPairs, Loop, Polyhedra};
     use crate::DepKind;
 
     fn stmt(name: &str, line: u32, pos: u32, dom: &str, write: bool) -> Statement {
@@ -644,7 +629,7 @@ mod tests {
             label: format!("k.c:{line} op"),
             loops: vec![0, 1],
             positions: vec![0, 0, pos],
-            domain: format!("{{ {name}[i0, i1] : {dom} }}"),
+            domain: Polyhedra::parse(&format!("{{ {name}[i0, i1] : {dom} }}")).expect("a set"),
             ops: 64,
             accesses: vec![Access {
                 strides: vec![Some(64), Some(8)],
@@ -667,7 +652,7 @@ mod tests {
             sink: sink.into(),
             kind: DepKind::Flow,
             storage: Storage::Array { name: "`A`".into() },
-            relation: rel.into(),
+            relation: Polyhedra::parse(rel).expect("a map"),
             exact: true,
             equal_pairs: EqualPairs::Unknown,
         };
@@ -689,7 +674,7 @@ mod tests {
             live_out: vec![Boundary {
                 stmt: "S2".into(),
                 storage: Storage::Array { name: "`A`".into() },
-                relation: "{ Outside[] -> S2[7, i1] : 0 <= i1 <= 7; Outside[] -> S2[i0, 7] : 0 <= i0 <= 7 }".into(),
+                relation: Polyhedra::parse("{ Outside[] -> S2[7, i1] : 0 <= i1 <= 7; Outside[] -> S2[i0, 7] : 0 <= i0 <= 7 }").expect("a map"),
                 outside: "k.c:9".into(),
             }],
             ..Region::default()
@@ -729,7 +714,7 @@ mod tests {
         region.rewritten_after = vec![Boundary {
             stmt: "S2".into(),
             storage: Storage::Array { name: "`A`".into() },
-            relation: "{ Outside[] -> S2[0, 0] }".into(),
+            relation: Polyhedra::parse("{ Outside[] -> S2[0, 0] }").expect("a map"),
             outside: "k.c:12".into(),
         }];
         let out = storage(&ctx, &region, &Under { suggested: None }).expect("isl");

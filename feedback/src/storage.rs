@@ -8,7 +8,6 @@
 //! that is dead while it is live (zero extra memory); one whose anti or output dependences are
 //! carried by a loop run in parallel, while its values never cross iterations, is privatized.
 
-use crate::affine::parse_schedule_map;
 use crate::input::{Access, DepKind, Region, Statement, Storage};
 use crate::legality::{line_of, Change, Ctx, Requirement};
 use crate::{Error, Mapping, Rating, Suggestion, SuggestionKind};
@@ -66,9 +65,9 @@ pub(crate) fn carrying_loops(region: &Region, storage: &Storage) -> Option<BTree
             .zip(&src.loops)
             .take_while(|(a, b)| a == b)
             .count();
-        for rows in parse_schedule_map(&d.relation) {
+        for rows in d.relation.outputs() {
             for k in 0..common {
-                let same = rows.rows.get(k).cloned().flatten().is_some_and(|r| {
+                let same = rows.get(k).cloned().flatten().is_some_and(|r| {
                     r.single_dim() == Some(k) && r.coeffs[k] == 1 && r.constant == 0
                 });
                 if !same {
@@ -534,17 +533,15 @@ pub(crate) fn contraction(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
             .flat_map(|b| {
                 let dp =
                     stmt(region, &b.stmt).and_then(|s| s.loops.iter().position(|&l| l == outer));
-                let rows = parse_schedule_map(&b.relation);
+                let rows = b.relation.outputs();
                 let outers: Vec<Option<i64>> = if rows.is_empty() {
                     vec![None]
                 } else {
                     rows.iter()
-                        .map(
-                            |r| match dp.and_then(|d| r.rows.get(d).cloned().flatten()) {
-                                Some(a) if a.dims_used() == 0 => Some(a.constant),
-                                _ => None,
-                            },
-                        )
+                        .map(|r| match dp.and_then(|d| r.get(d).cloned().flatten()) {
+                            Some(a) if a.dims_used() == 0 => Some(a.constant),
+                            _ => None,
+                        })
                         .collect()
                 };
                 outers.into_iter().map(move |o| (o, b.outside.as_str()))
@@ -565,8 +562,8 @@ pub(crate) fn contraction(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
                 max_dist = None;
                 break;
             };
-            for rows in parse_schedule_map(&d.relation) {
-                match rows.rows.get(dp).cloned().flatten() {
+            for rows in d.relation.outputs() {
+                match rows.get(dp).cloned().flatten() {
                     Some(r) if r.single_dim() == Some(ds) && r.coeffs[ds] == 1 => {
                         max_dist = max_dist.map(|m| m.max(-r.constant));
                     }

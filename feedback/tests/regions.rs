@@ -1,9 +1,14 @@
 //! The feedback on hand-written polyhedral regions of classic kernels.
 
 use feedback::{
-    analyze_region, Access, Boundary, DepKind, Dependence, EqualPairs, Loop, Options, Region,
-    SharedVariable, Statement, Storage, SuggestionKind,
+    analyze_region, Access, Boundary, DepKind, Dependence, EqualPairs, Loop, Options, Polyhedra,
+    Region, SharedVariable, Statement, Storage, SuggestionKind,
 };
+
+/// Polyhedra written in isl's notation.
+fn poly(text: &str) -> Polyhedra {
+    Polyhedra::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"))
+}
 
 fn acc(strides: &[i64], size: u32, write: bool) -> Access {
     Access {
@@ -35,7 +40,7 @@ fn stmt(
         label: format!("k.c:{name}"),
         loops: loops.to_vec(),
         positions: positions.to_vec(),
-        domain: domain.into(),
+        domain: poly(domain),
         ops,
         accesses,
         fp: true,
@@ -50,7 +55,7 @@ fn dep(src: &str, sink: &str, rel: &str) -> Dependence {
         sink: sink.into(),
         kind: DepKind::Flow,
         storage: Storage::Array { name: "a".into() },
-        relation: rel.into(),
+        relation: poly(rel),
         exact: true,
         equal_pairs: EqualPairs::Unknown,
     }
@@ -113,7 +118,7 @@ fn an_in_place_shift_reads_a_copy() {
     r.live_out = vec![Boundary {
         stmt: "S0".into(),
         storage: array("a"),
-        relation: "{ Outside[] -> S0[i] : 0 <= i <= 15 }".into(),
+        relation: poly("{ Outside[] -> S0[i] : 0 <= i <= 15 }"),
         outside: "k.c:9".into(),
     }];
     let f = analyze_region(&r, &Options::default()).unwrap();
@@ -140,7 +145,7 @@ fn an_array_rewritten_by_every_iteration_and_read_after_is_serial() {
     r.live_out = vec![Boundary {
         stmt: "S0".into(),
         storage: array("t"),
-        relation: "{ Outside[] -> S0[15] }".into(),
+        relation: poly("{ Outside[] -> S0[15] }"),
         outside: "k.c:9".into(),
     }];
     let f = analyze_region(&r, &Options::default()).unwrap();
@@ -170,14 +175,14 @@ fn a_scalar_read_after_the_loop_needs_lastprivate_only_when_written_last() {
     r.live_out = vec![Boundary {
         stmt: "S0".into(),
         storage: last.clone(),
-        relation: "{ Outside[] -> S0[15] }".into(),
+        relation: poly("{ Outside[] -> S0[15] }"),
         outside: "k.c:9".into(),
     }];
     let f = analyze_region(&r, &Options::default()).unwrap();
     let p = parallel(&f).expect("parallel with lastprivate");
     assert_eq!(changes(p), ["privatize", "lastprivate"], "{p:?}");
     // The value read after the loop comes from iteration 7, not the last one.
-    r.live_out[0].relation = "{ Outside[] -> S0[7] }".into();
+    r.live_out[0].relation = poly("{ Outside[] -> S0[7] }");
     let f = analyze_region(&r, &Options::default()).unwrap();
     assert!(parallel(&f).is_none(), "{:?}", f.suggestions);
 }
@@ -449,7 +454,7 @@ fn a_recurrence_is_not_parallel_and_says_why() {
     assert!(!kinds(&f).contains(&"parallelize"));
     let why = f.why_not.expect("why_not");
     assert!(
-        why.contains("carries") && why.contains("S0[i] -> S0[i - 1]"),
+        why.contains("carries") && why.contains("S0[i0] -> S0[-1 + i0]"),
         "{why}"
     );
 }
@@ -580,7 +585,7 @@ fn tiles_that_fit_are_estimated_and_generated() {
     let n = 64i64;
     r.trips = vec![Some(64); 3];
     r.statements[0].domain =
-        "{ S0[i0, i1, i2] : 0 <= i0 <= 63 and 0 <= i1 <= 63 and 0 <= i2 <= 63 }".into();
+        poly("{ S0[i0, i1, i2] : 0 <= i0 <= 63 and 0 <= i1 <= 63 and 0 <= i2 <= 63 }");
     r.statements[0].ops = 64 * 64 * 64;
     r.statements[0].accesses = vec![
         acc(&[8 * n, 0, 8], 8, false),

@@ -155,7 +155,7 @@ pub fn region_json(
             id: s.name.clone(),
             address: naming.loaded().link(s.pc).to_string(),
             location: loc_json(naming.location(s.pc)),
-            domain: s.domain.clone(),
+            domain: s.domain.isl_text(),
             ops: s.ops,
             exact: s.exact,
         })
@@ -169,7 +169,7 @@ pub fn region_json(
             kind: kinds::dep(d.kind),
             through: kinds::through(d.through),
             storage: d.storage.clone(),
-            relation: d.relation.clone(),
+            relation: d.relation.isl_text(),
             exact: d.exact,
         })
         .collect();
