@@ -249,7 +249,7 @@ pub struct Claim {
 }
 
 /// A statement instance: the statement's name and its iteration numbers, outermost first.
-pub type Instance = (String, Vec<i64>);
+pub use crate::poly::Instance;
 
 /// Two instances: the source and sink of a dependence, or two instances a schedule runs at
 /// the same time (it is not one-to-one).
@@ -579,7 +579,9 @@ fn values_kept(cx: &Ctx<'_>, theta: &UnionMap, whole: bool) -> Result<bool, Erro
         // write of a value read after the region must stay the last.
         for (borders, live_in) in [(&cx.region.live_in, true), (&cx.region.live_out, false)] {
             for b in borders.iter().filter(|b| &b.storage == storage) {
-                let rel = b.relation.to_union_map(cx.isl, &mut Parameterizer::none())?;
+                let rel = b
+                    .relation
+                    .to_union_map(cx.isl, &mut Parameterizer::none())?;
                 let ends = if live_in { rel.domain() } else { rel.range() }.map_err(e())?;
                 let at_ends = t_of(theta)?.intersect_domain(ends).map_err(e())?;
                 let crossed = if live_in {

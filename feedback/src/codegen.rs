@@ -223,12 +223,7 @@ fn roles_of_map(map: &UnionMap) -> BTreeMap<String, Vec<Role>> {
         .collect()
 }
 
-fn generate(
-    ctx: &Context,
-    region: &Region,
-    plan: &Plan,
-    marks: &Marks,
-) -> Result<String, Error> {
+fn generate(ctx: &Context, region: &Region, plan: &Plan, marks: &Marks) -> Result<String, Error> {
     // Without parameters: the code shows the program's own bounds.
     let dom = crate::poly::union_of_sets(ctx, region.statements.iter().map(|s| &s.domain))?;
     let (schedule, roles) = match plan {

@@ -9,8 +9,7 @@
 use crate::heap::{Block, HeapBlocks, Place, STACK_START};
 use crate::input::{
     Access, Boundary, Dependence, EqualPairs, Loop, Polyhedra, ReduceOp, Region, SharedVariable,
-    Statement,
-    Storage, Update,
+    Statement, Storage, Update,
 };
 use crate::scopes::{LoopCode, SourceText};
 use crate::{analyze_region, Feedback, Options};

@@ -13,10 +13,11 @@ use crate::affine::Affine;
 use crate::islx::{self, isl};
 use crate::params::Parameterizer;
 use crate::Error;
-use isl_rs::{
-    BasicMap, BasicSet, Context, DimType, Map, Mat, Set, Space, UnionMap, UnionSet, Val,
-};
+use isl_rs::{BasicMap, BasicSet, Context, DimType, Map, Mat, Set, Space, UnionMap, UnionSet, Val};
 use std::collections::HashMap;
+
+/// A statement instance: the statement's name and its coordinates.
+pub type Instance = (String, Vec<i64>);
 
 /// A named tuple of a space: `S3[i0, i1]` is `S3` with 2 dimensions.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -121,7 +122,10 @@ impl Polyhedra {
     /// The same polyhedra with their tuples renamed by `names` (names not in it stay).
     pub fn renamed(&self, names: &HashMap<String, String>) -> Polyhedra {
         let rename = |t: &Tuple| Tuple {
-            name: names.get(&t.name).cloned().unwrap_or_else(|| t.name.clone()),
+            name: names
+                .get(&t.name)
+                .cloned()
+                .unwrap_or_else(|| t.name.clone()),
             dims: t.dims,
         };
         Polyhedra {
@@ -143,28 +147,24 @@ impl Polyhedra {
             Ok(s)
         };
         match &self.output {
-            None => named(
-                Space::set_alloc(ctx, nparam as u32, self.input.dims as u32)
-                    .and_then(|s| s.set_tuple_name(DimType::Set, &self.input.name))
-                    .map_err(e())?,
-            ),
-            Some(out) => named(
-                Space::alloc(
-                    ctx,
-                    nparam as u32,
-                    self.input.dims as u32,
-                    out.dims as u32,
-                )
-                .and_then(|s| s.set_tuple_name(DimType::In, &self.input.name))
-                .and_then(|s| s.set_tuple_name(DimType::Out, &out.name))
-                .map_err(e())?,
-            ),
+            None => named(tuple_named(
+                Space::set_alloc(ctx, nparam as u32, self.input.dims as u32).map_err(e())?,
+                DimType::Set,
+                &self.input.name,
+            )?),
+            Some(out) => {
+                let s = Space::alloc(ctx, nparam as u32, self.input.dims as u32, out.dims as u32)
+                    .map_err(e())?;
+                let s = tuple_named(s, DimType::In, &self.input.name)?;
+                named(tuple_named(s, DimType::Out, &out.name)?)
+            }
         }
     }
 
     /// Each piece's rows with their constants split into parameters and remainders, in the
-    /// column order of isl's matrices: `[constant, parameters, variables, existentials]`.
-    fn isl_rows(&self, params: &mut Parameterizer) -> Vec<(usize, Vec<Vec<i64>>, Vec<Vec<i64>>)> {
+    /// column order of isl's matrices, `[constant, parameters, variables, existentials]`
+    /// (not [`Convex`]'s own order).
+    fn isl_rows(&self, params: &mut Parameterizer) -> Vec<Convex> {
         let vars = self.vars();
         let mut split = |row: &Vec<i64>| -> (Vec<i64>, Option<(usize, i64)>) {
             let (body, constant) = row.split_at(row.len() - 1);
@@ -177,7 +177,8 @@ impl Polyhedra {
             out.extend_from_slice(&body[vars..]);
             (out, param)
         };
-        let pieces: Vec<(usize, Vec<_>, Vec<_>)> = self
+        type Split = (Vec<i64>, Option<(usize, i64)>);
+        let pieces: Vec<(usize, Vec<Split>, Vec<Split>)> = self
             .pieces
             .iter()
             .map(|p| {
@@ -202,12 +203,10 @@ impl Polyhedra {
         };
         pieces
             .into_iter()
-            .map(|(exists, eq, ineq)| {
-                (
-                    exists,
-                    eq.into_iter().map(place).collect(),
-                    ineq.into_iter().map(place).collect(),
-                )
+            .map(|(exists, eq, ineq)| Convex {
+                exists,
+                equalities: eq.into_iter().map(place).collect(),
+                inequalities: ineq.into_iter().map(place).collect(),
             })
             .collect()
     }
@@ -221,9 +220,9 @@ impl Polyhedra {
         let space = self.space(ctx, nparam)?;
         let width = |exists: usize| 1 + nparam + self.vars() + exists;
         let mut pieces = Vec::with_capacity(rows.len());
-        for (exists, eq, ineq) in rows {
-            let eq = matrix(ctx, &eq, width(exists))?;
-            let ineq = matrix(ctx, &ineq, width(exists))?;
+        for c in rows {
+            let eq = matrix(ctx, &c.equalities, width(c.exists))?;
+            let ineq = matrix(ctx, &c.inequalities, width(c.exists))?;
             let space = space.copy().map_err(e())?;
             pieces.push(match self.output {
                 None => Isl::Set(
@@ -262,7 +261,9 @@ impl Polyhedra {
         pieces.into_iter().try_fold(empty, |acc, p| match (acc, p) {
             (Isl::Set(a), Isl::Set(b)) => a.union(b).map(Isl::Set).map_err(e()),
             (Isl::Map(a), Isl::Map(b)) => a.union(b).map(Isl::Map).map_err(e()),
-            _ => Err(Error::Isl("building a polyhedron: mixed sets and maps".into())),
+            _ => Err(Error::Isl(
+                "building a polyhedron: mixed sets and maps".into(),
+            )),
         })
     }
 
@@ -270,7 +271,10 @@ impl Polyhedra {
     pub(crate) fn to_set(&self, ctx: &Context, params: &mut Parameterizer) -> Result<Set, Error> {
         match self.to_isl(ctx, params)? {
             Isl::Set(s) => Ok(s),
-            Isl::Map(_) => Err(Error::Isl(format!("{} is a map, not a set", self.input.name))),
+            Isl::Map(_) => Err(Error::Isl(format!(
+                "{} is a map, not a set",
+                self.input.name
+            ))),
         }
     }
 
@@ -278,7 +282,10 @@ impl Polyhedra {
     pub(crate) fn to_map(&self, ctx: &Context, params: &mut Parameterizer) -> Result<Map, Error> {
         match self.to_isl(ctx, params)? {
             Isl::Map(m) => Ok(m),
-            Isl::Set(_) => Err(Error::Isl(format!("{} is a set, not a map", self.input.name))),
+            Isl::Set(_) => Err(Error::Isl(format!(
+                "{} is a set, not a map",
+                self.input.name
+            ))),
         }
     }
 
@@ -307,7 +314,7 @@ impl Polyhedra {
             return None;
         }
         let dims = usize::try_from(set.dim(DimType::Set).ok()?).ok()?;
-        let name = set.get_tuple_name().ok()?.to_string();
+        let name = set_name(set);
         let list = set.get_basic_set_list().ok()?;
         let mut pieces = Vec::new();
         for k in 0..list.size().ok()? {
@@ -359,8 +366,8 @@ impl Polyhedra {
         }
         let n_in = usize::try_from(m.dim(DimType::In).ok()?).ok()?;
         let n_out = usize::try_from(m.dim(DimType::Out).ok()?).ok()?;
-        let input = Tuple::new(m.get_tuple_name(DimType::In).unwrap_or(""), n_in);
-        let output = Tuple::new(m.get_tuple_name(DimType::Out).unwrap_or(""), n_out);
+        let input = Tuple::new(&map_name(m, DimType::In), n_in);
+        let output = Tuple::new(&map_name(m, DimType::Out), n_out);
         let list = m.get_basic_map_list().ok()?;
         let mut pieces = Vec::new();
         for k in 0..list.size().ok()? {
@@ -377,7 +384,7 @@ impl Polyhedra {
     /// isl's notation of the polyhedra (`{ S3[i0] : 0 <= i0 <= 15 }`), printed by isl: for
     /// reports and messages.
     pub fn isl_text(&self) -> String {
-        let ctx = Context::alloc();
+        let ctx = quiet_context();
         let mut none = Parameterizer::none();
         let printed = match self.to_isl(&ctx, &mut none) {
             Ok(Isl::Set(s)) => islx::text(&s),
@@ -391,8 +398,12 @@ impl Polyhedra {
 
     /// Polyhedra written in isl's notation, read by isl (tests, and schedules users give).
     pub fn parse(text: &str) -> Result<Polyhedra, Error> {
-        let ctx = Context::alloc();
-        let bad = || Error::Isl(format!("reading `{text}` as one set or map without parameters"));
+        let ctx = quiet_context();
+        let bad = || {
+            Error::Isl(format!(
+                "reading `{text}` as one set or map without parameters"
+            ))
+        };
         if let Ok(s) = Set::read_from_str(&ctx, text) {
             return Self::from_set(&s).ok_or_else(bad);
         }
@@ -479,10 +490,45 @@ pub(crate) fn union_of_maps<'p>(
     Ok(out)
 }
 
+/// A context whose errors come back as values only: reading a map as a set first is expected
+/// to fail, and must not print isl's complaint.
+fn quiet_context() -> Context {
+    let ctx = Context::alloc();
+    // Setting an option on a fresh context cannot fail.
+    let _ = isl_rs::Options::set_on_error(&ctx, 1);
+    ctx
+}
+
+/// A set's tuple name, "" for an anonymous tuple. (isl-rs reads isl's answer for an anonymous
+/// tuple, a null pointer, as a string: asking first is required.)
+fn set_name(s: &Set) -> String {
+    match s.has_tuple_name() {
+        Ok(true) => s.get_tuple_name().map(str::to_string).unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+/// A map's tuple name on side `t` (`In` or `Out`), "" for an anonymous tuple.
+fn map_name(m: &Map, t: DimType) -> String {
+    match m.has_tuple_name(t) {
+        Ok(true) => m.get_tuple_name(t).map(str::to_string).unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
 /// An isl object built from [`Polyhedra`].
 enum Isl {
     Set(Set),
     Map(Map),
+}
+
+/// `space` with its tuple `t` named `name`; an empty name leaves the tuple anonymous (a
+/// schedule's time space).
+fn tuple_named(space: Space, t: DimType, name: &str) -> Result<Space, Error> {
+    if name.is_empty() {
+        return Ok(space);
+    }
+    space.set_tuple_name(t, name).map_err(isl("naming a tuple"))
 }
 
 /// An isl matrix of `rows`, each `width` wide (an empty matrix has no rows).
@@ -542,7 +588,7 @@ fn basic_map_rows(b: &BasicMap) -> Option<Convex> {
 
 /// The two instances a sampled pair relates (a map of one point): `(S3, [1, 2])` and
 /// `(S0, [2, 0])` for `{ S3[1, 2] -> S0[2, 0] }`.
-pub(crate) fn sampled_pair(b: BasicMap) -> Option<((String, Vec<i64>), (String, Vec<i64>))> {
+pub(crate) fn sampled_pair(b: BasicMap) -> Option<(Instance, Instance)> {
     let p = Polyhedra::from_map(&Map::from_basic_map(b).ok()?)?;
     let (at, to) = p.single_point()?;
     Some(((p.input.name, at), (p.output?.name, to)))
@@ -559,7 +605,7 @@ pub(crate) fn schedule_rows(map: &UnionMap) -> Vec<(String, Vec<Option<Affine>>)
     let mut out: Vec<(String, Vec<Option<Affine>>)> = Vec::new();
     for k in 0..list.size().unwrap_or(0) {
         let Ok(m) = list.get_at(k) else { continue };
-        let name = m.get_tuple_name(DimType::In).unwrap_or("").to_string();
+        let name = map_name(&m, DimType::In);
         let dims = |t| m.dim(t).ok().and_then(|d| usize::try_from(d).ok());
         let (Some(n_in), Some(n_out), Some(n_par)) =
             (dims(DimType::In), dims(DimType::Out), dims(DimType::Param))
@@ -574,7 +620,8 @@ pub(crate) fn schedule_rows(map: &UnionMap) -> Vec<(String, Vec<Option<Affine>>)
         let rows = (0..n_out)
             .map(|o| {
                 c.equalities.iter().find_map(|row| {
-                    let (divs_params, constant) = row[n_in + n_out..].split_at(row.len() - n_in - n_out - 1);
+                    let (divs_params, constant) =
+                        row[n_in + n_out..].split_at(row.len() - n_in - n_out - 1);
                     let divs = &divs_params[..divs_params.len() - n_par];
                     let v = row[n_in + o];
                     let alone = (0..n_out).all(|q| q == o || row[n_in + q] == 0)
@@ -601,11 +648,8 @@ pub(crate) fn tuple_names(set: &UnionSet) -> Vec<String> {
     let n = list.size().unwrap_or(0);
     let mut names: Vec<String> = Vec::new();
     for k in 0..n {
-        if let Some(name) = list
-            .get_at(k)
-            .ok()
-            .and_then(|s| s.get_tuple_name().ok().map(str::to_string))
-        {
+        if let Ok(s) = list.get_at(k) {
+            let name = set_name(&s);
             if !names.contains(&name) {
                 names.push(name);
             }
@@ -737,11 +781,8 @@ mod tests {
         let mut params = Parameterizer::new(64, 20);
         let m = p.to_union_map(&ctx, &mut params).unwrap();
         assert_eq!(params.count(), 1);
-        let want = UnionMap::read_from_str(
-            &ctx,
-            "[P0] -> { S3[i] -> S1[i - 1] : 0 <= i <= P0 }",
-        )
-        .unwrap();
+        let want =
+            UnionMap::read_from_str(&ctx, "[P0] -> { S3[i] -> S1[i - 1] : 0 <= i <= P0 }").unwrap();
         assert!(m.is_equal(&want).unwrap(), "{}", islx::text(&m).unwrap());
         assert_eq!(
             p.outputs()[0][0],
@@ -754,15 +795,17 @@ mod tests {
 
     #[test]
     fn isl_values_read_back_exactly_or_not_at_all() {
-        let p = Polyhedra::parse("{ S0[i, j] : 0 <= i <= 9 and 0 <= j <= i and i mod 2 = 0 }")
-            .unwrap();
+        let p =
+            Polyhedra::parse("{ S0[i, j] : 0 <= i <= 9 and 0 <= j <= i and i mod 2 = 0 }").unwrap();
         assert_eq!(p.input, Tuple::new("S0", 2));
         let m = Polyhedra::parse("{ S0[i] -> S2[i - 1, 7] : 1 <= i <= 9 }").unwrap();
         assert_eq!(m.output, Some(Tuple::new("S2", 2)));
         let rows = m.outputs();
         assert_eq!(rows[0][1].as_ref().map(|a| a.constant), Some(7));
         assert_eq!(
-            Polyhedra::parse("{ S0[1, 2] -> S1[3] }").unwrap().single_point(),
+            Polyhedra::parse("{ S0[1, 2] -> S1[3] }")
+                .unwrap()
+                .single_point(),
             Some((vec![1, 2], vec![3]))
         );
         assert!(Polyhedra::parse("[n] -> { S0[i] : 0 <= i < n }").is_err());

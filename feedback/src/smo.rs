@@ -17,9 +17,9 @@
 
 use crate::input::{Region, Statement, Storage};
 use crate::islx::{self, isl, union_map, union_set};
-use crate::poly::{union_of_maps, union_of_sets};
 use crate::legality::{line_of, schedule_text};
 use crate::params::Parameterizer;
+use crate::poly::{union_of_maps, union_of_sets};
 use crate::{Error, Mapping, Rating, Suggestion, SuggestionKind};
 use isl_rs::{Context, UnionMap, UnionSet};
 use std::collections::BTreeMap;
@@ -159,9 +159,7 @@ fn lifetimes(
         .iter()
         .filter(|b| storage_key(&b.storage) == Some(&a.name))
         .map(|b| &b.relation);
-    let live_out = union_of_maps(isl_ctx, outs)?
-        .range()
-        .map_err(e())?;
+    let live_out = union_of_maps(isl_ctx, outs)?.range().map_err(e())?;
     Ok(Lifetimes {
         writes,
         reads,

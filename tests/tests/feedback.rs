@@ -188,7 +188,8 @@ fn a_recurrence_is_not_parallelized_and_why_not_names_the_dependence() {
     let body = line_of("fb_recur", "RC_BODY");
     assert!(why.contains("carries a flow dependence"), "{why}");
     assert!(why.contains(&format!("fb_recur.c:{body}")), "{why}");
-    assert!(why.contains("i0 - 1"), "names the relation: {why}");
+    // isl's notation, as isl prints it.
+    assert!(why.contains("-1 + i0"), "names the relation: {why}");
 }
 
 #[test]
@@ -249,7 +250,7 @@ fn matmul_accumulation_folds_to_a_box_with_an_exact_k_minus_1_dependence() {
             d["kind"] == "flow"
                 && names.contains(&d["sink"].as_str().unwrap())
                 && names.contains(&d["source"].as_str().unwrap())
-                && d["relation"].as_str().unwrap().contains("i2 - 1")
+                && d["relation"].as_str().unwrap().contains("-1 + i2")
         })
         .collect();
     assert!(!carried.is_empty(), "{:#}", reg["dependences"]);
