@@ -12,6 +12,26 @@ pub struct Affine {
 }
 
 impl Affine {
+    /// The constant `c` over `dims` dimensions.
+    pub fn constant(dims: usize, c: i64) -> Affine {
+        Affine {
+            coeffs: vec![0; dims],
+            constant: c,
+        }
+    }
+
+    /// Dimension `d` itself, over `dims` dimensions.
+    pub fn dim(dims: usize, d: usize) -> Affine {
+        let mut coeffs = vec![0; dims];
+        if let Some(c) = coeffs.get_mut(d) {
+            *c = 1;
+        }
+        Affine {
+            coeffs,
+            constant: 0,
+        }
+    }
+
     /// The one iterator this expression follows with coefficient ±1, if it is that simple.
     pub fn single_dim(&self) -> Option<usize> {
         let nz: Vec<usize> = (0..self.coeffs.len())

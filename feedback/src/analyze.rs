@@ -1,12 +1,15 @@
 //! The feedback of one region: loop properties, suggestions checked against the observed
 //! dependences, metrics and annotated ASTs.
 
-use crate::input::{Region, Statement};
-use crate::islx::{self, Tree};
-use crate::legality::{negative_up_to, pct, sched_len, Change, Ctx, Requirement, Verdict};
+use crate::affine::Affine;
+use crate::input::{Polyhedra, Region, Statement};
+use crate::islx::{self, union_map, Tree};
+use crate::legality::{
+    negative_up_to, pct, sched_len, schedule_map, Change, Ctx, Requirement, Verdict,
+};
 use crate::params::Parameterizer;
 use crate::{Error, Feedback, LoopInfo, Metrics, Options, Rating, Suggestion, SuggestionKind};
-use isl_rs::Context;
+use isl_rs::{Context, UnionMap};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
@@ -157,12 +160,12 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     // dependences through scalars are the storage advice's business.
     let binding = cx.binding();
     let validity = match cx.deps_map(&binding)? {
-        Some(m) => islx::text(&m)?,
-        None => cx.params.declare("{ }"),
+        Some(m) => m,
+        None => UnionMap::empty_ctx(isl).map_err(islx::isl("an empty map"))?,
     };
+    let validity = islx::text(&validity)?;
     // The scheduler runs within a budget of its own: when it fails or runs out, the per-loop
     // answers (parallel, vectorize, interchange), which need only the dependences, still hold.
-    let context = cx.params.context();
     // Not affine is an answer: where most of the work reads or writes at addresses that
     // depend on data (a hash chain, a table lookup), a schedule of the over-approximated
     // problem would say nothing true about the program. The per-loop answers, which need
@@ -192,11 +195,12 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         ))
     } else {
         let started = std::time::Instant::now();
-        let s = islx::schedule(opts, &domain, &validity, &context).map_err(|e| e.to_string());
+        let s = islx::schedule(opts, &domain, &validity, &cx.params).map_err(|e| e.to_string());
         fb.schedule_seconds = Some(started.elapsed().as_secs_f64());
         s
     };
-    let mut maps: Option<(String, String)> = None;
+    // The scheduler's maps, read into this region's context (the scheduler runs on its own).
+    let mut maps: Option<(UnionMap, UnionMap)> = None;
     let (tree, schedule_failure) = match scheduled {
         Ok(s) => {
             fb.schedule = s.text;
@@ -204,14 +208,16 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             fb.isl_schedule = Some(crate::IslSchedule {
                 map: s.map.clone(),
                 tiled: s.tiled.clone(),
-                params: cx.params.fixed(),
+                params: cx.params.clone(),
             });
-            maps = Some((s.map, s.tiled));
+            maps = Some((union_map(isl, &s.map)?, union_map(isl, &s.tiled)?));
             (s.tree, None)
         }
         Err(e) => {
             // The failing problem, for reproducing it with isl's own `isl_schedule` tool.
             if std::env::var_os("POLYPROF_DEBUG_SCHEDULE").is_some() {
+                let context = cx.params.context(isl).and_then(|c| islx::text(&c));
+                let context = context.unwrap_or_else(|e| e.to_string());
                 eprintln!("DOMAIN {domain}\nVALIDITY {validity}\nCONTEXT {context}\nERR {e}");
             }
             (Tree::Leaf, Some(e))
@@ -219,8 +225,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     };
     timing.mark("schedule");
 
-    let original = cx.original();
-    let prefix = cx.prefix();
+    let original = cx.original()?;
     let no_renaming = BTreeSet::new();
 
     timing.mark("start-loops");
@@ -252,8 +257,11 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             .collect();
         let verdict = cx.parallel(l, depth, &original, &no_renaming)?;
         own.insert(l, verdict.clone());
-        let negative =
-            cx.first_related(&within, &original, &negative_up_to(cx.n, depth, &prefix))?;
+        let negative = cx.first_related(
+            &within,
+            &original,
+            &cx.relation(&negative_up_to(cx.n, depth))?,
+        )?;
         let (mut good, mut all_acc) = (0u64, 0u64);
         for s in &inside {
             let d = s.loops.iter().position(|&x| x == l).unwrap_or(0);
@@ -344,7 +352,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         if b != c && share_along(b) > share_along(c) {
             let mut new_order: Vec<usize> = chain.iter().copied().filter(|&l| l != b).collect();
             new_order.push(b);
-            let theta = permuted(region, &chain, &new_order, &cx.params);
+            let theta = schedule_map(isl, &permuted(region, &chain, &new_order))?;
             match cx.first_violated(&binding, &theta)? {
                 None => {
                     // The storage the interchange needs (DeLICM): expansion or mapping.
@@ -401,7 +409,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     islx::fresh_budget(isl);
     // Parallelism in the chosen order: the outermost loop whose iterations are independent
     // once the storage changes it names are made.
-    let theta_order = permuted(region, &chain, &order, &cx.params);
+    let theta_order = schedule_map(isl, &permuted(region, &chain, &order))?;
     let mut verdicts: Vec<Verdict> = Vec::new();
     for (lvl, &l) in order.iter().enumerate() {
         // Without an interchange, the order is the program's: its verdicts are known.
@@ -622,14 +630,15 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         } else if components_before == 2 && outer.len() == 2 {
             // isl keeps the nests apart (its fusion heuristics weigh more than legality): the
             // classic producer-consumer fusion of the outermost loops, checked directly.
-            let fused = fused_outer(region, &outer, &cx.params);
+            let fused = schedule_map(isl, &fused_outer(region, &outer))?;
             match cx.first_violated(&binding, &fused)? {
                 None => {
                     let text = format!(
                     "Fuse the loops {} into one: each iteration runs the first nest's body, then the second's; the dependences allow it and it improves locality.",
                     outer.iter().map(|&l| label(l)).collect::<Vec<_>>().join(" and ")
                 );
-                    let maps = Some((fused.clone(), fused));
+                    let copy = fused.copy().map_err(islx::isl("copying a schedule"))?;
+                    let maps = Some((copy, fused));
                     from_schedule(
                         &cx,
                         &mut fb,
@@ -804,7 +813,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
 fn from_schedule(
     cx: &Ctx<'_>,
     fb: &mut Feedback,
-    maps: &Option<(String, String)>,
+    maps: &Option<(UnionMap, UnionMap)>,
     kind: SuggestionKind,
     along: &[usize],
     text: String,
@@ -909,7 +918,7 @@ fn reduction_notes(needs: &[Requirement]) -> String {
 
 /// The original schedule with the two outermost loops `outer` (first, then second in program
 /// order) fused: iteration `i` of the first nest's body, then iteration `i` of the second's.
-fn fused_outer(region: &Region, outer: &[usize], p: &Parameterizer) -> String {
+fn fused_outer(region: &Region, outer: &[usize]) -> Vec<Polyhedra> {
     let top = |l: usize| {
         region
             .statements
@@ -939,7 +948,7 @@ fn fused_outer(region: &Region, outer: &[usize], p: &Parameterizer) -> String {
             s.positions[1] += shift;
         }
     }
-    crate::legality::schedule_text(&fused, &|s| (0..s.loops.len()).collect(), p)
+    crate::legality::kelly(&fused, &|s| (0..s.loops.len()).collect())
 }
 
 /// Every loop of the region gets a suggestion that names it or a reason why none does. A
@@ -1126,27 +1135,26 @@ fn phrases(needs: &[Requirement]) -> String {
 /// first loop that changes place is distributed first: the statements it holds besides the
 /// chain's (code before or after the inner loops of an imperfect nest) go to nests of their
 /// own, before or after the permuted one, as their position in the program says.
-fn permuted(region: &Region, chain: &[usize], order: &[usize], p: &Parameterizer) -> String {
+fn permuted(region: &Region, chain: &[usize], order: &[usize]) -> Vec<Polyhedra> {
     let n = sched_len(region);
-    let pieces: Vec<String> = region
+    region
         .statements
         .iter()
         .zip(layout(region, chain, order))
         .map(|(s, (positions, _, dims))| {
-            let vars: Vec<String> = (0..s.loops.len()).map(|d| format!("i{d}")).collect();
-            let mut out: Vec<String> = Vec::with_capacity(n);
+            let vars = s.loops.len();
+            let mut rows: Vec<Affine> = Vec::with_capacity(n);
             for (lvl, &d) in dims.iter().enumerate() {
-                out.push(positions[lvl].to_string());
-                out.push(format!("i{d}"));
+                rows.push(Affine::constant(vars, i64::from(positions[lvl])));
+                rows.push(Affine::dim(vars, d));
             }
-            out.push(positions[dims.len()].to_string());
-            while out.len() < n {
-                out.push("0".to_string());
+            rows.push(Affine::constant(vars, i64::from(positions[dims.len()])));
+            while rows.len() < n {
+                rows.push(Affine::constant(vars, 0));
             }
-            format!("{}[{}] -> [{}]", s.name, vars.join(", "), out.join(", "))
+            Polyhedra::schedule(&s.name, vars, &rows)
         })
-        .collect();
-    p.declare(&format!("{{ {} }}", pieces.join("; ")))
+        .collect()
 }
 
 /// Each statement's place once the statements running the whole `chain` follow `order`:

@@ -486,7 +486,7 @@ fn check_in(
     let theta_m = union_map(isl, &theta)?;
     let collision = collision(&cx, &theta_m)?;
     mark("one-to-one");
-    for dep in cx.all_violated(&cx.binding(), &theta)? {
+    for dep in cx.all_violated(&cx.binding(), &theta_m)? {
         violations.push(violation(&cx, &theta_m, dep, steps.len(), None)?);
     }
     mark("dependences");
@@ -498,7 +498,7 @@ fn check_in(
         false => Some(crate::storage::for_schedule(
             &cx,
             &moved,
-            &theta,
+            &theta_m,
             "the transformation",
             whole,
         )?),
@@ -524,8 +524,7 @@ fn check_in(
 fn values_kept(cx: &Ctx<'_>, theta: &UnionMap, whole: bool) -> Result<bool, Error> {
     let deps = &cx.region.dependences;
     let renamable: Vec<usize> = (0..deps.len()).filter(|&i| !deps[i].binding()).collect();
-    let text = islx::text(theta)?;
-    let broken = cx.all_violated(&renamable, &text)?;
+    let broken = cx.all_violated(&renamable, theta)?;
     let storages: BTreeSet<&Storage> = broken.iter().map(|&i| &deps[i].storage).collect();
     let e = || islx::isl("checking that values reach their readers");
     for storage in storages {
@@ -1038,9 +1037,8 @@ fn claim(
         why: None,
     };
     // Dependences carried at the loop's row: equal times before it, different at it.
-    let rel = crate::legality::carried_at(cx.n, lvl, "");
+    let rel_m = cx.relation(&crate::legality::carried_at(cx.n, lvl))?;
     let theta_m = union_map(cx.isl, &theta)?;
-    let rel_m = union_map(cx.isl, &rel)?;
     let mut broken = Vec::new();
     if fused {
         // Statements of several source loops: no storage question is asked of them (the
@@ -1078,7 +1076,7 @@ fn claim(
         }
         return Ok((claim, broken));
     }
-    match cx.parallel(l, lvl, &theta, &BTreeSet::new())? {
+    match cx.parallel(l, lvl, &theta_m, &BTreeSet::new())? {
         Verdict::Legal(needs) if needs.is_empty() => {}
         Verdict::Legal(needs) => {
             claim.holds = false;

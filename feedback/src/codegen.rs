@@ -44,7 +44,10 @@ enum Role {
 /// map isl computed (with its parameters fixed by `params`).
 enum Plan {
     Rows(BTreeMap<String, Vec<Role>>),
-    Isl { map: String, params: Option<String> },
+    Isl {
+        map: String,
+        params: crate::params::Parameterizer,
+    },
 }
 
 /// What the printed loops are marked with.
@@ -231,8 +234,7 @@ fn generate(ctx: &Context, region: &Region, plan: &Plan, marks: &Marks) -> Resul
         Plan::Isl { map, params } => {
             let mut m = union_map(ctx, map)?;
             let roles = roles_of_map(&m);
-            if let Some(p) = params {
-                let fixed = Set::read_from_str(ctx, p).map_err(isl("reading parameters"))?;
+            if let Some(fixed) = params.fixed(ctx)? {
                 m = m
                     .intersect_params(fixed)
                     .and_then(UnionMap::project_out_all_params)

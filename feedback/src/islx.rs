@@ -2,6 +2,7 @@
 //! tree read back into plain Rust values.
 
 use crate::affine::Affine;
+use crate::params::Parameterizer;
 use crate::Error;
 use isl_rs::{
     Context, LibISLError, ScheduleConstraints, ScheduleNode, ScheduleNodeType, Set, UnionMap,
@@ -419,7 +420,7 @@ pub(crate) fn schedule(
     opts: &crate::Options,
     domain: &str,
     validity: &str,
-    context: &str,
+    params: &Parameterizer,
 ) -> Result<Scheduled, Error> {
     let mut first_error = None;
     for strategy in Strategy::ALL {
@@ -432,7 +433,7 @@ pub(crate) fn schedule(
             strategy.configure(ctx)?;
             let validity = union_map(ctx, validity)?;
             let (text, tree, map, tiled) =
-                schedule_in(ctx, domain, &validity, context, opts.tile_size)?;
+                schedule_in(ctx, domain, &validity, params, opts.tile_size)?;
             Ok(Scheduled {
                 text,
                 tree,
@@ -457,11 +458,11 @@ fn schedule_in(
     ctx: &Context,
     domain: &str,
     validity: &UnionMap,
-    context: &str,
+    params: &Parameterizer,
     tile: u32,
 ) -> Result<(String, Tree, String, String), Error> {
     let dom = union_set(ctx, domain)?;
-    let ctx_set = Set::read_from_str(ctx, context).map_err(isl("reading the context"))?;
+    let ctx_set = params.context(ctx)?;
     let copy = |m: &UnionMap| m.copy().map_err(isl("copying dependences"));
     let sc = ScheduleConstraints::on_domain(dom)
         .and_then(|s| s.set_context(ctx_set))

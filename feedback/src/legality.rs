@@ -18,9 +18,11 @@
 //! - the hidden state of library code (output streams, random generators, the heap) cannot be
 //!   renamed: a loop that calls `printf` or `rand` is serial.
 
+use crate::affine::Affine;
 use crate::input::{DepKind, ReduceOp, Region, Statement, Storage};
-use crate::islx::{self, empty, union_map};
+use crate::islx::{self, empty};
 use crate::params::Parameterizer;
+use crate::poly::{Convex, Polyhedra};
 use crate::reduction::Reductions;
 use crate::Error;
 use isl_rs::{Context, UnionMap, UnionSet};
@@ -164,31 +166,53 @@ pub(crate) fn sched_len(region: &Region) -> usize {
         + 1
 }
 
-/// `{ [x] -> [y] : ... }` relations over schedule vectors of length `n`.
-fn sched_relation(n: usize, cond: &str, params: &str) -> String {
-    let xs: Vec<String> = (0..n).map(|i| format!("x{i}")).collect();
-    let ys: Vec<String> = (0..n).map(|i| format!("y{i}")).collect();
-    format!(
-        "{params}{{ [{}] -> [{}] : {cond} }}",
-        xs.join(", "),
-        ys.join(", ")
-    )
+/// A constraint row over two schedule vectors of length `n` (`[x, y, 1]`): `terms` are
+/// (column, coefficient) pairs, `y_k` at column `n + k`.
+fn time_row(n: usize, terms: &[(usize, i64)], constant: i64) -> Vec<i64> {
+    let mut r = vec![0; 2 * n + 1];
+    for &(col, c) in terms {
+        r[col] += c;
+    }
+    r[2 * n] = constant;
+    r
 }
 
-/// Dependences carried at loop level `lvl` of the schedule: equal before, different at it.
-pub(crate) fn carried_at(n: usize, lvl: usize, params: &str) -> String {
+/// Dependences carried at loop level `lvl` of the schedule: equal before, different at it
+/// (`{ [x] -> [y] : x_q = y_q for q < p and x_p != y_p }`, with `p = 2 lvl + 1`).
+pub(crate) fn carried_at(n: usize, lvl: usize) -> Polyhedra {
     let pos = 2 * lvl + 1;
-    let mut cond: Vec<String> = (0..pos).map(|q| format!("x{q} = y{q}")).collect();
-    cond.push(format!("(x{pos} < y{pos} or x{pos} > y{pos})"));
-    sched_relation(n, &cond.join(" and "), params)
+    let equalities: Vec<Vec<i64>> = (0..pos.min(n))
+        .map(|q| time_row(n, &[(q, 1), (n + q, -1)], 0))
+        .collect();
+    let pieces = if pos < n {
+        // y_p - x_p - 1 >= 0, or x_p - y_p - 1 >= 0.
+        [1, -1]
+            .into_iter()
+            .map(|sign| Convex {
+                exists: 0,
+                equalities: equalities.clone(),
+                inequalities: vec![time_row(n, &[(n + pos, sign), (pos, -sign)], -1)],
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Polyhedra::relation(n, pieces)
 }
 
-/// Dependences with a negative distance at some loop level up to `lvl`.
-pub(crate) fn negative_up_to(n: usize, lvl: usize, params: &str) -> String {
-    let cond: Vec<String> = (0..=lvl)
-        .map(|q| format!("y{} < x{}", 2 * q + 1, 2 * q + 1))
+/// Dependences with a negative distance at some loop level up to `lvl` (`y_p < x_p` at a
+/// loop position `p = 2 q + 1`, `q <= lvl`).
+pub(crate) fn negative_up_to(n: usize, lvl: usize) -> Polyhedra {
+    let pieces = (0..=lvl)
+        .map(|q| 2 * q + 1)
+        .filter(|&p| p < n)
+        .map(|p| Convex {
+            exists: 0,
+            equalities: Vec::new(),
+            inequalities: vec![time_row(n, &[(p, 1), (n + p, -1)], -1)],
+        })
         .collect();
-    sched_relation(n, &cond.join(" or "), params)
+    Polyhedra::relation(n, pieces)
 }
 
 /// The source line of a statement (`k.c:12`).
@@ -272,17 +296,21 @@ impl<'a> Ctx<'a> {
         })
     }
 
-    pub fn prefix(&self) -> String {
-        self.params.prefix()
-    }
-
     fn copy(m: &UnionMap) -> Result<UnionMap, Error> {
         m.copy().map_err(islx::isl("copying a map"))
     }
 
     /// The original schedule (Kelly's mapping).
-    pub fn original(&self) -> String {
-        schedule_text(self.region, &|s| (0..s.loops.len()).collect(), &self.params)
+    pub fn original(&self) -> Result<UnionMap, Error> {
+        schedule_map(
+            self.isl,
+            &kelly(self.region, &|s| (0..s.loops.len()).collect()),
+        )
+    }
+
+    /// A relation (between times, or iterations) in isl.
+    pub fn relation(&self, r: &Polyhedra) -> Result<UnionMap, Error> {
+        r.to_union_map(self.isl, &mut Parameterizer::none())
     }
 
     /// Restricts every over-approximated dependence to the pairs whose producer instance runs
@@ -291,7 +319,7 @@ impl<'a> Ctx<'a> {
     /// find no schedule at all ("unable to carry dependences"). Exact relations stay as they
     /// are.
     pub fn keep_forward(&mut self) -> Result<(), Error> {
-        let original = union_map(self.isl, &self.original())?;
+        let original = self.original()?;
         for (i, d) in self.region.dependences.iter().enumerate() {
             if d.exact {
                 continue;
@@ -385,16 +413,14 @@ impl<'a> Ctx<'a> {
     pub fn first_related(
         &self,
         which: &[usize],
-        theta: &str,
-        rel: &str,
+        theta: &UnionMap,
+        rel: &UnionMap,
     ) -> Result<Option<usize>, Error> {
-        let rel_m = union_map(self.isl, rel)?;
-        let theta_m = union_map(self.isl, theta)?;
-        if !self.related(which, &theta_m, &rel_m)? {
+        if !self.related(which, theta, rel)? {
             return Ok(None);
         }
         for &i in which {
-            if self.related(&[i], &theta_m, &rel_m)? {
+            if self.related(&[i], theta, rel)? {
                 return Ok(Some(i));
             }
         }
@@ -402,8 +428,12 @@ impl<'a> Ctx<'a> {
     }
 
     /// The first dependence of `which` that schedule `theta` breaks, if any.
-    pub fn first_violated(&self, which: &[usize], theta: &str) -> Result<Option<usize>, Error> {
-        let order = islx::TimeOrder::new(union_map(self.isl, theta)?)?;
+    pub fn first_violated(
+        &self,
+        which: &[usize],
+        theta: &UnionMap,
+    ) -> Result<Option<usize>, Error> {
+        let order = islx::TimeOrder::new(Self::copy(theta)?)?;
         let violated = |deps: &[usize]| -> Result<bool, Error> {
             match self.deps_map(deps)? {
                 Some(d) => order.violated(&d),
@@ -422,8 +452,8 @@ impl<'a> Ctx<'a> {
     }
 
     /// The dependences of `which` that schedule `theta` breaks.
-    pub fn all_violated(&self, which: &[usize], theta: &str) -> Result<Vec<usize>, Error> {
-        let order = islx::TimeOrder::new(union_map(self.isl, theta)?)?;
+    pub fn all_violated(&self, which: &[usize], theta: &UnionMap) -> Result<Vec<usize>, Error> {
+        let order = islx::TimeOrder::new(Self::copy(theta)?)?;
         let mut out = Vec::new();
         for &i in which {
             if let Some(d) = self.deps_map(&[i])? {
@@ -467,11 +497,11 @@ impl<'a> Ctx<'a> {
         &self,
         l: usize,
         lvl: usize,
-        theta: &str,
+        theta: &UnionMap,
         renamed: &BTreeSet<String>,
     ) -> Result<Verdict, Error> {
         let deps = &self.region.dependences;
-        let rel = carried_at(self.n, lvl, &self.prefix());
+        let rel = self.relation(&carried_at(self.n, lvl))?;
         let mut within = self.deps_within(l);
         let mut needs = Vec::new();
         // A carried flow dependence: nothing makes the iterations independent, unless it
@@ -534,11 +564,9 @@ impl<'a> Ctx<'a> {
             }
         }
 
-        let rel_m = union_map(self.isl, &rel)?;
-        let theta_m = union_map(self.isl, theta)?;
         let mut by_storage: BTreeMap<&Storage, Vec<usize>> = BTreeMap::new();
         for (storage, idx) in groups {
-            if self.related(&idx, &theta_m, &rel_m)? {
+            if self.related(&idx, theta, &rel)? {
                 by_storage.insert(storage, idx);
             }
         }
@@ -624,8 +652,8 @@ impl<'a> Ctx<'a> {
                             .copied()
                             .filter(|&i| deps[i].kind == DepKind::Output)
                             .collect::<Vec<_>>(),
-                        &theta_m,
-                        &rel_m,
+                        theta,
+                        &rel,
                     )?;
                     let after = || {
                         live_out
@@ -757,18 +785,15 @@ impl<'a> Ctx<'a> {
             return Ok(false);
         };
         // Each statement of the loop projected onto the loops down to `l`.
-        let xs: Vec<String> = (0..=d).map(|k| format!("i{k}")).collect();
-        let proj: Vec<String> = in_l
+        let proj: Vec<Polyhedra> = in_l
             .iter()
             .map(|(_, s)| {
-                let vars: Vec<String> = (0..s.loops.len()).map(|k| format!("i{k}")).collect();
-                format!("{}[{}] -> [{}]", s.name, vars.join(", "), xs.join(", "))
+                let dims = s.loops.len();
+                let rows: Vec<Affine> = (0..=d).map(|k| Affine::dim(dims, k)).collect();
+                Polyhedra::schedule(&s.name, dims, &rows)
             })
             .collect();
-        let proj = union_map(
-            self.isl,
-            &self.params.declare(&format!("{{ {} }}", proj.join("; "))),
-        )?;
+        let proj = schedule_map(self.isl, &proj)?;
         let all = self.domains_of(in_l.iter().map(|(i, _)| *i))?;
         let iterations = all
             .apply(Self::copy(&proj)?)
@@ -790,18 +815,18 @@ impl<'a> Ctx<'a> {
             .apply(proj)
             .map_err(islx::isl("projecting producers"))?;
         // A later iteration of `l` with the same outer iterations as some producer.
-        let ys: Vec<String> = (0..=d).map(|k| format!("j{k}")).collect();
-        let mut cond: Vec<String> = (0..d).map(|k| format!("j{k} = i{k}")).collect();
-        cond.push(format!("j{d} > i{d}"));
-        let later = union_map(
-            self.isl,
-            &self.params.declare(&format!(
-                "{{ [{}] -> [{}] : {} }}",
-                xs.join(", "),
-                ys.join(", "),
-                cond.join(" and ")
-            )),
-        )?;
+        let n = d + 1;
+        let later = Polyhedra::relation(
+            n,
+            vec![Convex {
+                exists: 0,
+                equalities: (0..d)
+                    .map(|k| time_row(n, &[(k, 1), (n + k, -1)], 0))
+                    .collect(),
+                inequalities: vec![time_row(n, &[(n + d, 1), (d, -1)], -1)],
+            }],
+        );
+        let later = self.relation(&later)?;
         let bad = later
             .intersect_domain(produced)
             .and_then(|m| m.intersect_range(iterations))
@@ -839,36 +864,32 @@ fn merge(needs: Vec<Requirement>) -> Vec<Requirement> {
 
 /// The original schedule (Kelly's mapping), with the dimensions of each statement optionally
 /// permuted: `perm[s]` gives, for each schedule loop level, which of the statement's
-/// dimensions runs there.
-pub(crate) fn schedule_text(
-    region: &Region,
-    perm: &dyn Fn(&Statement) -> Vec<usize>,
-    p: &Parameterizer,
-) -> String {
+/// dimensions runs there. One map per statement, to times `[p0, i0, p1, i1, ..., pk]` padded
+/// with zeros to [`sched_len`].
+pub(crate) fn kelly(region: &Region, perm: &dyn Fn(&Statement) -> Vec<usize>) -> Vec<Polyhedra> {
     let n = sched_len(region);
-    let pieces: Vec<String> = region
+    region
         .statements
         .iter()
         .map(|s| {
-            let vars: Vec<String> = (0..s.loops.len()).map(|d| format!("i{d}")).collect();
+            let dims = s.loops.len();
             let order = perm(s);
-            let mut out: Vec<String> = Vec::with_capacity(n);
+            let position = |lvl: usize| i64::from(s.positions.get(lvl).copied().unwrap_or(0));
+            let mut rows: Vec<Affine> = Vec::with_capacity(n);
             for (lvl, &d) in order.iter().enumerate() {
-                out.push(s.positions.get(lvl).copied().unwrap_or(0).to_string());
-                out.push(format!("i{d}"));
+                rows.push(Affine::constant(dims, position(lvl)));
+                rows.push(Affine::dim(dims, d));
             }
-            out.push(
-                s.positions
-                    .get(order.len())
-                    .copied()
-                    .unwrap_or(0)
-                    .to_string(),
-            );
-            while out.len() < n {
-                out.push("0".to_string());
+            rows.push(Affine::constant(dims, position(order.len())));
+            while rows.len() < n {
+                rows.push(Affine::constant(dims, 0));
             }
-            format!("{}[{}] -> [{}]", s.name, vars.join(", "), out.join(", "))
+            Polyhedra::schedule(&s.name, dims, &rows)
         })
-        .collect();
-    p.declare(&format!("{{ {} }}", pieces.join("; ")))
+        .collect()
+}
+
+/// Per-statement schedule maps as one union map.
+pub(crate) fn schedule_map(ctx: &Context, maps: &[Polyhedra]) -> Result<UnionMap, Error> {
+    crate::poly::union_of_maps(ctx, maps)
 }

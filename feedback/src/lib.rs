@@ -226,16 +226,18 @@ pub struct Feedback {
     /// follows it (skewing, fusion, distribution).
     pub code_after: String,
     /// isl's schedule as maps, for generating the code after.
-    pub isl_schedule: Option<IslSchedule>,
+    pub(crate) isl_schedule: Option<IslSchedule>,
 }
 
-/// isl's schedule of a region as maps from statement instances to times.
+/// isl's schedule of a region as maps from statement instances to times, kept in isl's
+/// notation as isl printed it (the scheduler and the code generator run on isl contexts of
+/// their own).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct IslSchedule {
+pub(crate) struct IslSchedule {
     /// The schedule isl computed.
     pub map: String,
     /// The same with its permutable bands tiled.
     pub tiled: String,
-    /// Its parameters fixed to the values they stand for (`None`: no parameters).
-    pub params: Option<String>,
+    /// The parameters large constants became, to fix them back to their values.
+    pub params: params::Parameterizer,
 }

@@ -2,9 +2,14 @@
 //! `[P0] -> { [i] : 0 <= i < P0 }` with the context `P0 >= 1024`, one parameter for values
 //! within ±spread of each other, because large constants blow up the scheduler's ILP.
 
+use crate::islx::isl;
+use crate::poly::matrix;
+use crate::Error;
+use isl_rs::{BasicSet, Context, DimType, Set, Space};
+
 /// Replaces large constant terms of a family of polyhedra consistently (see
 /// [`crate::poly::Polyhedra`], which asks it for each constraint's constant).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Parameterizer {
     threshold: i64,
     spread: i64,
@@ -60,59 +65,67 @@ impl Parameterizer {
         format!("P{k}")
     }
 
-    /// The parameter declaration to prefix rewritten strings with (`[P0, P1] -> `), or ""
-    /// when nothing was replaced.
-    pub fn prefix(&self) -> String {
-        if self.bases.is_empty() {
-            return String::new();
-        }
-        let names: Vec<String> = (0..self.bases.len()).map(|k| format!("P{k}")).collect();
-        format!("[{}] -> ", names.join(", "))
-    }
-
-    /// Adds the parameter declaration to a rewritten set or map string.
-    pub fn declare(&self, rewritten: &str) -> String {
-        let body = match rewritten.find('{') {
-            Some(i) => &rewritten[i..],
-            None => rewritten,
-        };
-        format!("{}{body}", self.prefix())
+    /// The context: each parameter at least its base value, as an isl set of `ctx`.
+    pub(crate) fn context(&self, ctx: &Context) -> Result<Set, Error> {
+        self.bounds(ctx, false)
     }
 
     /// Each parameter fixed to its base value, to read a parameterized result back in the
     /// program's own numbers; `None` when there are no parameters.
-    pub fn fixed(&self) -> Option<String> {
-        if self.bases.is_empty() {
-            return None;
+    pub(crate) fn fixed(&self, ctx: &Context) -> Result<Option<Set>, Error> {
+        match self.bases.is_empty() {
+            true => Ok(None),
+            false => self.bounds(ctx, true).map(Some),
         }
-        let cons: Vec<String> = self
-            .bases
-            .iter()
-            .enumerate()
-            .map(|(k, b)| format!("P{k} = {b}"))
-            .collect();
-        Some(format!("{}{{ : {} }}", self.prefix(), cons.join(" and ")))
     }
 
-    /// The context: each parameter at least its base value.
-    pub fn context(&self) -> String {
-        let cons: Vec<String> = self
+    /// `P<k> - base_k` `= 0` (`equal`) or `>= 0` for every parameter.
+    fn bounds(&self, ctx: &Context, equal: bool) -> Result<Set, Error> {
+        let e = || isl("bounding parameters");
+        let n = self.bases.len();
+        let mut space = Space::params_alloc(ctx, n as u32).map_err(e())?;
+        for k in 0..n {
+            space = space
+                .set_dim_name(DimType::Param, k as u32, &Parameterizer::name(k))
+                .map_err(e())?;
+        }
+        // Columns: [constant, parameters].
+        let rows: Vec<Vec<i64>> = self
             .bases
             .iter()
             .enumerate()
-            .map(|(k, b)| format!("P{k} >= {b}"))
+            .map(|(k, b)| {
+                let mut r = vec![0; n + 1];
+                r[0] = -b;
+                r[k + 1] = 1;
+                r
+            })
             .collect();
-        if cons.is_empty() {
-            "{ : }".to_string()
-        } else {
-            format!("{}{{ : {} }}", self.prefix(), cons.join(" and "))
-        }
+        let (eq, ineq) = match equal {
+            true => (rows, Vec::new()),
+            false => (Vec::new(), rows),
+        };
+        BasicSet::from_constraint_matrices(
+            space,
+            matrix(ctx, &eq, n + 1)?,
+            matrix(ctx, &ineq, n + 1)?,
+            DimType::Cst,
+            DimType::Param,
+            DimType::Set,
+            DimType::Div,
+        )
+        .and_then(Set::from_basic_set)
+        .map_err(e())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn text(s: &Set) -> String {
+        crate::islx::text(s).expect("printable")
+    }
 
     #[test]
     fn large_constants_become_parameters_and_close_ones_share() {
@@ -124,11 +137,14 @@ mod tests {
         assert_eq!(p.split(15), None);
         assert_eq!(p.split(-63), None);
         assert_eq!(p.count(), 2);
-        assert_eq!(p.prefix(), "[P0, P1] -> ");
-        assert_eq!(p.context(), "[P0, P1] -> { : P0 >= 1023 and P1 >= 4095 }");
+        let ctx = Context::alloc();
         assert_eq!(
-            p.fixed().as_deref(),
-            Some("[P0, P1] -> { : P0 = 1023 and P1 = 4095 }")
+            text(&p.context(&ctx).unwrap()),
+            "[P0, P1] -> {  : P0 >= 1023 and P1 >= 4095 }"
+        );
+        assert_eq!(
+            text(&p.fixed(&ctx).unwrap().unwrap()),
+            "[P0, P1] -> {  : P0 = 1023 and P1 = 4095 }"
         );
     }
 
@@ -137,7 +153,8 @@ mod tests {
         let mut p = Parameterizer::none();
         assert_eq!(p.split(1 << 40), None);
         assert_eq!(p.split(i64::MIN), None);
-        assert_eq!(p.prefix(), "");
-        assert_eq!(p.context(), "{ : }");
+        let ctx = Context::alloc();
+        assert!(p.fixed(&ctx).unwrap().is_none());
+        assert_eq!(text(&p.context(&ctx).unwrap()), "{  :  }");
     }
 }

@@ -110,6 +110,45 @@ impl Polyhedra {
         }
     }
 
+    /// A schedule's map from `name[dims]` to an anonymous time vector whose entries are
+    /// `rows` (each an affine function of the dimensions).
+    pub fn schedule(name: &str, dims: usize, rows: &[Affine]) -> Polyhedra {
+        let width = dims + rows.len() + 1;
+        let equalities = rows
+            .iter()
+            .enumerate()
+            .map(|(o, a)| {
+                // t_o - (coeffs · i + constant) = 0
+                let mut r = vec![0; width];
+                r[dims + o] = 1;
+                for (d, c) in a.coeffs.iter().enumerate().take(dims) {
+                    r[d] = -c;
+                }
+                r[width - 1] = -a.constant;
+                r
+            })
+            .collect();
+        Polyhedra {
+            input: Tuple::new(name, dims),
+            output: Some(Tuple::new("", rows.len())),
+            pieces: vec![Convex {
+                exists: 0,
+                equalities,
+                inequalities: Vec::new(),
+            }],
+        }
+    }
+
+    /// A relation between anonymous vectors of length `n` (times, or iterations): one piece
+    /// per entry of `pieces`, each given by its constraints over `[x, y, 1]`.
+    pub fn relation(n: usize, pieces: Vec<Convex>) -> Polyhedra {
+        Polyhedra {
+            input: Tuple::new("", n),
+            output: Some(Tuple::new("", n)),
+            pieces,
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.pieces.is_empty()
     }
@@ -532,7 +571,7 @@ fn tuple_named(space: Space, t: DimType, name: &str) -> Result<Space, Error> {
 }
 
 /// An isl matrix of `rows`, each `width` wide (an empty matrix has no rows).
-fn matrix(ctx: &Context, rows: &[Vec<i64>], width: usize) -> Result<Mat, Error> {
+pub(crate) fn matrix(ctx: &Context, rows: &[Vec<i64>], width: usize) -> Result<Mat, Error> {
     let e = || isl("building a constraint matrix");
     let mut m = Mat::alloc(ctx, rows.len() as u32, width as u32).map_err(e())?;
     for (r, row) in rows.iter().enumerate() {

@@ -17,8 +17,7 @@
 
 use crate::input::{Region, Statement, Storage};
 use crate::islx::{self, isl, union_map, union_set};
-use crate::legality::{line_of, schedule_text};
-use crate::params::Parameterizer;
+use crate::legality::{kelly, line_of, schedule_map};
 use crate::poly::{union_of_maps, union_of_sets};
 use crate::{Error, Mapping, Rating, Suggestion, SuggestionKind};
 use isl_rs::{Context, UnionMap, UnionSet};
@@ -380,13 +379,9 @@ pub(crate) fn storage(
     region: &Region,
     under: &Under<'_>,
 ) -> Result<Vec<Suggestion>, Error> {
-    let p = Parameterizer::new(i64::MAX, 0);
-    let original = union_map(
-        isl_ctx,
-        &schedule_text(region, &|s| (0..s.loops.len()).collect(), &p),
-    )?;
+    let original = schedule_map(isl_ctx, &kelly(region, &|s| (0..s.loops.len()).collect()))?;
     let suggested = match under.suggested {
-        Some((perm, what)) => Some((union_map(isl_ctx, &schedule_text(region, perm, &p))?, what)),
+        Some((perm, what)) => Some((schedule_map(isl_ctx, &kelly(region, perm))?, what)),
         None => None,
     };
     let arrays = arrays(region);

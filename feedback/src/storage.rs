@@ -11,6 +11,7 @@
 use crate::input::{Access, DepKind, Region, Statement, Storage};
 use crate::legality::{line_of, Change, Ctx, Requirement};
 use crate::{Error, Mapping, Rating, Suggestion, SuggestionKind};
+use isl_rs::UnionMap;
 use std::collections::{BTreeMap, BTreeSet};
 
 fn stmt<'a>(region: &'a Region, name: &str) -> Option<&'a Statement> {
@@ -114,7 +115,7 @@ pub(crate) struct Fix {
 pub(crate) fn for_schedule(
     cx: &Ctx<'_>,
     along: &[usize],
-    theta: &str,
+    theta: &UnionMap,
     what: &str,
     whole_iterations: bool,
 ) -> Result<Fix, Error> {
