@@ -13,6 +13,7 @@
 //! with `git diff tests/tests/snapshots`.
 
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use tests::{kernels_dir, polyprof, polyprof_bin};
@@ -141,12 +142,39 @@ fn redact_counts(text: &str) -> String {
     out
 }
 
-/// The flame graph's frame titles, one per line, in the SVG's order.
-fn flame_titles(svg: &str) -> String {
+/// The flame graph's frame titles, one per line, in the SVG's order, for the frames that run
+/// at least 1% of the traced instructions (`folded`: stacks.folded). Widths also count measured
+/// native calls, which vary from run to run, and inferno leaves out frames under a tenth of a
+/// pixel: a smaller frame may be drawn in one run and not in the next.
+fn flame_titles(svg: &str, folded: &str) -> String {
+    let mut traced: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut total = 0u64;
+    for (stack, count) in folded.lines().filter_map(|l| l.rsplit_once(' ')) {
+        if stack.ends_with("[native]") {
+            continue;
+        }
+        let count: u64 = count.parse().unwrap_or(0);
+        total += count;
+        let mut names: Vec<&str> = stack.split(';').collect();
+        names.sort_unstable();
+        names.dedup();
+        for name in names {
+            *traced.entry(name).or_default() += count;
+        }
+    }
+    let shown = |title: &str| {
+        let name = title
+            .split(" (")
+            .next()
+            .unwrap_or(title)
+            .replace("&apos;", "'");
+        traced.get(name.as_str()).is_some_and(|&c| c * 100 >= total)
+    };
     let titles: Vec<&str> = svg
         .split("<title>")
         .skip(1)
         .filter_map(|t| t.split_once("</title>").map(|(t, _)| t))
+        .filter(|t| shown(t))
         .collect();
     redact_counts(&titles.join("\n"))
 }
@@ -243,7 +271,7 @@ fn reports(src: &Path, opt: &str, extra: &[&str]) -> Outputs {
             .replace(&run.dir.path().display().to_string(), "<run>")
     };
     let html = html_page(&read("report.html"));
-    let titles = flame_titles(&read("flamegraph.svg"));
+    let titles = flame_titles(&read("flamegraph.svg"), &read("stacks.folded"));
     Outputs {
         text: redact_text(&text, dir.path()),
         json,
