@@ -1,4 +1,5 @@
-//! isl syntax for folded streams: `{ S[i0, i1] : 0 <= i0 <= 15 and 0 <= i1 <= i0 }`.
+//! isl's notation for folded streams, `{ S[i0, i1] : 0 <= i0 <= 15 and 0 <= i1 <= i0 }`, for
+//! people: tests, benchmarks and messages show folded pieces in it.
 
 use crate::piece::{AffineExpr, Folded, Label, Piece};
 use std::fmt::Write;

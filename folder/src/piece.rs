@@ -408,13 +408,16 @@ impl Folded {
         })
     }
 
-    /// isl set of the domain, pieces joined with `;`, e.g.
-    /// `{ S3[i0, i1] : 0 <= i0 <= 15 and 0 <= i1 <= i0 }`. Dims are named `i0, i1, ...`.
+    /// The domain in isl's notation, pieces joined with `;`, e.g.
+    /// `{ S3[i0, i1] : 0 <= i0 <= 15 and 0 <= i1 <= i0 }`. Dims are named `i0, i1, ...`. For
+    /// people (tests, benchmarks, messages): the analysis builds isl objects from the pieces
+    /// themselves (`feedback::poly`), never from this text.
     pub fn to_isl_set(&self, name: &str) -> String {
         crate::isl::set(self, name)
     }
 
-    /// isl map from the domain to the labels read as a tuple `target`, e.g.
+    /// The pieces as a map in isl's notation (for people, as [`Self::to_isl_set`]), from the
+    /// domain to the labels read as a tuple `target`, e.g.
     /// `{ S3[i0, i1] -> S1[i0, i1 - 1] : ... }`. A range component becomes an output variable
     /// `oK` constrained by `min <= oK <= max` (the map then over-approximates: see
     /// [`Folded::is_exact`] and [`Piece::exact`]).
