@@ -67,7 +67,12 @@ impl Parameterizer {
 
     /// The context: each parameter at least its base value, as an isl set of `ctx`.
     pub(crate) fn context(&self, ctx: &Context) -> Result<Set, Error> {
-        self.bounds(ctx, false)
+        self.bounds(ctx, false, &|_| true)
+    }
+
+    /// The context of the parameters named in `used` only (a problem without the others).
+    pub(crate) fn context_of(&self, ctx: &Context, used: &[String]) -> Result<Set, Error> {
+        self.bounds(ctx, false, &|k| used.contains(&Parameterizer::name(k)))
     }
 
     /// Each parameter fixed to its base value, to read a parameterized result back in the
@@ -75,29 +80,34 @@ impl Parameterizer {
     pub(crate) fn fixed(&self, ctx: &Context) -> Result<Option<Set>, Error> {
         match self.bases.is_empty() {
             true => Ok(None),
-            false => self.bounds(ctx, true).map(Some),
+            false => self.bounds(ctx, true, &|_| true).map(Some),
         }
     }
 
-    /// `P<k> - base_k` `= 0` (`equal`) or `>= 0` for every parameter.
-    fn bounds(&self, ctx: &Context, equal: bool) -> Result<Set, Error> {
+    /// `P<k> - base_k` `= 0` (`equal`) or `>= 0` for every parameter `k` that `keep` keeps.
+    fn bounds(
+        &self,
+        ctx: &Context,
+        equal: bool,
+        keep: &dyn Fn(usize) -> bool,
+    ) -> Result<Set, Error> {
         let e = || isl("bounding parameters");
-        let n = self.bases.len();
+        let kept: Vec<usize> = (0..self.bases.len()).filter(|&k| keep(k)).collect();
+        let n = kept.len();
         let mut space = Space::params_alloc(ctx, n as u32).map_err(e())?;
-        for k in 0..n {
+        for (col, &k) in kept.iter().enumerate() {
             space = space
-                .set_dim_name(DimType::Param, k as u32, &Parameterizer::name(k))
+                .set_dim_name(DimType::Param, col as u32, &Parameterizer::name(k))
                 .map_err(e())?;
         }
         // Columns: [constant, parameters].
-        let rows: Vec<Vec<i64>> = self
-            .bases
+        let rows: Vec<Vec<i64>> = kept
             .iter()
             .enumerate()
-            .map(|(k, b)| {
+            .map(|(col, &k)| {
                 let mut r = vec![0; n + 1];
-                r[0] = -b;
-                r[k + 1] = 1;
+                r[0] = -self.bases[k];
+                r[col + 1] = 1;
                 r
             })
             .collect();
