@@ -213,15 +213,8 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             maps = Some((union_map(isl, &s.map)?, union_map(isl, &s.tiled)?));
             (s.tree, None)
         }
-        Err(e) => {
-            // The failing problem, for reproducing it with isl's own `isl_schedule` tool.
-            if std::env::var_os("POLYPROF_DEBUG_SCHEDULE").is_some() {
-                let context = cx.params.context(isl).and_then(|c| islx::text(&c));
-                let context = context.unwrap_or_else(|e| e.to_string());
-                eprintln!("DOMAIN {domain}\nVALIDITY {validity}\nCONTEXT {context}\nERR {e}");
-            }
-            (Tree::Leaf, Some(e))
-        }
+        // `islx::schedule` printed the problem under POLYPROF_DEBUG_SCHEDULE.
+        Err(e) => (Tree::Leaf, Some(e)),
     };
     timing.mark("schedule");
 

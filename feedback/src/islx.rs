@@ -423,6 +423,14 @@ pub(crate) fn schedule(
     params: &Parameterizer,
 ) -> Result<Scheduled, Error> {
     let mut first_error = None;
+    // The problem, for reproducing it with isl's own `isl_schedule` tool.
+    let debug = std::env::var_os("POLYPROF_DEBUG_SCHEDULE").is_some();
+    if debug {
+        let ctx = Context::alloc();
+        let context = params.context(&ctx).and_then(|c| text(&c));
+        let context = context.unwrap_or_else(|e| e.to_string());
+        eprintln!("DOMAIN {domain}\nVALIDITY {validity}\nCONTEXT {context}");
+    }
     for strategy in Strategy::ALL {
         let share = crate::Options {
             isl_max_seconds: opts.isl_max_seconds * strategy.share(),
@@ -445,9 +453,8 @@ pub(crate) fn schedule(
         match attempt {
             Ok(s) => return Ok(s),
             Err(e) => {
-                if std::env::var_os("POLYPROF_DEBUG_SCHEDULE").is_some() {
+                if debug {
                     eprintln!("{}: {e}", strategy.as_str());
-                    eprintln!("DOMAIN {domain}\nVALIDITY {validity}");
                 }
                 first_error.get_or_insert(e);
             }
@@ -624,4 +631,27 @@ impl TimeOrder {
 /// True when `m` holds nothing.
 pub(crate) fn empty(m: &UnionMap) -> Result<bool, Error> {
     m.is_empty().map_err(isl("testing emptiness"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// lu's main region (N = 60, gcc -O2), where another relation's large constant had become
+    /// a parameter the problem does not use: isl's band scheduler stopped at its budget with
+    /// it, and schedules the nest without it.
+    #[test]
+    fn an_unused_parameter_stays_out_of_the_scheduler() {
+        let domain = "{ S3[i0, i1] : i0 > 0 and 0 <= i1 <= 59 - i0; S8[i0, i1] : i0 <= 58 and 0 <= i1 < i0; S4[i0, i1, i2] : 0 <= i1 <= 59 - i0 and 0 <= i2 < i0; S0[i0] : 0 <= i0 <= 58; S1[i0, i1] : i0 <= 58 and 0 <= i1 <= i0; S9[i0, i1, i2] : i0 <= 58 and i1 < i0 and 0 <= i2 <= i1 }";
+        let validity = "[P0] -> { S4[i0, 0, -1 + i0] -> S1[o0, i0] : i0 > 0 and i0 <= o0 <= 58; S4[i0, i1, -1 + i0] -> S9[o0, -1 + i0 + i1, i0] : i0 > 0 and i1 > 0 and i0 + i1 <= o0 <= 58; S9[i0, i1, i2] -> S9[i0, i1, 1 + i2] : i0 <= 58 and i1 < i0 and 0 <= i2 < i1; S4[i0, i1, i2] -> S4[i0, i1, 1 + i2] : 0 <= i1 <= 59 - i0 and 0 <= i2 <= -2 + i0; S4[i0, i1, -1 + i0] -> S4[o0, i0 + i1 - o0, i0] : i0 > 0 and i1 <= 59 - i0 and i0 < o0 <= i0 + i1; S9[i0, i1, i1] -> S1[i0, 1 + i1] : i0 <= 58 and 0 <= i1 < i0; S0[i0] -> S1[i0, 0] : 0 <= i0 <= 58; S8[i0, i1] -> S9[i0, i1, 0] : i0 <= 58 and 0 <= i1 < i0; S1[i0, i1] -> S4[1 + i0, o1, i1] : 0 <= i1 <= i0 and 0 <= o1 <= 58 - i0; S1[i0, i1] -> S9[i0, o1, i1] : i0 <= 58 and i1 >= 0 and i1 <= o1 < i0; S3[i0, i1] -> S4[i0, i1, 0] : i0 > 0 and 0 <= i1 <= 59 - i0 }";
+        let mut params = Parameterizer::new(64, 20);
+        assert!(params.split(100).is_some());
+        let opts = crate::Options {
+            // Operations, not seconds, decide: the test means the same on any machine.
+            isl_max_seconds: 600.0,
+            ..crate::Options::default()
+        };
+        let s = schedule(&opts, domain, validity, &params).expect("a schedule");
+        assert_eq!(s.strategy, Strategy::Bands);
+    }
 }
