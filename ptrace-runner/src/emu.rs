@@ -291,25 +291,39 @@ impl Op {
 // ---------------------------------------------------------------------------------------------
 // SSE operations run on the host CPU.
 
+/// Runs the instruction template `[...]` (one or more asm template strings) with the tracee's
+/// MXCSR image at `$mxcsr` (a `*mut u32`) loaded, storing the flags it raises back into the
+/// image and restoring the host's MXCSR; `$operands` are the asm operands and options of the
+/// template. Expands to an `asm!`: the caller's `unsafe` block states why it is sound.
+macro_rules! under_mxcsr {
+    ($mxcsr:expr, [$($ins:tt)*], $($operands:tt)*) => {{
+        let mut host: u32 = 0;
+        let guest: *mut u32 = $mxcsr;
+        asm!(
+            "stmxcsr [{h}]",
+            "ldmxcsr [{g}]",
+            $($ins)*,
+            "stmxcsr [{g}]",
+            "ldmxcsr [{h}]",
+            h = in(reg) &mut host as *mut u32,
+            g = in(reg) guest,
+            $($operands)*
+        );
+    }};
+}
+
 /// Runs `ins a, b` with the tracee's MXCSR loaded, folding the exception flags it raises back.
 macro_rules! fp_bin {
     ($ins:expr, $a:expr, $b:expr, $mx:expr) => {{
         let mut a: __m128i = $a;
         let b: __m128i = $b;
-        let mut host: u32 = 0;
-        let g: *mut u32 = $mx;
         // SAFETY: the instruction only reads and writes the named xmm registers and the two
         // MXCSR images, which are valid u32 locations; the caller checked that every
         // floating-point exception is masked, so it cannot trap.
         unsafe {
-            asm!(
-                "stmxcsr [{h}]",
-                "ldmxcsr [{g}]",
-                concat!($ins, " {a}, {b}"),
-                "stmxcsr [{g}]",
-                "ldmxcsr [{h}]",
-                h = in(reg) &mut host as *mut u32,
-                g = in(reg) g,
+            under_mxcsr!(
+                $mx,
+                [concat!($ins, " {a}, {b}")],
                 a = inout(xmm_reg) a,
                 b = in(xmm_reg) b,
                 options(nostack, preserves_flags),
@@ -454,17 +468,11 @@ fn run_round(m: u8, imm: u8, a: __m128i, b: __m128i, mx: *mut u32) -> __m128i {
     macro_rules! fp_imm {
         ($ins:literal, $imm:literal) => {{
             let mut a: __m128i = a;
-            let mut host: u32 = 0;
             // SAFETY: as in `fp_bin`.
             unsafe {
-                asm!(
-                    "stmxcsr [{h}]",
-                    "ldmxcsr [{g}]",
-                    concat!($ins, " {a}, {b}, ", $imm),
-                    "stmxcsr [{g}]",
-                    "ldmxcsr [{h}]",
-                    h = in(reg) &mut host as *mut u32,
-                    g = in(reg) mx,
+                under_mxcsr!(
+                    mx,
+                    [concat!($ins, " {a}, {b}, ", $imm)],
                     a = inout(xmm_reg) a,
                     b = in(xmm_reg) b,
                     options(nostack, preserves_flags),
@@ -2054,23 +2062,14 @@ fn shuffle(s: Shuf, a: u128, b: u128, imm: u8) -> u128 {
 #[inline(never)]
 fn comi(c: Comi, a: __m128i, b: __m128i, mxcsr: &mut u32) -> u64 {
     let (mut z, mut p, mut cy): (u8, u8, u8);
-    let mut host: u32 = 0;
     let g: *mut u32 = mxcsr;
     macro_rules! go {
         ($ins:literal) => {
             // SAFETY: register-only compare with the tracee's MXCSR (exceptions masked).
             unsafe {
-                asm!(
-                    "stmxcsr [{h}]",
-                    "ldmxcsr [{g}]",
-                    concat!($ins, " {a}, {b}"),
-                    "setz {z}",
-                    "setp {p}",
-                    "setc {c}",
-                    "stmxcsr [{g}]",
-                    "ldmxcsr [{h}]",
-                    h = in(reg) &mut host as *mut u32,
-                    g = in(reg) g,
+                under_mxcsr!(
+                    g,
+                    [concat!($ins, " {a}, {b}"), "setz {z}", "setp {p}", "setc {c}"],
                     a = in(xmm_reg) a,
                     b = in(xmm_reg) b,
                     z = out(reg_byte) z,
@@ -2094,20 +2093,14 @@ fn comi(c: Comi, a: __m128i, b: __m128i, mxcsr: &mut u32) -> u64 {
 #[inline(never)]
 fn cvt_to_int(c: CvtI, size: u8, b: __m128i, mxcsr: &mut u32) -> u64 {
     let mut out: u64 = 0;
-    let mut host: u32 = 0;
     let g: *mut u32 = mxcsr;
     macro_rules! go {
         ($ins:literal) => {
             // SAFETY: register-only conversion with the tracee's MXCSR (exceptions masked).
             unsafe {
-                asm!(
-                    "stmxcsr [{h}]",
-                    "ldmxcsr [{g}]",
-                    $ins,
-                    "stmxcsr [{g}]",
-                    "ldmxcsr [{h}]",
-                    h = in(reg) &mut host as *mut u32,
-                    g = in(reg) g,
+                under_mxcsr!(
+                    g,
+                    [$ins],
                     b = in(xmm_reg) b,
                     o = out(reg) out,
                     options(nostack, preserves_flags),
@@ -2136,20 +2129,14 @@ fn cvt_to_int(c: CvtI, size: u8, b: __m128i, mxcsr: &mut u32) -> u64 {
 #[inline(never)]
 fn cvt_from_int(c: CvtF, size: u8, a: __m128i, v: u64, mxcsr: &mut u32) -> __m128i {
     let mut a = a;
-    let mut host: u32 = 0;
     let g: *mut u32 = mxcsr;
     macro_rules! go {
         ($ins:literal) => {
             // SAFETY: register-only conversion with the tracee's MXCSR (exceptions masked).
             unsafe {
-                asm!(
-                    "stmxcsr [{h}]",
-                    "ldmxcsr [{g}]",
-                    $ins,
-                    "stmxcsr [{g}]",
-                    "ldmxcsr [{h}]",
-                    h = in(reg) &mut host as *mut u32,
-                    g = in(reg) g,
+                under_mxcsr!(
+                    g,
+                    [$ins],
                     a = inout(xmm_reg) a,
                     v = in(reg) v,
                     options(nostack, preserves_flags),
