@@ -1891,22 +1891,19 @@ fn build_region(
                 });
                 continue;
             }
-            (None, Some(source)) if *kind == DepKind::Flow && !inside(cons.context) => {
-                live_out.push(Boundary {
+            // Written inside and read after the region (flow), or overwritten after it
+            // (output).
+            (None, Some(source)) if *kind != DepKind::Anti && !inside(cons.context) => {
+                let after = Boundary {
                     stmt: source.clone(),
                     storage: storage(),
                     relation: Polyhedra::map_of(f, "Outside", source),
                     outside: outside_line(cons.pc),
-                });
-                continue;
-            }
-            (None, Some(source)) if *kind == DepKind::Output && !inside(cons.context) => {
-                rewritten_after.push(Boundary {
-                    stmt: source.clone(),
-                    storage: storage(),
-                    relation: Polyhedra::map_of(f, "Outside", source),
-                    outside: outside_line(cons.pc),
-                });
+                };
+                match kind {
+                    DepKind::Flow => live_out.push(after),
+                    _ => rewritten_after.push(after),
+                }
                 continue;
             }
             _ => continue,
