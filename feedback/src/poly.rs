@@ -855,4 +855,26 @@ mod tests {
             "{ B1[i0] -> S2[-1 + i0, 7] : 0 < i0 <= 9 }"
         );
     }
+
+    /// Sets with integer divisions (`floor`, `mod`) read back as the same sets: isl's
+    /// constraints carry them as existentials, which the check against the original keeps
+    /// honest.
+    #[test]
+    fn divisions_read_back_as_the_same_sets() {
+        let ctx = quiet_context();
+        for text in [
+            "{ S[i] : 0 <= i <= 40 and floor(i/4) <= 2 }",
+            "{ S[i, j] : 0 <= i <= 9 and 0 <= j <= 9 and (i + j) mod 3 = 0 }",
+            "{ S[i] : 0 <= i <= 20 and i mod 4 = 1 }",
+        ] {
+            let set = Set::read_from_str(&ctx, text).unwrap();
+            let p = Polyhedra::from_set(&set).unwrap_or_else(|| panic!("{text} not read back"));
+            let back = p.to_set(&ctx, &mut Parameterizer::none()).unwrap();
+            assert!(
+                back.is_equal(&set).unwrap(),
+                "{text} read back as {}",
+                p.isl_text()
+            );
+        }
+    }
 }
