@@ -1,11 +1,10 @@
 //! The feedback of one region: loop properties, suggestions checked against the observed
 //! dependences, metrics and annotated ASTs.
 
-use crate::affine::Affine;
 use crate::input::{Polyhedra, Region, Statement};
 use crate::islx::{self, union_map, Tree};
 use crate::legality::{
-    negative_up_to, pct, sched_len, schedule_map, Change, Ctx, Requirement, Verdict,
+    kelly_map, negative_up_to, pct, sched_len, schedule_map, Change, Ctx, Requirement, Verdict,
 };
 use crate::params::Parameterizer;
 use crate::{Error, Feedback, LoopInfo, Metrics, Options, Rating, Suggestion, SuggestionKind};
@@ -1134,19 +1133,7 @@ fn permuted(region: &Region, chain: &[usize], order: &[usize]) -> Vec<Polyhedra>
         .statements
         .iter()
         .zip(layout(region, chain, order))
-        .map(|(s, (positions, _, dims))| {
-            let vars = s.loops.len();
-            let mut rows: Vec<Affine> = Vec::with_capacity(n);
-            for (lvl, &d) in dims.iter().enumerate() {
-                rows.push(Affine::constant(vars, i64::from(positions[lvl])));
-                rows.push(Affine::dim(vars, d));
-            }
-            rows.push(Affine::constant(vars, i64::from(positions[dims.len()])));
-            while rows.len() < n {
-                rows.push(Affine::constant(vars, 0));
-            }
-            Polyhedra::schedule(&s.name, vars, &rows)
-        })
+        .map(|(s, (positions, _, dims))| kelly_map(s, &dims, &|lvl| positions[lvl], n))
         .collect()
 }
 

@@ -872,21 +872,32 @@ pub(crate) fn kelly(region: &Region, perm: &dyn Fn(&Statement) -> Vec<usize>) ->
         .statements
         .iter()
         .map(|s| {
-            let dims = s.loops.len();
-            let order = perm(s);
-            let position = |lvl: usize| i64::from(s.positions.get(lvl).copied().unwrap_or(0));
-            let mut rows: Vec<Affine> = Vec::with_capacity(n);
-            for (lvl, &d) in order.iter().enumerate() {
-                rows.push(Affine::constant(dims, position(lvl)));
-                rows.push(Affine::dim(dims, d));
-            }
-            rows.push(Affine::constant(dims, position(order.len())));
-            while rows.len() < n {
-                rows.push(Affine::constant(dims, 0));
-            }
-            Polyhedra::schedule(&s.name, dims, &rows)
+            let position = |lvl: usize| s.positions.get(lvl).copied().unwrap_or(0);
+            kelly_map(s, &perm(s), &position, n)
         })
         .collect()
+}
+
+/// One statement's map to times `[p0, i_{order[0]}, p1, i_{order[1]}, ..., pk]`, its static
+/// positions given by `position(level)`, padded with zeros to `n` entries.
+pub(crate) fn kelly_map(
+    s: &Statement,
+    order: &[usize],
+    position: &dyn Fn(usize) -> u32,
+    n: usize,
+) -> Polyhedra {
+    let dims = s.loops.len();
+    let at = |lvl: usize| Affine::constant(dims, i64::from(position(lvl)));
+    let mut rows: Vec<Affine> = Vec::with_capacity(n);
+    for (lvl, &d) in order.iter().enumerate() {
+        rows.push(at(lvl));
+        rows.push(Affine::dim(dims, d));
+    }
+    rows.push(at(order.len()));
+    while rows.len() < n {
+        rows.push(Affine::constant(dims, 0));
+    }
+    Polyhedra::schedule(&s.name, dims, &rows)
 }
 
 /// Per-statement schedule maps as one union map.
