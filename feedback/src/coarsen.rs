@@ -70,12 +70,12 @@ fn without_self_pairs(
 const MAX_DOMAIN_PIECES: i32 = 4;
 
 /// The statements' domains as isl sets over the tuple `X` (comparable across statements),
-/// simplified for the scheduler, and whether each was widened. A domain coalesces (the folder may split one domain into
-/// pieces where only the labels differ); one still in many pieces is shaped by data (a branch
-/// on values inside the loop), and becomes the domain of its loop body: everything that ran
-/// in the same loops, as a hull if that too is in many pieces. That over-approximation (the
-/// paper's treatment of what is not affine) keeps the scheduler's problem small and lets
-/// the code around the branch stay one block statement.
+/// simplified for the scheduler, and whether each was widened. A domain coalesces (the folder
+/// may split one domain into pieces where only the labels differ); one still in many pieces is
+/// shaped by data (a branch on values inside the loop), and becomes the domain of its loop
+/// body: everything that ran in the same loops, as a hull if that too is in many pieces. That
+/// over-approximation (the paper's treatment of what is not affine) keeps the scheduler's
+/// problem small and lets the code around the branch stay one block statement.
 fn domains(isl: &Context, region: &Region) -> Vec<(Option<Set>, bool)> {
     let read = |s: &Statement| -> Option<Set> {
         let x = HashMap::from([(s.name.clone(), "X".to_string())]);
