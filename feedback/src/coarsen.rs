@@ -255,6 +255,7 @@ pub(crate) fn coarsen(region: &Region, isl: &Context) -> Region {
         rewritten_after: region.rewritten_after.iter().map(border).collect(),
         shared_variables: region.shared_variables.clone(),
         declared_in: region.declared_in.clone(),
+        sections: region.sections.clone(),
     }
 }
 

@@ -185,6 +185,11 @@ pub struct Region {
     /// region, one per iteration already (nothing to privatize): their storage's description
     /// (`` `u` (stack of main) ``) -> the ids of those loops.
     pub declared_in: BTreeMap<String, Vec<String>>,
+    /// Arrays the region's code reaches through a pointer (a heap block, an array passed as a
+    /// parameter), by their storage's [`Storage::root`] (`` `y` ``): how many of the
+    /// pointer's elements the array spans, for the section an OpenMP clause must name
+    /// (`reduction(+: y[0:len])`; a pointer cannot be reduced whole).
+    pub sections: BTreeMap<String, u64>,
 }
 
 /// A source variable declared outside loops whose iterations assign it. Wherever the compiler

@@ -47,8 +47,14 @@ pub enum Change {
     /// `reduction(op: var)`). `fp`: the operator is floating point, and combining partial
     /// results reassociates it (the result may differ in the last bits).
     /// `array`: the partial results are an array's elements (each thread needs a copy of the
-    /// array).
-    Reduction { op: ReduceOp, fp: bool, array: bool },
+    /// array). `section`: the array is reached through a pointer, and spans this many of its
+    /// elements: the clause names the section (`y[0:len]`).
+    Reduction {
+        op: ReduceOp,
+        fp: bool,
+        array: bool,
+        section: Option<u64>,
+    },
 }
 
 impl Change {
@@ -79,7 +85,7 @@ impl Requirement {
     /// The OpenMP clause of a reduction: `reduction(+: s)`, with the variable's name when the
     /// storage has one a person can type.
     pub fn clause(&self) -> Option<String> {
-        let Change::Reduction { op, .. } = self.change else {
+        let Change::Reduction { op, section, .. } = self.change else {
             return None;
         };
         let name = variable(&self.storage);
@@ -87,7 +93,8 @@ impl Requirement {
             Some(n) => n.to_string(),
             None => format!("<{name}>"),
         };
-        Some(format!("reduction({}: {name})", op.clause()))
+        let section = section.map_or(String::new(), |len| format!("[0:{len}]"));
+        Some(format!("reduction({}: {name}{section})", op.clause()))
     }
 
     /// The source variable a privatization names, when it is one a person can type in an
@@ -528,6 +535,7 @@ impl<'a> Ctx<'a> {
                     op: r.op,
                     fp: r.fp,
                     array: matches!(r.storage, Storage::Array { .. }),
+                    section: self.region.sections.get(&root).copied(),
                 },
                 storage: r.storage.describe(),
                 lines: r.lines.clone(),

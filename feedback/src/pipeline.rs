@@ -1130,7 +1130,12 @@ fn heap_variable(bin: Loaded<'_>, code: &Code, block: &Block) -> Option<(String,
 /// through a pointer register): the `lea` names a variable, and its last value says where
 /// that variable was.
 fn stack_variable_via_lea(bin: Loaded<'_>, code: &Code, addr: u64) -> Option<(String, u64)> {
-    let mut found: Vec<(u64, String, u64)> = code
+    stack_array_via_lea(bin, code, addr).map(|(name, off, _)| (name, off))
+}
+
+/// [`stack_variable_via_lea`], with the variable's size.
+fn stack_array_via_lea(bin: Loaded<'_>, code: &Code, addr: u64) -> Option<(String, u64, u64)> {
+    let mut found: Vec<(u64, String, u64, u64)> = code
         .heap
         .stack_leas
         .iter()
@@ -1140,12 +1145,37 @@ fn stack_variable_via_lea(bin: Loaded<'_>, code: &Code, addr: u64) -> Option<(St
             let v = bin.stack_variable(pc, base, disp)?;
             let start = value.checked_sub(v.offset)?;
             let off = addr - start;
-            (off < v.size?).then_some((start, v.name, off))
+            let size = v.size?;
+            (off < size).then_some((start, v.name, off, size))
         })
         .collect();
     // The innermost: the variable starting closest below the address.
     found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-    found.into_iter().next().map(|(_, name, off)| (name, off))
+    found
+        .into_iter()
+        .next()
+        .map(|(_, name, off, size)| (name, off, size))
+}
+
+/// How many elements an OpenMP clause's array section spans (`y[0:len]`) for the array holding
+/// `addr`, when the code at `pc` reaches it through a pointer: a reduction on a pointer must
+/// name a section. The innermost variable of the array's name visible at `pc` says, from debug
+/// information, whether it is a pointer (an array parameter is one) and the size of what it
+/// points to. Only for heap blocks and stack arrays reached through a `lea`, whose name is that
+/// of a place holding their start: the pointer is taken to point there. `None` when that
+/// variable is the array itself (a clause names it whole) or none is visible.
+fn pointer_section(addr: u64, bin: Loaded<'_>, code: &Code, pc: u64) -> Option<u64> {
+    let (name, bytes) = match code.heap.block(addr) {
+        Some((_, block)) => (heap_variable(bin, code, block)?.0, block.size),
+        None if addr >= STACK_START => {
+            let (name, _, size) = stack_array_via_lea(bin, code, addr)?;
+            (name, size)
+        }
+        None => return None,
+    };
+    let var = bin.locals_at(pc).into_iter().find(|v| v.name == name)?;
+    let each = var.pointee_size.filter(|&p| p > 0)?;
+    bytes.is_multiple_of(each).then(|| bytes / each)
 }
 
 /// The array or block holding `addr`, without the offset inside it.
@@ -1799,6 +1829,7 @@ fn build_region(
         v.lines.push(a.line);
     }
     let mut declared_in = BTreeMap::new();
+    let mut sections = BTreeMap::new();
     for ((cons, prod, kind, through, _), f, multi, location, fixed) in &folded.deps {
         let sink = names.get(&(cons.context, cons.pc));
         let source = names.get(&(prod.context, prod.pc));
@@ -1829,7 +1860,10 @@ fn build_region(
                 v.lines.push(outside_line(writer.pc));
             }
         }
-        let mut storage = || match through {
+        let array = |addr: u64| Storage::Array {
+            name: name_array(addr, bin, code, function),
+        };
+        let mut storage_of = || match through {
             Through::Register => {
                 let (reg, var) = register.clone().unwrap_or_default();
                 Storage::Register {
@@ -1860,9 +1894,7 @@ fn build_region(
                         addr: *location,
                         name: name_memory(*location, bin, code, function),
                     },
-                    None => Storage::Array {
-                        name: name_array(*location, bin, code, function),
-                    },
+                    None => array(*location),
                 }
             }
             Through::Memory => match Effect::at(*location) {
@@ -1873,10 +1905,22 @@ fn build_region(
                     addr: *location,
                     name: name_memory(*location, bin, code, function),
                 },
-                None => Storage::Array {
-                    name: name_array(*location, bin, code, function),
-                },
+                None => array(*location),
             },
+        };
+        let mut storage = || {
+            let storage = storage_of();
+            let pc = if inside(cons.context) {
+                cons.pc
+            } else {
+                prod.pc
+            };
+            if matches!(storage, Storage::Scalar { .. } | Storage::Array { .. }) {
+                if let Some(len) = pointer_section(*location, bin, code, pc) {
+                    sections.insert(storage.root(), len);
+                }
+            }
+            storage
         };
         let (sink, source) = match (sink, source) {
             (Some(sink), Some(source)) => (sink, source),
@@ -1979,6 +2023,7 @@ fn build_region(
             })
             .collect(),
         declared_in,
+        sections,
     };
     // A region isl cannot schedule is still reported, with the reason.
     let feedback = analyze_region(&input, &opts.feedback).unwrap_or_else(|e| Feedback {

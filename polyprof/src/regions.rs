@@ -239,6 +239,7 @@ fn suggestion_json(s: &feedback::Suggestion, all: &[feedback::Suggestion], run: 
         run_estimate: 1.0 / ((1.0 - run) + run / g.estimate.max(1e-9)),
         basis: g.basis.clone(),
     });
+    let mut clauses = Vec::new();
     let requires = s
         .requires
         .iter()
@@ -247,6 +248,7 @@ fn suggestion_json(s: &feedback::Suggestion, all: &[feedback::Suggestion], run: 
                 Change::Reduction { op, fp, .. } => Some((op.clause().to_string(), fp)),
                 _ => None,
             };
+            clauses.push(q.clause());
             Requirement {
                 change: kinds::change(&q.change),
                 storage: q.storage.clone(),
@@ -258,12 +260,14 @@ fn suggestion_json(s: &feedback::Suggestion, all: &[feedback::Suggestion], run: 
         .collect::<Vec<_>>();
     let reduction = requires
         .iter()
-        .filter_map(|q| {
+        .zip(clauses)
+        .filter_map(|(q, clause)| {
             Some(Reduction {
                 op: q.op.clone()?,
                 storage: q.storage.clone(),
                 lines: q.lines.clone(),
                 reassociates: q.reassociates?,
+                clause: clause?,
             })
         })
         .collect();

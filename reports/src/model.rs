@@ -233,6 +233,10 @@ pub struct Reduction {
     pub storage: String,
     pub lines: Vec<String>,
     pub reassociates: bool,
+    /// The OpenMP clause, as the suggestion's text gives it: `reduction(+: s)`, or with an
+    /// array section for an array reached through a pointer, `reduction(+: y[0:42])`.
+    #[serde(default)]
+    pub clause: String,
 }
 
 /// A mapping Φ of an array's elements to new places.

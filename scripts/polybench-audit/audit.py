@@ -151,9 +151,12 @@ def plan_clauses(sugg, src_lines):
             if omp is None:
                 unchecked.append("reduction op %r has no OpenMP form" % op)
                 continue
-            if var in red and red[var] != omp:
+            if var in red and red[var][0] != omp:
                 unchecked.append("two reduction ops for %s" % var)
-            red[var] = omp
+            # The list item polyprof's clause names: `y[0:42]` for a pointer's section.
+            m = re.match(r"reduction\([^:]*:\s*(.*)\)$", r.get("clause") or "")
+            item = m.group(1) if m and not m.group(1).startswith("<") else var
+            red[var] = (omp, item)
             continue
         if var is None:
             needs.append("%s %s" % (change, storage))
@@ -193,8 +196,8 @@ def clause_text(c):
         if c[k]:
             parts.append("%s(%s)" % (k, ", ".join(c[k])))
     byop = {}
-    for v, op in c["reduction"].items():
-        byop.setdefault(op, []).append(v)
+    for op, item in c["reduction"].values():
+        byop.setdefault(op, []).append(item)
     for op, vs in byop.items():
         parts.append("reduction(%s: %s)" % (op, ", ".join(vs)))
     return " ".join(parts)

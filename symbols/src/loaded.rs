@@ -111,4 +111,14 @@ impl<'a> Loaded<'a> {
     pub fn global_variable(&self, addr: u64) -> Option<Variable> {
         self.exe.global_variable(self.link(addr).0)
     }
+
+    /// The local variables and parameters visible at `pc`, innermost scope first (see
+    /// [`ElfFile::locals_within`]).
+    pub fn locals_at(&self, pc: u64) -> Vec<Variable> {
+        let at = self.link(pc).0;
+        let mut vars = self.exe.locals_within(at, at + 1);
+        let span = |v: &Variable| v.scope.iter().map(|&(b, e)| e - b).sum::<u64>();
+        vars.sort_by_key(span);
+        vars
+    }
 }

@@ -496,9 +496,11 @@ fn has_reduction(s: &Value) -> bool {
 }
 
 /// The OpenMP clauses that apply the suggestion's reductions to the source (empty without
-/// any), or why they cannot be checked. Each reduction's variable is the one its source line
-/// updates with a compound assignment (`t += ...`); integer scalars only: a floating-point
-/// reduction reassociates, so its output may differ legitimately.
+/// any), or why they cannot be checked: the clause report.json gives (`reduction(+: y[0:16])`
+/// for an array reached through a pointer), or, when it names storage without a source name
+/// (`<register rax>`), the variable the reduction's source line updates with a compound
+/// assignment (`t += ...`). Integers only: a floating-point reduction reassociates, so its
+/// output may differ legitimately.
 fn reduction_clauses(src: &Source, s: &Value) -> Result<String, String> {
     let Some(rs) = s["reduction"].as_array() else {
         return Ok(String::new());
@@ -507,6 +509,11 @@ fn reduction_clauses(src: &Source, s: &Value) -> Result<String, String> {
     for r in rs {
         if r["reassociates"].as_bool() != Some(false) {
             return Err("a floating-point reduction (reassociates)".into());
+        }
+        if let Some(clause) = r["clause"].as_str().filter(|c| !c.contains('<')) {
+            clauses.push(' ');
+            clauses.push_str(clause);
+            continue;
         }
         let op = r["op"].as_str().unwrap_or("?");
         let lines: Vec<usize> = r["lines"]
@@ -976,6 +983,7 @@ apply_and_run_tests! {
     apply_and_run_sse => "legal_sse",
     apply_and_run_libcalls => "legal_libcalls",
     apply_and_run_reduction => "legal_reduction",
+    apply_and_run_array_reduction => "legal_array_reduction",
     apply_and_run_covariance => "legal_covariance",
     apply_and_run_matmul => "legal_matmul",
     apply_and_run_jacobi2d => "legal_jacobi2d",
@@ -1272,6 +1280,39 @@ fn hazard_reduction_is_not_plain_parallel() {
         src.header_line(loops[1]),
         describe(&found)
     );
+}
+
+#[test]
+fn array_reductions_through_pointers_name_sections() {
+    let clauses = |opt: &'static str| -> Vec<String> {
+        let p = profile("legal_array_reduction", opt);
+        regions(&p)
+            .iter()
+            .flat_map(suggestions)
+            .filter_map(|s| s["reduction"].as_array())
+            .flatten()
+            .filter_map(|r| r["clause"].as_str().map(str::to_string))
+            .collect()
+    };
+    // A pointer cannot be reduced whole: the clause names the section the array spans.
+    let at_o0 = clauses("-O0");
+    for want in ["reduction(+: y[0:16])", "reduction(^: h[0:16])"] {
+        assert!(
+            at_o0.iter().any(|c| c == want),
+            "no `{want}` at -O0: {at_o0:?}"
+        );
+    }
+    let at_o2 = clauses("-O2");
+    assert!(
+        at_o2.iter().any(|c| c == "reduction(+: y[0:16])"),
+        "no section for the heap block at -O2: {at_o2:?}"
+    );
+    for c in at_o0.iter().chain(&at_o2) {
+        assert!(
+            !["reduction(+: y)", "reduction(^: h)"].contains(&c.as_str()),
+            "a pointer reduced whole: {c}"
+        );
+    }
 }
 
 #[test]

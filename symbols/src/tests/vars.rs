@@ -196,6 +196,8 @@ fn o0_frame_slots() {
         })
         .unwrap();
     assert_eq!((p.kind, p.size), (VariableKind::Parameter, Some(8)));
+    // `const double *p`: the qualifier is followed to the 8-byte double.
+    assert_eq!(p.pointee_size, Some(8));
 
     // `a[j] = j * m`: the store `[rbp+rax*4-0x50]` is into `a`.
     let fill = line_of(VARS_C, "FILL");
@@ -211,6 +213,7 @@ fn o0_frame_slots() {
     assert_eq!(a.offset, 0);
     assert_eq!((a.size, a.elem_size), (Some(64), Some(4)));
     assert_eq!(a.dims, vec![16]);
+    assert_eq!(a.pointee_size, None, "an array is not a pointer");
     assert_eq!(a.decl_line, Some(line_of(VARS_C, "A_DECL")));
     assert_eq!(a.element(), Some(vec![0]));
     let a3 = f.stack_variable(store.ip(), base, disp + 12).expect("a[3]");

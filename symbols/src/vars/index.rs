@@ -99,6 +99,8 @@ pub(crate) struct TypeInfo {
     /// For arrays: element count of each dimension, outermost first; empty
     /// when not an array or when a bound is not constant.
     pub(crate) dims: Vec<u64>,
+    /// For pointers: size of the type pointed to, when known (`double (*)[8]`: 64).
+    pub(crate) pointee: Option<u64>,
 }
 
 /// The index of one compilation unit.
@@ -567,7 +569,10 @@ impl Builder<'_> {
                 VariableKind::Local
             },
             decl_line: described.decl_line,
-            ty: TypeInfo::default(),
+            // Clauses ask whether a name visible at a loop is a pointer, located or not.
+            ty: described
+                .ty
+                .map_or_else(TypeInfo::default, |t| self.type_info(t, 0)),
             function: scope.function,
             depth: scope.nesting,
             scope: scope.ranges.clone(),
@@ -859,12 +864,14 @@ impl Builder<'_> {
                     size: byte_size.or(total),
                     elem_size,
                     dims,
+                    pointee: None,
                 }
             }
             gimli::DW_TAG_pointer_type
             | gimli::DW_TAG_reference_type
             | gimli::DW_TAG_rvalue_reference_type => TypeInfo {
                 size: byte_size.or(Some(u64::from(address_size))),
+                pointee: inner.and_then(|t| self.type_info(t, depth + 1).size),
                 ..TypeInfo::default()
             },
             gimli::DW_TAG_enumeration_type if byte_size.is_none() => match inner {

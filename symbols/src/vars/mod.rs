@@ -63,6 +63,9 @@ pub struct Variable {
     /// (`[3, 5]` for `int m[3][5]`); empty for a scalar or when a bound is
     /// not constant.
     pub dims: Vec<u64>,
+    /// For a pointer (an array parameter included, `double y[]`): the size of the type it
+    /// points to, when constant (8 for `double *`, 64 for `double (*)[8]`).
+    pub pointee_size: Option<u64>,
     /// The function whose scope declares the variable: for a variable of an
     /// inlined function, that inlined function (demangled linkage name for
     /// C++, else `DW_AT_name`); `None` for a global.
@@ -274,6 +277,7 @@ fn variable(cu: &CuIndex, var: u32, offset: u64) -> Variable {
         size: info.ty.size,
         elem_size: info.ty.elem_size,
         dims: info.ty.dims.clone(),
+        pointee_size: info.ty.pointee,
         function: info
             .function
             .and_then(|f| cu.functions.get(f as usize))
