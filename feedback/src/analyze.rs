@@ -663,6 +663,13 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     // Layout and contraction of the arrays of the hottest nest.
     fb.suggestions
         .extend(crate::storage::layout(region, &chain));
+    let tiled: Vec<Suggestion> = fb
+        .suggestions
+        .iter()
+        .filter(|s| s.kind == SuggestionKind::Tile)
+        .flat_map(|t| crate::storage::data_tiling(region, t))
+        .collect();
+    fb.suggestions.extend(tiled);
     fb.suggestions
         .extend(crate::storage::contraction(region, &chain));
 

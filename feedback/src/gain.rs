@@ -26,9 +26,9 @@
 //! - **SIMD** (`vectorize`): the same over the innermost loop, with as many lanes as a
 //!   [`GainOptions::vector_bytes`] register holds of its widest element.
 //!
-//! Storage changes a transformation needs (`expand_scalar`, `map_scalar_to_array`) and
-//! skewing that makes a band tilable have no gain of their own: they rank right after the
-//! transformation they enable. `fuse`, `distribute`, `pad_array` and `contract_array` have no
+//! Storage changes a transformation needs (`expand_scalar`, `map_scalar_to_array`),
+//! skewing that makes a band tilable and data tiling that goes with a tiling (`tile_array`)
+//! have no gain of their own: they rank right after the transformation they serve. `fuse`, `distribute`, `pad_array` and `contract_array` have no
 //! model: they rank after the estimated advice, in the order found.
 
 use crate::input::{Access, Region, Statement};

@@ -62,6 +62,21 @@ pub struct Statement {
     pub update: Option<Update>,
 }
 
+impl Statement {
+    /// The source lines its label starts with: one for an instruction (`k.c:14 addsd ...`),
+    /// each of a block's (`k.c:8, k.c:9 (S0-S23, 24 instructions)`).
+    pub fn lines(&self) -> Vec<&str> {
+        let mut out = Vec::new();
+        for token in self.label.split(' ') {
+            out.push(token.trim_end_matches(','));
+            if !token.ends_with(',') {
+                break;
+            }
+        }
+        out
+    }
+}
+
 /// An associative and commutative operator a reduction combines values with (subtraction
 /// counts as addition of the negated value).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -228,10 +228,7 @@ pub(crate) fn line_of(region: &Region, name: &str) -> String {
         .statements
         .iter()
         .find(|s| s.name == name)
-        .map(|s| {
-            let first = s.label.split(' ').next().unwrap_or("?");
-            first.trim_end_matches(',').to_string()
-        })
+        .map(|s| s.lines().first().copied().unwrap_or("?").to_string())
         .unwrap_or_else(|| name.to_string())
 }
 

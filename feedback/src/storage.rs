@@ -238,7 +238,7 @@ pub(crate) fn for_schedule(
             });
         match home {
             Some((t, array)) => {
-                let line = t.label.split(' ').next().unwrap_or("?");
+                let line = t.lines().join(", ");
                 sugs.push(Suggestion {
                     kind: SuggestionKind::MapScalarToArray,
                     loops: vec![region.loops[moved].id.clone()],
@@ -366,7 +366,7 @@ pub(crate) fn layout(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
         let Some(d) = s.loops.iter().position(|&l| l == inner) else {
             continue;
         };
-        let line = s.label.split(' ').next().unwrap_or("?").to_string();
+        let line = s.lines().join(", ");
         for a in &s.accesses {
             let (Some(name), Some(Some(stride))) = (&a.array, a.strides.get(d)) else {
                 continue;
@@ -673,4 +673,175 @@ pub(crate) fn contraction(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
         });
     }
     out
+}
+
+/// One access of a tiled band that walks a two-dimensional view of its array: rows of `row`
+/// bytes along the tiled loop `rows_by`, elements of `size` bytes along the tiled loop
+/// `cols_by`, still along the band's other loops.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct TiledWalk {
+    row: u64,
+    size: u32,
+    rows_by: usize,
+    cols_by: usize,
+}
+
+/// The two-dimensional walk of access `a` of a statement over `loops` (region loop per
+/// dimension) inside the tiled band `band`, if it is one.
+fn tiled_walk(a: &Access, loops: &[usize], band: &[usize]) -> Option<TiledWalk> {
+    let size = u64::from(a.size);
+    let (mut rows, mut cols) = (Vec::new(), Vec::new());
+    for &l in band {
+        let d = loops.iter().position(|&x| x == l)?;
+        match (*a.strides.get(d)?)?.unsigned_abs() {
+            0 => {}
+            s if s == size => cols.push(l),
+            s if s > size && s % size == 0 => rows.push((l, s)),
+            _ => return None,
+        }
+    }
+    match (&rows[..], &cols[..]) {
+        (&[(rows_by, row)], &[cols_by]) => Some(TiledWalk {
+            row,
+            size: a.size,
+            rows_by,
+            cols_by,
+        }),
+        _ => None,
+    }
+}
+
+/// Data tiling (Shirako & Sarkar's layout maps): where the band `tile` tiles walks an array
+/// row by row with rows a page or more apart, each tile touches one page per row of the tile
+/// (as many TLB entries, and rows a multiple of 4 KiB apart share cache sets). Stored tile by
+/// tile, a tile of the array is one contiguous block. Said for each such array, with the
+/// tiling it goes with (`enables`): worth nothing without it.
+pub(crate) fn data_tiling(region: &Region, tile: &Suggestion) -> Vec<Suggestion> {
+    let band: Vec<usize> = tile
+        .loops
+        .iter()
+        .filter_map(|id| region.loops.iter().position(|l| &l.id == id))
+        .collect();
+    if band.len() != tile.loops.len() || tile.sizes.len() != band.len() {
+        return Vec::new();
+    }
+    let tile_of = |l: usize| {
+        band.iter()
+            .position(|&b| b == l)
+            .map(|k| u64::from(tile.sizes[k].max(1)))
+    };
+    // Per array: its walks and the lines of its accesses; `None` once an access of it in the
+    // band walks it otherwise.
+    let mut arrays: BTreeMap<&str, Option<(TiledWalk, BTreeSet<String>)>> = BTreeMap::new();
+    for s in &region.statements {
+        if !band.iter().all(|l| s.loops.contains(l)) {
+            continue;
+        }
+        for a in &s.accesses {
+            let Some(name) = a.array.as_deref() else {
+                continue;
+            };
+            let walk = tiled_walk(a, &s.loops, &band);
+            let entry = arrays
+                .entry(name)
+                .or_insert_with(|| walk.map(|w| (w, BTreeSet::new())));
+            match (entry.as_mut(), walk) {
+                (Some((w, lines)), Some(x)) if *w == x => {
+                    lines.extend(s.lines().into_iter().map(str::to_string));
+                }
+                _ => *entry = None,
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (name, found) in arrays {
+        let Some((w, lines)) = found else { continue };
+        if w.row < SET_SPAN || name.starts_with("a stack array") {
+            continue;
+        }
+        let (Some(tr), Some(tc)) = (tile_of(w.rows_by), tile_of(w.cols_by)) else {
+            continue;
+        };
+        let size = u64::from(w.size.max(1));
+        let rows = region.trips.get(w.rows_by).copied().flatten().unwrap_or(tr);
+        let map = tiled_map(name, w.row / size, rows, size, (tr, tc));
+        let label = |l: usize| format!("{} ({})", region.loops[l].label, region.loops[l].id);
+        out.push(Suggestion {
+            kind: SuggestionKind::TileArray,
+            loops: tile.loops.clone(),
+            text: format!(
+                "Store {name} (accessed at {}) tile by tile, in blocks of {tr}x{tc} elements, with the tiling of loops {}: within a tile, loop {} steps from row to row by {} bytes, so each of the tile's {tr} rows lies on a page of its own (as many TLB entries per tile{}); stored by tiles (map {}{}, i.e. index it as {}), a tile is {} contiguous bytes.",
+                lines.into_iter().collect::<Vec<_>>().join(", "),
+                band.iter().map(|&l| label(l)).collect::<Vec<_>>().join(", "),
+                label(w.rows_by),
+                w.row,
+                if w.row % SET_SPAN == 0 {
+                    ", and rows a multiple of 4 KiB apart compete for the same cache sets"
+                } else {
+                    ""
+                },
+                map.isl,
+                crate::smo::standing(name),
+                map.c,
+                tr * tc * size
+            ),
+            sizes: vec![
+                u32::try_from(tr).unwrap_or(u32::MAX),
+                u32::try_from(tc).unwrap_or(u32::MAX),
+            ],
+            requires: Vec::new(),
+            array: Some(name.to_string()),
+            mapping: Some(map),
+            rating: Rating {
+                enables: vec![SuggestionKind::Tile],
+                ..Rating::default()
+            },
+        });
+    }
+    out
+}
+
+/// The tile-by-tile layout of a view of `cols` elements per row, `rows` rows walked, tiles of
+/// `tr` x `tc` elements: tiles in row-major order, each row-major inside. A partial last tile
+/// of a row or column is stored whole (the bytes after count it).
+fn tiled_map(name: &str, cols: u64, rows: u64, size: u64, (tr, tc): (u64, u64)) -> Mapping {
+    let a = crate::smo::c_name(name);
+    let tiles_per_row = cols.div_ceil(tc);
+    Mapping {
+        isl: format!("{{ {a}[i, j] -> [floor(i/{tr}), floor(j/{tc}), i mod {tr}, j mod {tc}] }}"),
+        c: format!(
+            "{a}[((i / {tr}) * {tiles_per_row} + j / {tc}) * {} + (i % {tr}) * {tc} + j % {tc}]",
+            tr * tc
+        ),
+        bytes_before: rows * cols * size,
+        bytes_after: rows.div_ceil(tr) * tr * tiles_per_row * tc * size,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use isl_rs::{Context, Map, Set};
+
+    /// The data-tiling map is isl notation isl reads, one-to-one over the array, and its C
+    /// index counts the bytes after: 40 rows of 100 doubles in 32x32 tiles are stored as 64
+    /// rows of 4 tiles.
+    #[test]
+    fn a_tiled_layout_is_one_to_one_and_sized_in_whole_tiles() {
+        let m = tiled_map("`A`", 100, 40, 8, (32, 32));
+        assert_eq!(
+            m.c,
+            "A[((i / 32) * 4 + j / 32) * 1024 + (i % 32) * 32 + j % 32]"
+        );
+        assert_eq!((m.bytes_before, m.bytes_after), (40 * 800, 64 * 128 * 8));
+        let ctx = Context::alloc();
+        let map = Map::read_from_str(&ctx, &m.isl).unwrap();
+        let array = Set::read_from_str(&ctx, "{ A[i, j] : 0 <= i < 40 and 0 <= j < 100 }").unwrap();
+        let on = map.intersect_domain(array).unwrap();
+        assert!(on.is_injective().unwrap());
+        let point = Set::read_from_str(&ctx, "{ A[33, 70] }").unwrap();
+        let image = on.intersect_domain(point).unwrap().range().unwrap();
+        let want = Set::read_from_str(&ctx, "{ [1, 2, 1, 6] }").unwrap();
+        assert!(image.is_equal(&want).unwrap());
+    }
 }

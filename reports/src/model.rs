@@ -91,6 +91,8 @@ pub enum SuggestionKind {
     TransposeArray,
     AosToSoa,
     PadArray,
+    /// Data tiling: an array stored tile by tile, with the tiling of a band.
+    TileArray,
     ShareStorage,
 }
 
@@ -111,6 +113,7 @@ impl SuggestionKind {
             SuggestionKind::TransposeArray => "transpose_array",
             SuggestionKind::AosToSoa => "aos_to_soa",
             SuggestionKind::PadArray => "pad_array",
+            SuggestionKind::TileArray => "tile_array",
             SuggestionKind::ShareStorage => "share_storage",
         }
     }
@@ -380,6 +383,7 @@ mod tests {
             K::TransposeArray,
             K::AosToSoa,
             K::PadArray,
+            K::TileArray,
             K::ShareStorage,
         ] {
             assert_eq!(name(k), k.as_str());

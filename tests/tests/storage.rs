@@ -270,3 +270,54 @@ fn arrays_without_a_row_per_iteration_are_not_contracted() {
         }
     }
 }
+
+#[test]
+fn a_tiled_nest_over_4k_rows_gets_data_tiling_with_its_tiling() {
+    let args = ["48"];
+    let r = profile("st_tile", &["-O1", "-g"], &args);
+    let line = tests::line_of("st_tile", "TILE_I") as u64;
+    let region = r["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["location"]["line"].as_u64() == Some(line))
+        .unwrap_or_else(|| panic!("no region at line {line}: {r:#}"));
+    let all = region["suggestions"].as_array().unwrap();
+    let tile = all
+        .iter()
+        .find(|s| s["kind"] == "tile")
+        .unwrap_or_else(|| panic!("no tiling: {all:#?}"));
+    let data: Vec<&Value> = all.iter().filter(|s| s["kind"] == "tile_array").collect();
+    // Both matrices: `b` walked by rows i, `a` transposed, walked by rows j.
+    assert_eq!(data.len(), 2, "{all:#?}");
+    for d in &data {
+        assert_eq!(d["enables"], serde_json::json!(["tile"]), "{d}");
+        assert_eq!(d["loops"], tile["loops"], "{d}\n{tile}");
+        assert_eq!(d["sizes"], serde_json::json!([32, 32]), "{d}");
+        let m = &d["mapping"];
+        assert_eq!(
+            m["isl"], "{ A[i, j] -> [floor(i/32), floor(j/32), i mod 32, j mod 32] }",
+            "{d}"
+        );
+        // The index -DTILED builds the kernel with: 16 tiles of 32 columns a row.
+        assert_eq!(
+            m["c"], "A[((i / 32) * 16 + j / 32) * 1024 + (i % 32) * 32 + j % 32]",
+            "{d}"
+        );
+        // 48 rows of 4 KiB, stored as 64 rows (two whole tiles) of 16 tiles.
+        assert_eq!(m["bytes_before"], 48 * 4096, "{d}");
+        assert_eq!(m["bytes_after"], 64 * 4096, "{d}");
+    }
+    // Stored tile by tile, the program computes the same.
+    let before = output("st_tile", &["-O1"], &args);
+    let after = output("st_tile", &["-O1", "-DTILED"], &args);
+    assert_eq!(before, after);
+    // Not where a tile's rows are close: legal_matmul's rows are 160 bytes.
+    let small = profile("legal_matmul", &["-O1", "-g"], &[]);
+    assert!(find(&small, "tile").is_some(), "{:#?}", suggestions(&small));
+    assert!(
+        find(&small, "tile_array").is_none(),
+        "{:#?}",
+        suggestions(&small)
+    );
+}
