@@ -663,10 +663,11 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     // Layout and contraction of the arrays of the hottest nest.
     fb.suggestions
         .extend(crate::storage::layout(region, &chain));
+    // Tiles after a skew are parallelograms of the array, not the blocks data tiling stores.
     let tiled: Vec<Suggestion> = fb
         .suggestions
         .iter()
-        .filter(|s| s.kind == SuggestionKind::Tile)
+        .filter(|s| s.kind == SuggestionKind::Tile && !skewed_tree)
         .flat_map(|t| crate::storage::data_tiling(region, t))
         .collect();
     fb.suggestions.extend(tiled);
