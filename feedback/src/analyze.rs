@@ -131,6 +131,9 @@ fn storage_maps(region: &Region, opts: &Options, fb: &mut Feedback) {
 /// region is reported not affine instead of scheduled.
 const NOT_AFFINE_SHARE: f64 = 50.0;
 
+/// The stages of one region's analysis, each on the previous ones' results: the scheduler,
+/// each loop's verdict, then the advice on the hottest nest (interchange, parallelism,
+/// skewing and tiling, fusion, layout), why nothing more, the metrics and the trees.
 fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback, Error> {
     let mut timing = Timing::new();
     let fine = region;
@@ -152,23 +155,82 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     cx.keep_forward()?;
     timing.mark("forward");
     islx::fresh_budget(isl);
-    // The scheduler runs on contexts of its own: the problem goes there in isl's notation,
-    // printed by isl.
-    let domain = islx::text(&cx.domain()?)?;
     // The scheduler respects flow dependences and whatever cannot be renamed; anti and output
     // dependences through scalars are the storage advice's business.
     let binding = cx.binding();
-    let validity = match cx.deps_map(&binding)? {
-        Some(m) => m,
-        None => UnionMap::empty_ctx(isl).map_err(islx::isl("an empty map"))?,
+    let scheduled = schedule_region(&cx, &binding, opts, &mut fb)?;
+    timing.mark("schedule");
+
+    timing.mark("start-loops");
+    islx::fresh_budget(isl);
+    let original = cx.original()?;
+    let own = loop_verdicts(&cx, &original, &mut fb)?;
+    let nest = Nest::of(region);
+
+    timing.mark("loops");
+    islx::fresh_budget(isl);
+    let ic = interchange(&cx, &nest, &binding, &mut fb)?;
+
+    timing.mark("interchange");
+    islx::fresh_budget(isl);
+    let parallel = parallel_advice(&cx, &nest, &own, &ic, &mut fb)?;
+
+    timing.mark("parallel");
+    let skewed = has_skew(&scheduled.tree);
+    let mut skipped: Vec<&'static str> = Vec::new();
+    let tiling = skew_and_tile(&cx, &nest, &scheduled, opts, &mut fb, &mut skipped)?;
+    let components = fusion(
+        &cx,
+        &nest,
+        &scheduled,
+        &binding,
+        opts,
+        &mut fb,
+        &mut skipped,
+    )?;
+
+    timing.mark("tile");
+    layout_advice(&nest, skewed, &mut fb);
+    explain(
+        &nest,
+        parallel.first_blocked.as_ref(),
+        &skipped,
+        scheduled.failure.as_deref(),
+        &mut fb,
+    );
+    answer_every_loop(region, &nest.chain, &own, &mut fb);
+
+    timing.mark("layout");
+    let parallel_loops: BTreeSet<usize> = ic
+        .order
+        .iter()
+        .zip(&parallel.levels)
+        .filter(|(_, &p)| p)
+        .map(|(&l, _)| l)
+        .collect();
+    fb.metrics = metrics(&nest, &ic, &parallel_loops, &tiling, components, skewed);
+    fb.ast_before = ast_before(region, &fb.loops);
+    fb.ast_after = if skewed {
+        ast_after(region, &scheduled.tree, &fb.loops)
+    } else {
+        ast_advised(&nest, &ic.order, &fb)
     };
-    let validity = islx::text(&validity)?;
-    // The scheduler runs within a budget of its own: when it fails or runs out, the per-loop
-    // answers (parallel, vectorize, interchange), which need only the dependences, still hold.
-    // Not affine is an answer: where most of the work reads or writes at addresses that
-    // depend on data (a hash chain, a table lookup), a schedule of the over-approximated
-    // problem would say nothing true about the program. The per-loop answers, which need
-    // only the observed dependences, still hold.
+    Ok(fb)
+}
+
+/// What the scheduler made of a region: its schedule tree and its maps (plain and tiled,
+/// read into the region's context), or why there are none.
+struct Scheduled {
+    tree: Tree,
+    maps: Option<(UnionMap, UnionMap)>,
+    failure: Option<String>,
+}
+
+/// Why the region is not scheduled: most of its work at addresses that depend on data (a
+/// hash chain, a table lookup), where a schedule of the over-approximated problem would say
+/// nothing true about the program.
+fn not_affine(region: &Region) -> Option<String> {
+    let total: u64 = region.statements.iter().map(|s| s.ops).sum();
     let mut data_addressed: Vec<&Statement> = region
         .statements
         .iter()
@@ -180,27 +242,50 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         .collect();
     data_addressed.sort_by_key(|s| std::cmp::Reverse(s.ops));
     let data_share = pct(data_addressed.iter().map(|s| s.ops).sum(), total);
-    let scheduled = if data_share >= NOT_AFFINE_SHARE {
-        let mut lines: Vec<String> = Vec::new();
-        for s in &data_addressed {
-            let l = crate::legality::line_of(region, &s.name);
-            if !lines.contains(&l) {
-                lines.push(l);
-            }
+    if data_share < NOT_AFFINE_SHARE {
+        return None;
+    }
+    let mut lines: Vec<String> = Vec::new();
+    for s in &data_addressed {
+        let l = crate::legality::line_of(region, &s.name);
+        if !lines.contains(&l) {
+            lines.push(l);
         }
-        Err(format!(
-            "the region is not affine: addresses depend on data at {} ({data_share:.0}% of its operations)",
-            lines.join(", ")
-        ))
-    } else {
-        let started = std::time::Instant::now();
-        let s = islx::schedule(opts, &domain, &validity, &cx.params).map_err(|e| e.to_string());
-        fb.schedule_seconds = Some(started.elapsed().as_secs_f64());
-        s
+    }
+    Some(format!(
+        "the region is not affine: addresses depend on data at {} ({data_share:.0}% of its operations)",
+        lines.join(", ")
+    ))
+}
+
+/// Runs isl's scheduler on the region's binding dependences, within a budget of its own: when
+/// it fails or runs out, the per-loop answers (parallel, vectorize, interchange), which need
+/// only the dependences, still hold. Not affine is an answer too (see [`not_affine`]).
+fn schedule_region(
+    cx: &Ctx<'_>,
+    binding: &[usize],
+    opts: &Options,
+    fb: &mut Feedback,
+) -> Result<Scheduled, Error> {
+    let isl = cx.isl;
+    // The scheduler runs on contexts of its own: the problem goes there in isl's notation,
+    // printed by isl.
+    let domain = islx::text(&cx.domain()?)?;
+    let validity = match cx.deps_map(binding)? {
+        Some(m) => m,
+        None => UnionMap::empty_ctx(isl).map_err(islx::isl("an empty map"))?,
     };
-    // The scheduler's maps, read into this region's context (the scheduler runs on its own).
-    let mut maps: Option<(UnionMap, UnionMap)> = None;
-    let (tree, schedule_failure) = match scheduled {
+    let validity = islx::text(&validity)?;
+    let scheduled = match not_affine(cx.region) {
+        Some(why) => Err(why),
+        None => {
+            let started = std::time::Instant::now();
+            let s = islx::schedule(opts, &domain, &validity, &cx.params).map_err(|e| e.to_string());
+            fb.schedule_seconds = Some(started.elapsed().as_secs_f64());
+            s
+        }
+    };
+    Ok(match scheduled {
         Ok(s) => {
             fb.schedule = s.text;
             fb.strategy = Some(s.strategy);
@@ -209,20 +294,30 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
                 tiled: s.tiled.clone(),
                 params: cx.params.clone(),
             });
-            maps = Some((union_map(isl, &s.map)?, union_map(isl, &s.tiled)?));
-            (s.tree, None)
+            Scheduled {
+                tree: s.tree,
+                maps: Some((union_map(isl, &s.map)?, union_map(isl, &s.tiled)?)),
+                failure: None,
+            }
         }
         // `islx::schedule` printed the problem under POLYPROF_DEBUG_SCHEDULE.
-        Err(e) => (Tree::Leaf, Some(e)),
-    };
-    timing.mark("schedule");
+        Err(e) => Scheduled {
+            tree: Tree::Leaf,
+            maps: None,
+            failure: Some(e),
+        },
+    })
+}
 
-    let original = cx.original()?;
+/// Each loop's properties in the program as written (`fb.loops`), and its verdict, kept for
+/// the parallel advice.
+fn loop_verdicts(
+    cx: &Ctx<'_>,
+    original: &UnionMap,
+    fb: &mut Feedback,
+) -> Result<BTreeMap<usize, Verdict>, Error> {
+    let region = cx.region;
     let no_renaming = BTreeSet::new();
-
-    timing.mark("start-loops");
-    islx::fresh_budget(isl);
-    // Per-loop properties of the program as written.
     let depth_of = |l: usize| -> usize {
         region
             .statements
@@ -230,7 +325,6 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             .find_map(|s| s.loops.iter().position(|&x| x == l))
             .unwrap_or(0)
     };
-    // Each loop's verdict in the program's own order, kept for the parallel advice below.
     let mut own: BTreeMap<usize, Verdict> = BTreeMap::new();
     for (l, lp) in region.loops.iter().enumerate() {
         let inside: Vec<&Statement> = region
@@ -247,11 +341,11 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             .into_iter()
             .filter(|&i| region.dependences[i].binding())
             .collect();
-        let verdict = cx.parallel(l, depth, &original, &no_renaming)?;
+        let verdict = cx.parallel(l, depth, original, &no_renaming)?;
         own.insert(l, verdict.clone());
         let negative = cx.first_related(
             &within,
-            &original,
+            original,
             &cx.relation(&negative_up_to(cx.n, depth))?,
         )?;
         let (mut good, mut all_acc) = (0u64, 0u64);
@@ -276,36 +370,60 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             why_not: None,
         });
     }
-    let info = |l: usize| {
-        fb.loops
-            .iter()
-            .find(|i| i.id == region.loops[l].id)
-            .cloned()
-    };
+    Ok(own)
+}
 
-    // The hottest statement's loop nest is the one suggestions are about.
-    let main = region
-        .statements
-        .iter()
-        .max_by_key(|s| s.ops)
-        .expect("statements are not empty");
-    let chain = main.loops.clone();
+/// The hottest statement's loop nest: the one the suggestions are about.
+struct Nest<'a> {
+    region: &'a Region,
+    /// The hottest statement.
+    main: &'a Statement,
+    /// Its loops, outermost first.
+    chain: Vec<usize>,
+    /// The statements of the nest's innermost loop.
+    hot: Vec<&'a Statement>,
+    /// All the region's operations.
+    total: u64,
+}
 
-    timing.mark("loops");
-    islx::fresh_budget(isl);
-    // Locality: which loop of the nest, made innermost, gives the most stride-0/1 accesses
-    // of the statements in the innermost loop.
-    let hot: Vec<&Statement> = match chain.last() {
-        Some(&inner) => region
+impl<'a> Nest<'a> {
+    fn of(region: &'a Region) -> Nest<'a> {
+        let main = region
             .statements
             .iter()
-            .filter(|s| s.loops.last() == Some(&inner))
-            .collect(),
-        None => Vec::new(),
-    };
-    let share_along = |l: usize| -> f64 {
+            .max_by_key(|s| s.ops)
+            .expect("statements are not empty");
+        let chain = main.loops.clone();
+        let hot = match chain.last() {
+            Some(&inner) => region
+                .statements
+                .iter()
+                .filter(|s| s.loops.last() == Some(&inner))
+                .collect(),
+            None => Vec::new(),
+        };
+        Nest {
+            region,
+            main,
+            chain,
+            hot,
+            total: region.statements.iter().map(|s| s.ops).sum(),
+        }
+    }
+
+    /// `k.c:12 (L3)`.
+    fn label(&self, l: usize) -> String {
+        format!(
+            "{} ({})",
+            self.region.loops[l].label, self.region.loops[l].id
+        )
+    }
+
+    /// Locality: the share of the innermost loop's accesses that are stride 0 or 1 along
+    /// loop `l`, were it made innermost.
+    fn share_along(&self, l: usize) -> f64 {
         let (mut good, mut all_acc) = (0u64, 0u64);
-        for s in &hot {
+        for s in &self.hot {
             if let Some(d) = s.loops.iter().position(|&x| x == l) {
                 for a in &s.accesses {
                     all_acc += s.ops;
@@ -316,102 +434,150 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             }
         }
         pct(good, all_acc)
+    }
+
+    /// The operations of the statements `f` holds for.
+    fn ops_where(&self, f: impl Fn(&Statement) -> bool) -> u64 {
+        self.region
+            .statements
+            .iter()
+            .filter(|s| f(s))
+            .map(|s| s.ops)
+            .sum()
+    }
+}
+
+/// The loop order the advice settles on, and what its interchange needs.
+struct Interchanged {
+    /// The nest's loops, outermost first: the program's, or the suggested interchange's.
+    order: Vec<usize>,
+    /// Storage the interchange gives copies of its own: its anti and output dependences no
+    /// longer constrain the loops.
+    renamed: BTreeSet<String>,
+    /// The storage changes the interchange needs.
+    needs: Vec<Requirement>,
+    /// The stride-0/1 share with the best loop innermost (the paper's Preuse).
+    preuse: f64,
+}
+
+/// Interchange: the loop of a fully permutable nest which, made innermost, gives the most
+/// stride-0/1 accesses, when the dependences allow it (with the storage it needs).
+fn interchange(
+    cx: &Ctx<'_>,
+    nest: &Nest<'_>,
+    binding: &[usize],
+    fb: &mut Feedback,
+) -> Result<Interchanged, Error> {
+    let region = nest.region;
+    let chain = &nest.chain;
+    let permutable = |l: usize| {
+        fb.loops
+            .iter()
+            .any(|i| i.id == region.loops[l].id && i.permutable)
     };
-    let skewed_tree = has_skew(&tree);
-    let permutable_chain: Vec<usize> = chain
-        .iter()
-        .copied()
-        .take_while(|&l| info(l).is_some_and(|i| i.permutable))
-        .collect();
     let current_inner = chain.last().copied();
-    let reuse = current_inner.map_or(0.0, share_along);
-    let mut order: Vec<usize> = chain.clone();
+    let reuse = current_inner.map_or(0.0, |l| nest.share_along(l));
     let mut best_inner = current_inner;
-    if permutable_chain.len() == chain.len() && chain.len() >= 2 {
-        for &l in &chain {
-            if best_inner.is_none_or(|b| share_along(l) > share_along(b)) {
+    if chain.iter().all(|&l| permutable(l)) && chain.len() >= 2 {
+        for &l in chain {
+            if best_inner.is_none_or(|b| nest.share_along(l) > nest.share_along(b)) {
                 best_inner = Some(l);
             }
         }
     }
-    let preuse = best_inner.map_or(reuse, share_along).max(reuse);
-    let label = |l: usize| format!("{} ({})", region.loops[l].label, region.loops[l].id);
-    // Storage the interchange gives copies of its own: its anti and output dependences no
-    // longer constrain the loops.
-    let mut renamed: BTreeSet<String> = BTreeSet::new();
-    let mut interchange_needs: Vec<Requirement> = Vec::new();
-    if let (Some(b), Some(c)) = (best_inner, current_inner) {
-        if b != c && share_along(b) > share_along(c) {
-            let mut new_order: Vec<usize> = chain.iter().copied().filter(|&l| l != b).collect();
-            new_order.push(b);
-            let theta = schedule_map(isl, &permuted(region, &chain, &new_order))?;
-            match cx.first_violated(&binding, &theta)? {
-                None => {
-                    // The storage the interchange needs (DeLICM): expansion or mapping.
-                    let fix =
-                        crate::storage::for_schedule(&cx, &[b], &theta, "the interchange", true)?;
-                    let names: Vec<String> = new_order
-                        .iter()
-                        .map(|&l| region.loops[l].label.clone())
-                        .collect();
-                    let mut text = format!(
-                        "Interchange the loops to the order {} (outermost first): loop {} innermost makes {:.0}% of the accesses stride 0 or 1, against {:.0}% now.",
-                        names.join(", "),
-                        label(b),
-                        share_along(b),
-                        share_along(c)
-                    );
-                    if !fix.needs.is_empty() {
-                        text = format!("{text} Legal after {}.", phrases(&fix.needs));
-                    }
-                    fb.suggestions.push(Suggestion {
-                        kind: SuggestionKind::Interchange,
-                        loops: new_order
-                            .iter()
-                            .map(|&l| region.loops[l].id.clone())
-                            .collect(),
-                        text,
-                        sizes: Vec::new(),
-                        requires: fix.needs.clone(),
-                        array: None,
-                        mapping: None,
-                        rating: Rating::default(),
-                    });
-                    fb.suggestions
-                        .extend(fix.suggestions.into_iter().map(|mut s| {
-                            s.rating.enables.push(SuggestionKind::Interchange);
-                            s
-                        }));
-                    renamed = fix.renamed;
-                    interchange_needs = fix.needs;
-                    order = new_order;
-                }
-                Some(i) => {
-                    fb.why_not.get_or_insert(format!(
-                        "interchanging {} innermost would break {}",
-                        label(b),
-                        cx.describe_dep(i)
-                    ));
-                }
-            }
-        }
+    let mut ic = Interchanged {
+        order: chain.clone(),
+        renamed: BTreeSet::new(),
+        needs: Vec::new(),
+        preuse: best_inner.map_or(reuse, |l| nest.share_along(l)).max(reuse),
+    };
+    let (Some(b), Some(c)) = (best_inner, current_inner) else {
+        return Ok(ic);
+    };
+    if b == c || nest.share_along(b) <= nest.share_along(c) {
+        return Ok(ic);
     }
+    let mut new_order: Vec<usize> = chain.iter().copied().filter(|&l| l != b).collect();
+    new_order.push(b);
+    let theta = schedule_map(cx.isl, &permuted(region, chain, &new_order))?;
+    if let Some(i) = cx.first_violated(binding, &theta)? {
+        fb.why_not.get_or_insert(format!(
+            "interchanging {} innermost would break {}",
+            nest.label(b),
+            cx.describe_dep(i)
+        ));
+        return Ok(ic);
+    }
+    // The storage the interchange needs (DeLICM): expansion or mapping.
+    let fix = crate::storage::for_schedule(cx, &[b], &theta, "the interchange", true)?;
+    let names: Vec<String> = new_order
+        .iter()
+        .map(|&l| region.loops[l].label.clone())
+        .collect();
+    let mut text = format!(
+        "Interchange the loops to the order {} (outermost first): loop {} innermost makes {:.0}% of the accesses stride 0 or 1, against {:.0}% now.",
+        names.join(", "),
+        nest.label(b),
+        nest.share_along(b),
+        nest.share_along(c)
+    );
+    if !fix.needs.is_empty() {
+        text = format!("{text} Legal after {}.", phrases(&fix.needs));
+    }
+    fb.suggestions.push(Suggestion {
+        kind: SuggestionKind::Interchange,
+        loops: new_order
+            .iter()
+            .map(|&l| region.loops[l].id.clone())
+            .collect(),
+        text,
+        sizes: Vec::new(),
+        requires: fix.needs.clone(),
+        array: None,
+        mapping: None,
+        rating: Rating::default(),
+    });
+    fb.suggestions
+        .extend(fix.suggestions.into_iter().map(|mut s| {
+            s.rating.enables.push(SuggestionKind::Interchange);
+            s
+        }));
+    ic.renamed = fix.renamed;
+    ic.needs = fix.needs;
+    ic.order = new_order;
+    Ok(ic)
+}
 
-    timing.mark("interchange");
-    islx::fresh_budget(isl);
-    // Parallelism in the chosen order: the outermost loop whose iterations are independent
-    // once the storage changes it names are made.
-    let theta_order = schedule_map(isl, &permuted(region, &chain, &order))?;
+/// Which loops of the chosen order may run in parallel.
+struct ParallelLevels {
+    /// Per level of the order.
+    levels: Vec<bool>,
+    /// The outermost loop that may not, and why.
+    first_blocked: Option<(usize, String)>,
+}
+
+/// Parallelism in the chosen order: the outermost loop whose iterations are independent once
+/// the storage changes it names are made; and vectorization of the innermost.
+fn parallel_advice(
+    cx: &Ctx<'_>,
+    nest: &Nest<'_>,
+    own: &BTreeMap<usize, Verdict>,
+    ic: &Interchanged,
+    fb: &mut Feedback,
+) -> Result<ParallelLevels, Error> {
+    let region = nest.region;
+    let (chain, order) = (&nest.chain, &ic.order);
+    let theta_order = schedule_map(cx.isl, &permuted(region, chain, order))?;
     let mut verdicts: Vec<Verdict> = Vec::new();
     for (lvl, &l) in order.iter().enumerate() {
         // Without an interchange, the order is the program's: its verdicts are known.
         let known = if order == chain { own.get(&l) } else { None };
         verdicts.push(match known {
             Some(v) => v.clone(),
-            None => cx.parallel(l, lvl, &theta_order, &renamed)?,
+            None => cx.parallel(l, lvl, &theta_order, &ic.renamed)?,
         });
     }
-    let parallel_levels: Vec<bool> = verdicts
+    let levels: Vec<bool> = verdicts
         .iter()
         .map(|v| matches!(v, Verdict::Legal(_)))
         .collect();
@@ -421,13 +587,13 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             Verdict::Legal(_) => None,
         });
     let after_interchange = |needs: &[Requirement]| -> Vec<Requirement> {
-        let mut all = interchange_needs.clone();
+        let mut all = ic.needs.clone();
         all.extend(needs.iter().cloned());
         all.sort();
         all.dedup();
         all
     };
-    if let Some(lvl) = parallel_levels.iter().position(|&p| p) {
+    if let Some(lvl) = levels.iter().position(|&p| p) {
         let l = order[lvl];
         let Verdict::Legal(mut needs) = verdicts[lvl].clone() else {
             unreachable!("a parallel level has a legal verdict")
@@ -435,7 +601,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         // A loop that keeps its place and is parallel as written needs nothing of the
         // interchange: say so, with the program's own order's requirements.
         let mut standalone = false;
-        if lvl < chain.len() && chain[lvl] == l && !interchange_needs.is_empty() {
+        if lvl < chain.len() && chain[lvl] == l && !ic.needs.is_empty() {
             if let Some(Verdict::Legal(mine)) = own.get(&l) {
                 needs = mine.clone();
                 standalone = true;
@@ -447,7 +613,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
                 " inside {}",
                 order[..lvl]
                     .iter()
-                    .map(|&o| label(o))
+                    .map(|&o| nest.label(o))
                     .collect::<Vec<_>>()
                     .join(", ")
             )
@@ -460,8 +626,8 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             .iter()
             .zip(&verdicts[lvl + 1..])
             .find(|(_, v)| matches!(v, Verdict::Legal(n) if split_reductions(n).0.is_empty()))
-            .map(|(&inner, _)| label(inner));
-        let text = parallel_text(&label(l), &inside, needs, plain);
+            .map(|(&inner, _)| nest.label(inner));
+        let text = parallel_text(&nest.label(l), &inside, needs, plain);
         fb.suggestions.push(Suggestion {
             kind: SuggestionKind::Parallelize,
             loops: vec![region.loops[l].id.clone()],
@@ -478,12 +644,12 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         });
     }
     if let (Some(&inner), Some(Verdict::Legal(needs))) = (order.last(), verdicts.last()) {
-        let share = share_along(inner);
+        let share = nest.share_along(inner);
         if share >= 50.0 {
             fb.suggestions.push(Suggestion {
                 kind: SuggestionKind::Vectorize,
                 loops: vec![region.loops[inner].id.clone()],
-                text: vectorize_text(&label(inner), needs, share),
+                text: vectorize_text(&nest.label(inner), needs, share),
                 sizes: Vec::new(),
                 requires: after_interchange(needs),
                 array: None,
@@ -492,68 +658,74 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             });
         }
     }
+    Ok(ParallelLevels {
+        levels,
+        first_blocked,
+    })
+}
 
-    timing.mark("parallel");
-    // Skewing and tiling, from isl's bands along the hottest statement's path. Their checks
-    // under the tiled schedule can be the costliest of all: on a budget of their own, and
-    // skipped (said in `why_not`) when they stop at it, the answers above stand.
-    let mut skipped: Vec<&'static str> = Vec::new();
-    let mut tile_depth = 0;
-    let mut tile_stmts: BTreeSet<String> = BTreeSet::new();
-    islx::fresh_budget(isl);
-    let tiling = (|| -> Result<(), Error> {
+/// The deepest permutable band along the hottest statement's path.
+#[derive(Default)]
+struct Tiling {
+    depth: usize,
+    /// The band's statements.
+    stmts: BTreeSet<String>,
+}
+
+/// Skewing and tiling, from isl's bands along the hottest statement's path. Their checks
+/// under the tiled schedule can be the costliest of all: on a budget of their own, and
+/// skipped (said in `why_not`, through `skipped`) when they stop at it; the answers before
+/// them stand.
+fn skew_and_tile(
+    cx: &Ctx<'_>,
+    nest: &Nest<'_>,
+    scheduled: &Scheduled,
+    opts: &Options,
+    fb: &mut Feedback,
+    skipped: &mut Vec<&'static str>,
+) -> Result<Tiling, Error> {
+    let region = nest.region;
+    let (chain, maps) = (&nest.chain, &scheduled.maps);
+    let skewed = has_skew(&scheduled.tree);
+    let mut tiling = Tiling::default();
+    islx::fresh_budget(cx.isl);
+    let found = (|| -> Result<(), Error> {
         let all_names: Vec<String> = region.statements.iter().map(|s| s.name.clone()).collect();
-        let bands = bands_of(&tree, &main.name, &all_names);
+        let bands = bands_of(&scheduled.tree, &nest.main.name, &all_names);
         for (permutable, members, stmts) in &bands {
-            if *permutable && members.len() >= 2 && members.len() > tile_depth {
-                tile_depth = members.len();
-                tile_stmts = stmts.iter().cloned().collect();
+            if *permutable && members.len() >= 2 && members.len() > tiling.depth {
+                tiling.depth = members.len();
+                tiling.stmts = stmts.iter().cloned().collect();
             }
         }
-        if skewed_tree {
+        if skewed {
             let rows = bands
                 .iter()
                 .flat_map(|(_, m, _)| m.iter())
-                .filter_map(|m| m.rows.get(&main.name).cloned().flatten())
+                .filter_map(|m| m.rows.get(&nest.main.name).cloned().flatten())
                 .filter(|r| r.dims_used() >= 2)
-                .map(|r| describe_row(&r, &chain, region))
+                .map(|r| describe_row(&r, chain, region))
                 .collect::<Vec<_>>();
             let text = format!(
-            "Skew the nest {}: iterate along {} so that the dependences point forward in every loop, which makes the nest tilable and exposes wavefront parallelism.",
-            chain.iter().map(|&l| region.loops[l].label.clone()).collect::<Vec<_>>().join(", "),
-            rows.join(" and ")
-        );
-            from_schedule(
-                &cx,
-                &mut fb,
-                &maps,
-                SuggestionKind::Skew,
-                &chain,
-                text,
-                Vec::new(),
-            )?;
+                "Skew the nest {}: iterate along {} so that the dependences point forward in every loop, which makes the nest tilable and exposes wavefront parallelism.",
+                chain.iter().map(|&l| region.loops[l].label.clone()).collect::<Vec<_>>().join(", "),
+                rows.join(" and ")
+            );
+            from_schedule(cx, fb, maps, SuggestionKind::Skew, chain, text, Vec::new())?;
         }
-        if tile_depth >= 2 {
-            let tiled: Vec<usize> = chain.iter().copied().take(tile_depth).collect();
+        if tiling.depth >= 2 {
+            let tiled: Vec<usize> = chain.iter().copied().take(tiling.depth).collect();
             let text = format!(
-            "Tile the {}-deep band {}{} with tiles of {} iterations per loop: it is fully permutable.",
-            tile_depth,
-            tiled.iter().map(|&l| region.loops[l].label.clone()).collect::<Vec<_>>().join(", "),
-            if skewed_tree { " after skewing" } else { "" },
-            opts.tile_size
-        );
-            let sizes = vec![opts.tile_size; tile_depth];
-            from_schedule(
-                &cx,
-                &mut fb,
-                &maps,
-                SuggestionKind::Tile,
-                &tiled,
-                text,
-                sizes,
-            )?;
+                "Tile the {}-deep band {}{} with tiles of {} iterations per loop: it is fully permutable.",
+                tiling.depth,
+                tiled.iter().map(|&l| region.loops[l].label.clone()).collect::<Vec<_>>().join(", "),
+                if skewed { " after skewing" } else { "" },
+                opts.tile_size
+            );
+            let sizes = vec![opts.tile_size; tiling.depth];
+            from_schedule(cx, fb, maps, SuggestionKind::Tile, &tiled, text, sizes)?;
             // Skewing is what makes such a band tilable: it serves the tiling.
-            if skewed_tree
+            if skewed
                 && fb
                     .suggestions
                     .iter()
@@ -568,13 +740,25 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
                 }
             }
         }
-
         Ok(())
     })();
-    islx::skip_over_budget(isl, tiling, "skewing and tiling", &mut skipped)?;
+    islx::skip_over_budget(cx.isl, found, "skewing and tiling", skipped)?;
+    Ok(tiling)
+}
 
-    // Fusion and distribution: outermost loops with a real share of the work, before and after.
-    let share_min = |ops: u64| pct(ops, total) > opts.component_share;
+/// Fusion and distribution of the outermost loops with a real share of the work: the number
+/// of such nests before and after isl's schedule.
+fn fusion(
+    cx: &Ctx<'_>,
+    nest: &Nest<'_>,
+    scheduled: &Scheduled,
+    binding: &[usize],
+    opts: &Options,
+    fb: &mut Feedback,
+    skipped: &mut Vec<&'static str>,
+) -> Result<(usize, usize), Error> {
+    let region = nest.region;
+    let share_min = |ops: u64| pct(ops, nest.total) > opts.component_share;
     let mut before: BTreeMap<Option<usize>, u64> = BTreeMap::new();
     for s in &region.statements {
         *before.entry(s.loops.first().copied()).or_default() += s.ops;
@@ -583,57 +767,56 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         .iter()
         .filter(|(l, ops)| l.is_some() && share_min(**ops))
         .count();
-    let components_after = match &tree {
+    let components_after = match &scheduled.tree {
         Tree::Sequence(children) => children
             .iter()
             .filter(|(names, sub)| {
                 matches!(sub, Tree::Band { .. })
-                    && share_min(
-                        region
-                            .statements
-                            .iter()
-                            .filter(|s| names.contains(&s.name))
-                            .map(|s| s.ops)
-                            .sum(),
-                    )
+                    && share_min(nest.ops_where(|s| names.contains(&s.name)))
             })
             .count(),
         Tree::Band { .. } => 1,
         Tree::Leaf => 0,
     };
     let outer: Vec<usize> = before.keys().flatten().copied().collect();
-    islx::fresh_budget(isl);
-    let fusion = (|| -> Result<(), Error> {
+    let maps = &scheduled.maps;
+    islx::fresh_budget(cx.isl);
+    let found = (|| -> Result<(), Error> {
         // Fusion is suggested as a person applies it: the outermost loops fused, each iteration
         // running the first nest's body, then the second's. isl may find a fused schedule that
         // also reorders the loops inside; "fuse" would not say that, so its fusion is not taken.
-        let restructure = if components_after > components_before && components_before >= 1 {
-            Some((
-            SuggestionKind::Distribute,
-            format!(
+        if components_after > components_before && components_before >= 1 {
+            let text = format!(
                 "Distribute the loop nest into {components_after} nests so that each can be optimised on its own."
-            ),
-        ))
-        } else {
-            None
-        };
-        if let Some((kind, text)) = restructure {
-            from_schedule(&cx, &mut fb, &maps, kind, &outer, text, Vec::new())?;
+            );
+            from_schedule(
+                cx,
+                fb,
+                maps,
+                SuggestionKind::Distribute,
+                &outer,
+                text,
+                Vec::new(),
+            )?;
         } else if components_before == 2 && outer.len() == 2 {
             // isl keeps the nests apart (its fusion heuristics weigh more than legality): the
             // classic producer-consumer fusion of the outermost loops, checked directly.
-            let fused = schedule_map(isl, &fused_outer(region, &outer))?;
-            match cx.first_violated(&binding, &fused)? {
+            let fused = schedule_map(cx.isl, &fused_outer(region, &outer))?;
+            let named = outer
+                .iter()
+                .map(|&l| nest.label(l))
+                .collect::<Vec<_>>()
+                .join(" and ");
+            match cx.first_violated(binding, &fused)? {
                 None => {
                     let text = format!(
-                    "Fuse the loops {} into one: each iteration runs the first nest's body, then the second's; the dependences allow it and it improves locality.",
-                    outer.iter().map(|&l| label(l)).collect::<Vec<_>>().join(" and ")
-                );
+                        "Fuse the loops {named} into one: each iteration runs the first nest's body, then the second's; the dependences allow it and it improves locality."
+                    );
                     let copy = fused.copy().map_err(islx::isl("copying a schedule"))?;
                     let maps = Some((copy, fused));
                     from_schedule(
-                        &cx,
-                        &mut fb,
+                        cx,
+                        fb,
                         &maps,
                         SuggestionKind::Fuse,
                         &outer,
@@ -643,45 +826,56 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
                 }
                 Some(i) => {
                     fb.why_not.get_or_insert(format!(
-                        "fusing {} would break {}",
-                        outer
-                            .iter()
-                            .map(|&l| label(l))
-                            .collect::<Vec<_>>()
-                            .join(" and "),
+                        "fusing {named} would break {}",
                         cx.describe_dep(i)
                     ));
                 }
             }
         }
-
         Ok(())
     })();
-    islx::skip_over_budget(isl, fusion, "fusion and distribution", &mut skipped)?;
+    islx::skip_over_budget(cx.isl, found, "fusion and distribution", skipped)?;
+    Ok((components_before, components_after))
+}
 
-    timing.mark("tile");
-    // Layout and contraction of the arrays of the hottest nest.
-    fb.suggestions
-        .extend(crate::storage::layout(region, &chain));
-    // Tiles after a skew are parallelograms of the array, not the blocks data tiling stores.
+/// Layout and contraction of the arrays of the hottest nest; data tiling with the tiling of
+/// an unskewed band (tiles after a skew are parallelograms of the array, not the blocks data
+/// tiling stores).
+fn layout_advice(nest: &Nest<'_>, skewed: bool, fb: &mut Feedback) {
+    let (region, chain) = (nest.region, &nest.chain);
+    fb.suggestions.extend(crate::storage::layout(region, chain));
     let tiled: Vec<Suggestion> = fb
         .suggestions
         .iter()
-        .filter(|s| s.kind == SuggestionKind::Tile && !skewed_tree)
+        .filter(|s| s.kind == SuggestionKind::Tile && !skewed)
         .flat_map(|t| crate::storage::data_tiling(region, t))
         .collect();
     fb.suggestions.extend(tiled);
     fb.suggestions
-        .extend(crate::storage::contraction(region, &chain));
+        .extend(crate::storage::contraction(region, chain));
+}
 
-    // Why nothing could be done.
+/// Why nothing, or nothing more, could be done: `fb.why_not`.
+fn explain(
+    nest: &Nest<'_>,
+    first_blocked: Option<&(usize, String)>,
+    skipped: &[&'static str],
+    schedule_failure: Option<&str>,
+    fb: &mut Feedback,
+) {
+    let then = |fb: &mut Feedback, reason: String| {
+        fb.why_not = Some(match fb.why_not.take() {
+            Some(w) => format!("{w}; {reason}"),
+            None => reason,
+        });
+    };
     if !fb
         .suggestions
         .iter()
         .any(|s| s.kind == SuggestionKind::Parallelize)
     {
         if let Some((l, why)) = first_blocked {
-            let reason = format!("loop {} cannot run in parallel: {why}", label(l));
+            let reason = format!("loop {} cannot run in parallel: {why}", nest.label(*l));
             fb.why_not = Some(match fb.why_not.take() {
                 Some(w) if fb.suggestions.is_empty() => format!("{w}; {reason}"),
                 _ => format!("no parallel loop: {reason}"),
@@ -689,22 +883,18 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
         }
     }
     if !skipped.is_empty() {
-        let reason = format!(
-            "the checks of {} stopped at isl's budget (raise it with --isl-max-operations)",
-            skipped.join(" and ")
+        then(
+            fb,
+            format!(
+                "the checks of {} stopped at isl's budget (raise it with --isl-max-operations)",
+                skipped.join(" and ")
+            ),
         );
-        fb.why_not = Some(match fb.why_not.take() {
-            Some(w) => format!("{w}; {reason}"),
-            None => reason,
-        });
     }
     if let Some(e) = schedule_failure {
-        let reason = format!("no tiling, skewing or fusion advice: {e}");
-        fb.why_not = Some(match fb.why_not.take() {
-            Some(w) => format!("{w}; {reason}"),
-            None => reason,
-        });
+        then(fb, format!("no tiling, skewing or fusion advice: {e}"));
     }
+    let region = nest.region;
     if fb.suggestions.is_empty() && fb.why_not.is_none() {
         fb.why_not = Some(if !region.library_calls.is_empty() {
             format!(
@@ -715,93 +905,81 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
             "no transformation improves parallelism or locality here".to_string()
         });
     }
+}
 
-    answer_every_loop(region, &chain, &own, &mut fb);
-
-    timing.mark("layout");
-    // Metrics.
-    let ops_where = |f: &dyn Fn(&Statement) -> bool| -> u64 {
-        region
-            .statements
-            .iter()
-            .filter(|s| f(s))
-            .map(|s| s.ops)
-            .sum()
-    };
-    let parallel_loops: BTreeSet<usize> = order
-        .iter()
-        .zip(&parallel_levels)
-        .filter(|(_, &p)| p)
-        .map(|(&l, _)| l)
-        .collect();
-    let inner_parallel = order.last().is_some_and(|l| parallel_loops.contains(l));
-    fb.metrics = Metrics {
-        mem_ops_percent: pct(ops_where(&|s| !s.accesses.is_empty()), total),
-        fp_ops_percent: pct(ops_where(&|s| s.fp), total),
-        affine_percent: pct(ops_where(&|s| s.exact), total),
+/// The POLY-PROF paper's metrics of the region.
+fn metrics(
+    nest: &Nest<'_>,
+    ic: &Interchanged,
+    parallel_loops: &BTreeSet<usize>,
+    tiling: &Tiling,
+    (components_before, components_after): (usize, usize),
+    skewed: bool,
+) -> Metrics {
+    let (region, total) = (nest.region, nest.total);
+    let inner_parallel = ic.order.last().is_some_and(|l| parallel_loops.contains(l));
+    Metrics {
+        mem_ops_percent: pct(nest.ops_where(|s| !s.accesses.is_empty()), total),
+        fp_ops_percent: pct(nest.ops_where(|s| s.fp), total),
+        affine_percent: pct(nest.ops_where(|s| s.exact), total),
         parallel_ops_percent: pct(
-            ops_where(&|s| s.loops.iter().any(|l| parallel_loops.contains(l))),
+            nest.ops_where(|s| s.loops.iter().any(|l| parallel_loops.contains(l))),
             total,
         ),
         simd_ops_percent: if inner_parallel {
-            pct(ops_where(&|s| s.loops.last() == chain.last()), total)
+            pct(
+                nest.ops_where(|s| s.loops.last() == nest.chain.last()),
+                total,
+            )
         } else {
             0.0
         },
-        reuse_percent: reuse,
-        preuse_percent: preuse,
-        tile_depth,
-        tile_ops_percent: pct(ops_where(&|s| tile_stmts.contains(&s.name)), total),
+        reuse_percent: nest.chain.last().map_or(0.0, |&l| nest.share_along(l)),
+        preuse_percent: ic.preuse,
+        tile_depth: tiling.depth,
+        tile_ops_percent: pct(nest.ops_where(|s| tiling.stmts.contains(&s.name)), total),
         components_before,
         components_after,
-        skew: skewed_tree,
+        skew: skewed,
         loop_depth: region
             .statements
             .iter()
             .map(|s| s.loops.len())
             .max()
             .unwrap_or(0),
+    }
+}
+
+/// The nest's tree in the advised order, each loop flagged with what the suggestions say of
+/// it (parallel, tiled, vectorized).
+fn ast_advised(nest: &Nest<'_>, order: &[usize], fb: &Feedback) -> String {
+    let region = nest.region;
+    let loops_of = |kind: SuggestionKind, all: bool| -> Vec<String> {
+        let mut of = fb.suggestions.iter().filter(|s| s.kind == kind);
+        if all {
+            of.flat_map(|s| s.loops.clone()).collect()
+        } else {
+            of.next().map(|s| s.loops.clone()).unwrap_or_default()
+        }
     };
-    fb.ast_before = ast_before(region, &fb.loops);
-    fb.ast_after = if skewed_tree {
-        ast_after(region, &tree, &fb.loops)
-    } else {
-        let vectorized = fb
-            .suggestions
-            .iter()
-            .find(|s| s.kind == SuggestionKind::Vectorize)
-            .map(|s| s.loops.clone())
-            .unwrap_or_default();
-        // The trees say what the suggestions say.
-        let parallel_suggested: Vec<String> = fb
-            .suggestions
-            .iter()
-            .filter(|s| s.kind == SuggestionKind::Parallelize)
-            .flat_map(|s| s.loops.clone())
-            .collect();
-        let tiled: Vec<String> = fb
-            .suggestions
-            .iter()
-            .find(|s| s.kind == SuggestionKind::Tile)
-            .map(|s| s.loops.clone())
-            .unwrap_or_default();
-        let after_flags = |l: usize| -> String {
-            let id = &region.loops[l].id;
-            let mut f = Vec::new();
-            if parallel_suggested.contains(id) {
-                f.push("parallel");
-            }
-            if tiled.contains(id) {
-                f.push("tiled");
-            }
-            if vectorized.contains(id) {
-                f.push("vectorized");
-            }
-            f.join(", ")
-        };
-        ast_in_order(region, &chain, &order, &after_flags)
+    let vectorized = loops_of(SuggestionKind::Vectorize, false);
+    let parallel_suggested = loops_of(SuggestionKind::Parallelize, true);
+    let tiled = loops_of(SuggestionKind::Tile, false);
+    let after_flags = |l: usize| -> String {
+        let id = &region.loops[l].id;
+        let mut f = Vec::new();
+        if parallel_suggested.contains(id) {
+            f.push("parallel");
+        }
+        if tiled.contains(id) {
+            f.push("tiled");
+        }
+        if vectorized.contains(id) {
+            f.push("vectorized");
+        }
+        f.join(", ")
     };
-    Ok(fb)
+    ast_in_order(region, &nest.chain, order, &after_flags)
 }
 
 /// Storage changes for a sentence: "privatizing `t` and reading `a` from a copy ...".
