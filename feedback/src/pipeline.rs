@@ -1608,7 +1608,42 @@ fn select_regions(tree: &ScheduleTree, opts: &PipelineOptions) -> Vec<NodeId> {
     roots
 }
 
-#[allow(clippy::too_many_arguments)]
+/// One region of the trace: the subtrees of the schedule tree under its roots, with what
+/// naming its statements and storage needs.
+struct Scope<'a> {
+    roots: &'a [NodeId],
+    tree: &'a ScheduleTree,
+    naming: &'a tracer::Naming<'a>,
+    bin: Loaded<'a>,
+    folded: &'a Folded2,
+    code: &'a Code,
+}
+
+/// The region's statements, with their reports, and by instruction (context, pc) their
+/// names; by name, the function each is in.
+#[derive(Default)]
+struct Statements {
+    list: Vec<Statement>,
+    reports: Vec<StatementReport>,
+    names: HashMap<(NodeId, u64), String>,
+    functions: HashMap<String, String>,
+}
+
+/// The region's dependences and what crosses its border, with the facts about source
+/// variables the storage naming finds on the way.
+#[derive(Default)]
+struct Edges {
+    dependences: Vec<Dependence>,
+    reports: Vec<DependenceReport>,
+    live_in: Vec<Boundary>,
+    live_out: Vec<Boundary>,
+    rewritten_after: Vec<Boundary>,
+    shared: BTreeMap<String, SharedVariable>,
+    declared_in: BTreeMap<String, Vec<String>>,
+    sections: BTreeMap<String, u64>,
+}
+
+/// Builds region `index` (rooted at `roots`) from the folded trace, and analyses it.
 fn build_region(
     index: usize,
     roots: &[NodeId],
@@ -1618,130 +1653,251 @@ fn build_region(
     code: &Code,
     opts: &PipelineOptions,
 ) -> Result<RegionReport, PipelineError> {
-    let bin = naming.loaded();
+    let scope = Scope {
+        roots,
+        tree,
+        naming,
+        bin: naming.loaded(),
+        folded,
+        code,
+    };
     let totals = tree.total_weights();
     let all = totals[ScheduleTree::ROOT].max(1) as f64;
-    let root = roots[0];
-    let in_region = |n: NodeId| roots.iter().any(|&r| tree.is_within(n, r));
-    // Loops of the region: loop nodes in the subtree, numbered by node.
-    let loop_nodes: Vec<NodeId> = (0..tree.nodes.len())
-        .filter(|&n| {
-            matches!(
-                tree.nodes[n].kind,
-                NodeKind::Loop { .. } | NodeKind::Recursion { .. }
-            ) && in_region(n)
-        })
-        .collect();
-    let loops: Vec<Loop> = loop_nodes
-        .iter()
-        .map(|&n| Loop {
-            id: format!("L{n}"),
-            label: naming
-                .frame(tree, n)
-                .trim_start_matches("loop ")
-                .to_string(),
-        })
-        .collect();
-    let loop_index: HashMap<NodeId, usize> = loop_nodes
-        .iter()
-        .enumerate()
-        .map(|(i, &n)| (n, i))
-        .collect();
-
-    // Statements: non-SCEV instructions of the region that touch memory or produce values.
-    let mut keys: Vec<&(NodeId, u64)> = folded
-        .insns
-        .keys()
-        .filter(|(ctx, _)| in_region(*ctx))
-        .collect();
-    keys.sort_by_key(|k| folded.insns[*k].0.first);
-    let mut formatter = IntelFormatter::new();
-    let mut info = iced_x86::InstructionInfoFactory::new();
-    let mut statements = Vec::new();
-    let mut reports = Vec::new();
-    let mut names: HashMap<(NodeId, u64), String> = HashMap::default();
-    let mut functions: HashMap<String, String> = HashMap::default();
-    let mut raw: Vec<Vec<Vec<u64>>> = Vec::new();
-    let mut library_calls: BTreeSet<String> = BTreeSet::new();
-    for n in 0..tree.nodes.len() {
-        if let NodeKind::Func { entry, .. } = tree.nodes[n].kind {
-            if in_region(n) && naming.import(entry).is_some() {
-                library_calls.insert(
-                    naming
-                        .frame(tree, n)
-                        .trim_start_matches("call ")
-                        .to_string(),
-                );
-            }
-        }
-    }
+    let (loop_nodes, loops) = scope.loops();
+    let library_calls = scope.library_calls();
     let interprocedural = !library_calls.is_empty()
         || (0..tree.nodes.len()).any(|n| {
             !roots.contains(&n)
-                && in_region(n)
+                && scope.inside(n)
                 && matches!(tree.nodes[n].kind, NodeKind::Func { .. })
         });
-    for key in keys {
-        let (meta, f) = &folded.insns[key];
-        let nval = f.labels - meta.naddr;
-        let bytes = code.bytes.get(&key.1).cloned().unwrap_or_default();
-        let insn = Decoder::with_ip(64, &bytes, key.1, DecoderOptions::NONE).decode();
-        let touches = meta.naddr > 0;
-        // A call into natively-run library code is a statement when it has effects (output,
-        // hidden state, memory it reads or writes): the tracer reports them as its own.
-        let effectful_call = insn.mnemonic() == Mnemonic::Call && folded.dep_ends.contains(key);
-        if !effectful_call
-            && (is_scev(meta, f, nval, &insn) || !(touches || writes_data(&insn, &mut info)))
-        {
-            continue;
-        }
-        let in_plt = [".plt", ".plt.sec", ".plt.got"]
-            .iter()
-            .any(|sec| bin.in_section(sec, key.1));
-        if in_plt
-            || (matches!(
-                insn.mnemonic(),
-                Mnemonic::Call | Mnemonic::Ret | Mnemonic::Jmp | Mnemonic::Cmp | Mnemonic::Test
-            ) && !effectful_call)
-        {
-            // Control: the return address carries no program data, and comparisons only set
-            // the flags of a branch.
-            continue;
-        }
-        let name = format!("S{}", statements.len());
-        let path = tree.path(key.0);
-        let stmt_loops: Vec<usize> = path
-            .iter()
-            .filter_map(|n| loop_index.get(n).copied())
-            .collect();
-        // Kelly positions from the control-flow graphs (see `ScheduleTree::positions`).
-        let raw_positions: Vec<Vec<u64>> = tree
-            .positions(naming.structure(), key.0, key.1)
-            .into_iter()
-            .map(|level| level.into_iter().map(u64::from).collect())
-            .collect();
-        if f.dims != stmt_loops.len() {
-            // Coordinates from loops outside the region: not a statement of it.
-            continue;
-        }
-        let function_name = path
-            .iter()
-            .rev()
-            .find_map(|&n| match tree.nodes[n].kind {
-                NodeKind::Func { entry, .. } => Some(naming.function(entry)),
-                _ => None,
+    let stmts = scope.statements(&loop_nodes);
+    let loop_code = LoopCode::of_region(&loop_nodes, &loops, tree, naming);
+    let mut edges = scope.edges(&stmts, &loop_code);
+    edges
+        .reports
+        .sort_by(|a, b| (&a.sink, &a.source).cmp(&(&b.sink, &b.source)));
+    let ops: u64 = stmts.list.iter().map(|s| s.ops).sum();
+    let exact_ops: u64 = folded
+        .insns
+        .iter()
+        .filter(|(k, _)| stmts.names.contains_key(*k))
+        .map(|(_, (_, f))| f.exact_points())
+        .sum();
+    let trips = scope.trips(&stmts, loops.len());
+    let input = Region {
+        loops,
+        statements: stmts.list,
+        dependences: edges.dependences,
+        library_calls: library_calls.into_iter().collect(),
+        trips,
+        live_in: edges.live_in,
+        live_out: edges.live_out,
+        rewritten_after: edges.rewritten_after,
+        shared_variables: edges
+            .shared
+            .into_values()
+            .map(|mut v| {
+                for list in [&mut v.registers, &mut v.loops, &mut v.lines] {
+                    list.sort_unstable();
+                    list.dedup();
+                }
+                v
             })
-            .unwrap_or_else(|| "?".to_string());
-        let mut asm = String::new();
-        formatter.format(&insn, &mut asm);
-        if effectful_call {
-            // `call printf`, not `call 1050h`.
-            if let Some(name) = callee_name(&insn, bin) {
-                asm = format!("call {name}");
+            .collect(),
+        declared_in: edges.declared_in,
+        sections: edges.sections,
+    };
+    // A region isl cannot schedule is still reported, with the reason.
+    let feedback = analyze_region(&input, &opts.feedback).unwrap_or_else(|e| Feedback {
+        why_not: Some(if opts.feedback.cancelled() {
+            "not analysed: polyprof was interrupted during its analysis".to_string()
+        } else {
+            format!("the polyhedral analysis failed: {e}")
+        }),
+        ..Feedback::default()
+    });
+    Ok(RegionReport {
+        id: format!("R{}", index + 1),
+        root: roots[0],
+        ops_percent: 100.0 * roots.iter().map(|&r| totals[r]).sum::<u64>() as f64 / all,
+        interprocedural,
+        affine_percent: if ops == 0 {
+            0.0
+        } else {
+            100.0 * exact_ops as f64 / ops as f64
+        },
+        loop_nodes,
+        statements: stmts.reports,
+        dependences: edges.reports,
+        input,
+        feedback,
+    })
+}
+
+impl Scope<'_> {
+    /// Whether node `n` is in the region.
+    fn inside(&self, n: NodeId) -> bool {
+        self.roots.iter().any(|&r| self.tree.is_within(n, r))
+    }
+
+    /// The region's loops (loop and recursion nodes of its subtrees, numbered by node), with
+    /// their nodes.
+    fn loops(&self) -> (Vec<NodeId>, Vec<Loop>) {
+        let tree = self.tree;
+        let nodes: Vec<NodeId> = (0..tree.nodes.len())
+            .filter(|&n| {
+                matches!(
+                    tree.nodes[n].kind,
+                    NodeKind::Loop { .. } | NodeKind::Recursion { .. }
+                ) && self.inside(n)
+            })
+            .collect();
+        let loops = nodes
+            .iter()
+            .map(|&n| Loop {
+                id: format!("L{n}"),
+                label: self
+                    .naming
+                    .frame(tree, n)
+                    .trim_start_matches("loop ")
+                    .to_string(),
+            })
+            .collect();
+        (nodes, loops)
+    }
+
+    /// The natively-run library functions the region calls.
+    fn library_calls(&self) -> BTreeSet<String> {
+        let mut calls = BTreeSet::new();
+        for n in 0..self.tree.nodes.len() {
+            if let NodeKind::Func { entry, .. } = self.tree.nodes[n].kind {
+                if self.inside(n) && self.naming.import(entry).is_some() {
+                    calls.insert(
+                        self.naming
+                            .frame(self.tree, n)
+                            .trim_start_matches("call ")
+                            .to_string(),
+                    );
+                }
             }
         }
-        let loc = bin.source_line(key.1);
-        // Strides of each address along each dimension, from the biggest piece.
+        calls
+    }
+
+    /// Statements: the instructions of the region that are not scalar evolutions and touch
+    /// memory or produce values (and calls with effects), in the order they first ran, with
+    /// Kelly positions.
+    fn statements(&self, loop_nodes: &[NodeId]) -> Statements {
+        let (tree, folded, bin) = (self.tree, self.folded, self.bin);
+        let loop_index: HashMap<NodeId, usize> = loop_nodes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (n, i))
+            .collect();
+        let mut keys: Vec<&(NodeId, u64)> = folded
+            .insns
+            .keys()
+            .filter(|(ctx, _)| self.inside(*ctx))
+            .collect();
+        keys.sort_by_key(|k| folded.insns[*k].0.first);
+        let mut formatter = IntelFormatter::new();
+        let mut info = iced_x86::InstructionInfoFactory::new();
+        let mut out = Statements::default();
+        let mut raw: Vec<Vec<Vec<u64>>> = Vec::new();
+        for key in keys {
+            let (meta, f) = &folded.insns[key];
+            let nval = f.labels - meta.naddr;
+            let bytes = self.code.bytes.get(&key.1).cloned().unwrap_or_default();
+            let insn = Decoder::with_ip(64, &bytes, key.1, DecoderOptions::NONE).decode();
+            let touches = meta.naddr > 0;
+            // A call into natively-run library code is a statement when it has effects
+            // (output, hidden state, memory it reads or writes): the tracer reports them as
+            // its own.
+            let effectful_call = insn.mnemonic() == Mnemonic::Call && folded.dep_ends.contains(key);
+            if !effectful_call
+                && (is_scev(meta, f, nval, &insn) || !(touches || writes_data(&insn, &mut info)))
+            {
+                continue;
+            }
+            let in_plt = [".plt", ".plt.sec", ".plt.got"]
+                .iter()
+                .any(|sec| bin.in_section(sec, key.1));
+            if in_plt
+                || (matches!(
+                    insn.mnemonic(),
+                    Mnemonic::Call | Mnemonic::Ret | Mnemonic::Jmp | Mnemonic::Cmp | Mnemonic::Test
+                ) && !effectful_call)
+            {
+                // Control: the return address carries no program data, and comparisons only
+                // set the flags of a branch.
+                continue;
+            }
+            let name = format!("S{}", out.list.len());
+            let path = tree.path(key.0);
+            let stmt_loops: Vec<usize> = path
+                .iter()
+                .filter_map(|n| loop_index.get(n).copied())
+                .collect();
+            if f.dims != stmt_loops.len() {
+                // Coordinates from loops outside the region: not a statement of it.
+                continue;
+            }
+            // Kelly positions from the control-flow graphs (see `ScheduleTree::positions`).
+            raw.push(
+                tree.positions(self.naming.structure(), key.0, key.1)
+                    .into_iter()
+                    .map(|level| level.into_iter().map(u64::from).collect())
+                    .collect(),
+            );
+            let function_name = path
+                .iter()
+                .rev()
+                .find_map(|&n| match tree.nodes[n].kind {
+                    NodeKind::Func { entry, .. } => Some(self.naming.function(entry)),
+                    _ => None,
+                })
+                .unwrap_or_else(|| "?".to_string());
+            let mut asm = String::new();
+            formatter.format(&insn, &mut asm);
+            if effectful_call {
+                // `call printf`, not `call 1050h`.
+                if let Some(name) = callee_name(&insn, bin) {
+                    asm = format!("call {name}");
+                }
+            }
+            let domain = Polyhedra::set_of(f, &name);
+            out.list.push(Statement {
+                name: name.clone(),
+                label: format!("{} {asm}", bin.source_line(key.1)),
+                loops: stmt_loops,
+                positions: Vec::new(),
+                domain: domain.clone(),
+                ops: f.points,
+                accesses: self.accesses(meta, f, &function_name),
+                fp: fp_op(insn.mnemonic()),
+                exact: f.is_exact(),
+                update: update_of(&insn),
+            });
+            out.reports.push(StatementReport {
+                name: name.clone(),
+                pc: key.1,
+                context: key.0,
+                domain,
+                ops: f.points,
+                exact: f.is_exact(),
+            });
+            out.functions.insert(name.clone(), function_name);
+            out.names.insert(*key, name);
+        }
+        // Kelly positions: rank the static positions per loop level.
+        normalize_positions(&mut out.list, &raw);
+        out
+    }
+
+    /// The memory accesses of an instruction's folded stream `f`, with their strides from its
+    /// biggest piece, in function `function` (for naming stack arrays).
+    fn accesses(&self, meta: &InsnStream2, f: &Folded, function: &str) -> Vec<Access> {
         let big = f.pieces.iter().max_by_key(|p| p.points);
         // A point the statement ran at: the affine address at the origin may lie outside the
         // array when the domain does not hold the origin (a loop from 1, a reversed loop).
@@ -1749,7 +1905,7 @@ fn build_region(
         if let Some(p) = big {
             p.domain.for_each_point(1, |pt| ran_at = Some(pt.to_vec()));
         }
-        let accesses = (0..meta.naddr)
+        (0..meta.naddr)
             .map(|j| {
                 let label = big.and_then(|p| p.labels.get(j));
                 let base = match label {
@@ -1776,94 +1932,173 @@ fn build_region(
                     size: meta.sizes.get(j).copied().unwrap_or(0),
                     write: meta.writes.get(j).copied().unwrap_or(false),
                     base,
-                    array: first.map(|a| name_array(a, bin, code, &function_name)),
+                    array: first.map(|a| name_array(a, self.bin, self.code, function)),
                 }
             })
-            .collect();
-        let domain = Polyhedra::set_of(f, &name);
-        statements.push(Statement {
-            name: name.clone(),
-            label: format!("{loc} {asm}"),
-            loops: stmt_loops,
-            positions: Vec::new(),
-            domain: domain.clone(),
-            ops: f.points,
-            accesses,
-            fp: fp_op(insn.mnemonic()),
-            exact: f.is_exact(),
-            update: update_of(&insn),
-        });
-        reports.push(StatementReport {
-            name: name.clone(),
-            pc: key.1,
-            context: key.0,
-            domain,
-            ops: f.points,
-            exact: f.is_exact(),
-        });
-        functions.insert(name.clone(), function_name.clone());
-        names.insert(*key, name);
-        raw.push(raw_positions);
+            .collect()
     }
-    // Kelly positions: rank the static positions per loop level.
-    normalize_positions(&mut statements, &raw);
 
-    let mut dependences = Vec::new();
-    let mut dep_reports = Vec::new();
-    let mut live_in = Vec::new();
-    let mut live_out = Vec::new();
-    let mut rewritten_after = Vec::new();
-    let inside = |ctx: NodeId| in_region(ctx);
-    let outside_line = |pc: u64| bin.source_line(pc);
-    let loop_code = LoopCode::of_region(&loop_nodes, &loops, tree, naming);
-    let mut shared: BTreeMap<String, SharedVariable> = BTreeMap::new();
-    let mut sources = SourceText::default();
-    for a in crate::scopes::assigned_in_source(bin.exe, &loop_code, &mut sources) {
-        let v = shared
-            .entry(a.name.clone())
+    /// The dependences between the region's statements, the values crossing its border, and
+    /// the source variables its loops assign.
+    fn edges(&self, stmts: &Statements, loop_code: &[LoopCode]) -> Edges {
+        let bin = self.bin;
+        let mut out = Edges::default();
+        let mut sources = SourceText::default();
+        for a in crate::scopes::assigned_in_source(bin.exe, loop_code, &mut sources) {
+            let v = out
+                .shared
+                .entry(a.name.clone())
+                .or_insert_with(|| SharedVariable {
+                    name: a.name,
+                    ..SharedVariable::default()
+                });
+            v.loops.push(a.loop_id);
+            v.lines.push(a.line);
+        }
+        for (key, f, multi, location, fixed) in &self.folded.deps {
+            let (cons, prod, kind, through, _) = key;
+            let sink = stmts.names.get(&(cons.context, cons.pc));
+            let source = stmts.names.get(&(prod.context, prod.pc));
+            let function = source
+                .or(sink)
+                .and_then(|n| stmts.functions.get(n))
+                .map_or("the region", String::as_str);
+            let register = (*through == Through::Register).then(|| {
+                let reg = register_name(*location);
+                let var = register_variable(bin, self.code, &reg, cons.pc, prod.pc);
+                (reg, var)
+            });
+            if let Some((reg, Some(var))) = &register {
+                let writer = if *kind == DepKind::Anti { cons } else { prod };
+                self.register_assigned(writer, reg, var, loop_code, &mut sources, &mut out);
+            }
+            let mut storage = || {
+                let place = DepPlace {
+                    location: *location,
+                    fixed: *fixed,
+                    pcs: [cons.pc, prod.pc],
+                    function,
+                };
+                let storage = self.storage(through, &register, &place, loop_code, &mut out);
+                // The pc an OpenMP clause on the storage would stand at: inside the region.
+                let pc = if self.inside(cons.context) {
+                    cons.pc
+                } else {
+                    prod.pc
+                };
+                if matches!(storage, Storage::Scalar { .. } | Storage::Array { .. }) {
+                    if let Some(len) = pointer_section(*location, bin, self.code, pc) {
+                        out.sections.insert(storage.root(), len);
+                    }
+                }
+                storage
+            };
+            let (sink, source) = match (sink, source) {
+                (Some(sink), Some(source)) => (sink, source),
+                // A value crossing the region's border: read inside from before it, or written
+                // inside and read after it. Only flow dependences make a value live.
+                (Some(sink), None) if *kind == DepKind::Flow && !self.inside(prod.context) => {
+                    let before = Boundary {
+                        stmt: sink.clone(),
+                        storage: storage(),
+                        relation: Polyhedra::map_of(f, sink, "Outside"),
+                        outside: bin.source_line(prod.pc),
+                    };
+                    out.live_in.push(before);
+                    continue;
+                }
+                // Written inside and read after the region (flow), or overwritten after it
+                // (output).
+                (None, Some(source)) if *kind != DepKind::Anti && !self.inside(cons.context) => {
+                    let after = Boundary {
+                        stmt: source.clone(),
+                        storage: storage(),
+                        relation: Polyhedra::map_of(f, "Outside", source),
+                        outside: bin.source_line(cons.pc),
+                    };
+                    match kind {
+                        DepKind::Flow => out.live_out.push(after),
+                        _ => out.rewritten_after.push(after),
+                    }
+                    continue;
+                }
+                _ => continue,
+            };
+            let relation = Polyhedra::map_of(f, sink, source);
+            // Pairs past the slots were dropped: the relation is then known to be incomplete.
+            let exact = f.is_exact() && !multi;
+            let storage = storage();
+            out.reports.push(DependenceReport {
+                source: source.clone(),
+                sink: sink.clone(),
+                kind: *kind,
+                through: *through,
+                storage: storage.describe(),
+                relation: relation.clone(),
+                exact,
+            });
+            out.dependences.push(Dependence {
+                source: source.clone(),
+                sink: sink.clone(),
+                kind: *kind,
+                storage,
+                relation,
+                exact,
+                equal_pairs: equal_pairs(f),
+            });
+        }
+        out
+    }
+
+    /// A variable in register `reg` that the instruction `writer` assigns: shared by the
+    /// loops around it that it is declared outside of, where the source cannot be read (where
+    /// it can, its text decided already, in `edges`: debug information names registers
+    /// loosely, a reload of a pointer, code gcc shares between nests).
+    fn register_assigned(
+        &self,
+        writer: &Stmt,
+        reg: &str,
+        var: &symbols::Variable,
+        loop_code: &[LoopCode],
+        sources: &mut SourceText,
+        out: &mut Edges,
+    ) {
+        let loops = LoopCode::assigning(loop_code, self.tree, writer.context, var);
+        if loops.is_empty() || sources.readable_at(self.bin.exe, self.bin.link(writer.pc).0) {
+            return;
+        }
+        let v = out
+            .shared
+            .entry(var.name.clone())
             .or_insert_with(|| SharedVariable {
-                name: a.name,
+                name: var.name.clone(),
                 ..SharedVariable::default()
             });
-        v.loops.push(a.loop_id);
-        v.lines.push(a.line);
+        v.registers.push(reg.to_string());
+        v.loops.extend(loops);
+        v.lines.push(self.bin.source_line(writer.pc));
     }
-    let mut declared_in = BTreeMap::new();
-    let mut sections = BTreeMap::new();
-    for ((cons, prod, kind, through, _), f, multi, location, fixed) in &folded.deps {
-        let sink = names.get(&(cons.context, cons.pc));
-        let source = names.get(&(prod.context, prod.pc));
-        let function = source
-            .or(sink)
-            .and_then(|n| functions.get(n))
-            .map_or("the region", String::as_str);
-        let register = (*through == Through::Register).then(|| {
-            let reg = register_name(*location);
-            let var = register_variable(bin, code, &reg, cons.pc, prod.pc);
-            (reg, var)
-        });
-        if let Some((reg, Some(var))) = &register {
-            let writer = if *kind == DepKind::Anti { cons } else { prod };
-            let loops = LoopCode::assigning(&loop_code, tree, writer.context, var);
-            // Where the source can be read, its text decides (`assigned_in_source` above):
-            // debug information names registers loosely (a reload of a pointer, code gcc
-            // shares between nests).
-            if !loops.is_empty() && !sources.readable_at(bin.exe, bin.link(writer.pc).0) {
-                let v = shared
-                    .entry(var.name.clone())
-                    .or_insert_with(|| SharedVariable {
-                        name: var.name.clone(),
-                        ..SharedVariable::default()
-                    });
-                v.registers.push(reg.clone());
-                v.loops.extend(loops);
-                v.lines.push(outside_line(writer.pc));
-            }
-        }
+
+    /// The storage a dependence goes through, named for a person; a stack scalar declared in
+    /// the body of loops goes to `out.declared_in`.
+    fn storage(
+        &self,
+        through: &Through,
+        register: &Option<(String, Option<symbols::Variable>)>,
+        place: &DepPlace<'_>,
+        loop_code: &[LoopCode],
+        out: &mut Edges,
+    ) -> Storage {
+        let (bin, code, function) = (self.bin, self.code, place.function);
+        let location = place.location;
         let array = |addr: u64| Storage::Array {
             name: name_array(addr, bin, code, function),
         };
-        let mut storage_of = || match through {
+        let scalar = || Storage::Scalar {
+            addr: location,
+            name: name_memory(location, bin, code, function),
+        };
+        match through {
             Through::Register => {
                 let (reg, var) = register.clone().unwrap_or_default();
                 Storage::Register {
@@ -1871,123 +2106,47 @@ fn build_region(
                     var: var.map(|v| v.name),
                 }
             }
-            Through::Memory if *location >= STACK_START && Effect::at(*location).is_none() => {
-                match stack_variable(bin, code, &[cons.pc, prod.pc]) {
-                    Some(var) if *fixed => {
+            Through::Memory if location >= STACK_START && Effect::at(location).is_none() => {
+                match stack_variable(bin, code, &place.pcs) {
+                    Some(var) if place.fixed => {
                         let name = format!(
                             "{} (stack of {function})",
                             with_offset(&var.name, var.offset)
                         );
-                        let loops = LoopCode::declaring(&loop_code, &var);
+                        let loops = LoopCode::declaring(loop_code, &var);
                         if !loops.is_empty() {
-                            declared_in.insert(name.clone(), loops);
+                            out.declared_in.insert(name.clone(), loops);
                         }
                         Storage::Scalar {
-                            addr: *location,
+                            addr: location,
                             name,
                         }
                     }
                     Some(var) => Storage::Array {
                         name: format!("`{}` (stack of {function})", var.name),
                     },
-                    None if *fixed => Storage::Scalar {
-                        addr: *location,
-                        name: name_memory(*location, bin, code, function),
-                    },
-                    None => array(*location),
+                    None if place.fixed => scalar(),
+                    None => array(location),
                 }
             }
-            Through::Memory => match Effect::at(*location) {
+            Through::Memory => match Effect::at(location) {
                 Some(e) => Storage::Effect {
                     name: e.describe().to_string(),
                 },
-                None if *fixed => Storage::Scalar {
-                    addr: *location,
-                    name: name_memory(*location, bin, code, function),
-                },
-                None => array(*location),
+                None if place.fixed => scalar(),
+                None => array(location),
             },
-        };
-        let mut storage = || {
-            let storage = storage_of();
-            let pc = if inside(cons.context) {
-                cons.pc
-            } else {
-                prod.pc
-            };
-            if matches!(storage, Storage::Scalar { .. } | Storage::Array { .. }) {
-                if let Some(len) = pointer_section(*location, bin, code, pc) {
-                    sections.insert(storage.root(), len);
-                }
-            }
-            storage
-        };
-        let (sink, source) = match (sink, source) {
-            (Some(sink), Some(source)) => (sink, source),
-            // A value crossing the region's border: read inside from before it, or written
-            // inside and read after it. Only flow dependences make a value live.
-            (Some(sink), None) if *kind == DepKind::Flow && !inside(prod.context) => {
-                live_in.push(Boundary {
-                    stmt: sink.clone(),
-                    storage: storage(),
-                    relation: Polyhedra::map_of(f, sink, "Outside"),
-                    outside: outside_line(prod.pc),
-                });
-                continue;
-            }
-            // Written inside and read after the region (flow), or overwritten after it
-            // (output).
-            (None, Some(source)) if *kind != DepKind::Anti && !inside(cons.context) => {
-                let after = Boundary {
-                    stmt: source.clone(),
-                    storage: storage(),
-                    relation: Polyhedra::map_of(f, "Outside", source),
-                    outside: outside_line(cons.pc),
-                };
-                match kind {
-                    DepKind::Flow => live_out.push(after),
-                    _ => rewritten_after.push(after),
-                }
-                continue;
-            }
-            _ => continue,
-        };
-        let relation = Polyhedra::map_of(f, sink, source);
-        // Pairs past the slots were dropped: the relation is then known to be incomplete.
-        let exact = f.is_exact() && !multi;
-        let storage = storage();
-        dep_reports.push(DependenceReport {
-            source: source.clone(),
-            sink: sink.clone(),
-            kind: *kind,
-            through: *through,
-            storage: storage.describe(),
-            relation: relation.clone(),
-            exact,
-        });
-        dependences.push(Dependence {
-            source: source.clone(),
-            sink: sink.clone(),
-            kind: *kind,
-            storage,
-            relation,
-            exact,
-            equal_pairs: equal_pairs(f),
-        });
+        }
     }
-    dep_reports.sort_by(|a, b| (&a.sink, &a.source).cmp(&(&b.sink, &b.source)));
-    let ops: u64 = statements.iter().map(|s| s.ops).sum();
-    let exact_ops: u64 = folded
-        .insns
-        .iter()
-        .filter(|(k, _)| names.contains_key(*k))
-        .map(|(_, (_, f))| f.exact_points())
-        .sum();
-    // Iterations of each loop: the largest coordinate any statement reaches in it, plus one.
-    let mut trips: Vec<Option<u64>> = vec![None; loops.len()];
-    for (st, rep) in statements.iter().zip(&reports) {
-        let key = (rep.context, rep.pc);
-        if let Some((_, f)) = folded.insns.get(&key) {
+
+    /// Iterations of each of the region's `n` loops: the largest coordinate any statement
+    /// reaches in it, plus one.
+    fn trips(&self, stmts: &Statements, n: usize) -> Vec<Option<u64>> {
+        let mut trips: Vec<Option<u64>> = vec![None; n];
+        for (st, rep) in stmts.list.iter().zip(&stmts.reports) {
+            let Some((_, f)) = self.folded.insns.get(&(rep.context, rep.pc)) else {
+                continue;
+            };
             for (d, &li) in st.loops.iter().enumerate() {
                 let hi = f
                     .pieces
@@ -2002,54 +2161,20 @@ fn build_region(
                 }
             }
         }
+        trips
     }
-    let input = Region {
-        loops,
-        statements,
-        dependences,
-        library_calls: library_calls.into_iter().collect(),
-        trips,
-        live_in,
-        live_out,
-        rewritten_after,
-        shared_variables: shared
-            .into_values()
-            .map(|mut v| {
-                for list in [&mut v.registers, &mut v.loops, &mut v.lines] {
-                    list.sort_unstable();
-                    list.dedup();
-                }
-                v
-            })
-            .collect(),
-        declared_in,
-        sections,
-    };
-    // A region isl cannot schedule is still reported, with the reason.
-    let feedback = analyze_region(&input, &opts.feedback).unwrap_or_else(|e| Feedback {
-        why_not: Some(if opts.feedback.cancelled() {
-            "not analysed: polyprof was interrupted during its analysis".to_string()
-        } else {
-            format!("the polyhedral analysis failed: {e}")
-        }),
-        ..Feedback::default()
-    });
-    Ok(RegionReport {
-        id: format!("R{}", index + 1),
-        root,
-        ops_percent: 100.0 * roots.iter().map(|&r| totals[r]).sum::<u64>() as f64 / all,
-        interprocedural,
-        affine_percent: if ops == 0 {
-            0.0
-        } else {
-            100.0 * exact_ops as f64 / ops as f64
-        },
-        loop_nodes,
-        statements: reports,
-        dependences: dep_reports,
-        input,
-        feedback,
-    })
+}
+
+/// The memory a dependence goes through, as its folded stream found it.
+struct DepPlace<'a> {
+    /// The first address.
+    location: u64,
+    /// The address stays the same over the dependence's instances.
+    fixed: bool,
+    /// The consumer's and the producer's pcs.
+    pcs: [u64; 2],
+    /// The function the statements are in.
+    function: &'a str,
 }
 
 /// Sets each statement's positions to the rank of its first-execution times among the
