@@ -232,6 +232,25 @@ pub(crate) fn line_of(region: &Region, name: &str) -> String {
         .unwrap_or_else(|| name.to_string())
 }
 
+/// The question of a loop's parallel check: which pairs loop `l` carries at its level of
+/// schedule `theta` (`rel`, the time relation of that level).
+struct Carried<'t> {
+    l: usize,
+    theta: &'t UnionMap,
+    rel: UnionMap,
+}
+
+/// The source lines outside the loop where crossing values are read, once each.
+fn outside_lines(crossed: &[Crossed]) -> String {
+    crossed
+        .iter()
+        .map(|o| o.outside.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A region's dependences in isl's terms, with the questions the suggestions ask of them.
 pub(crate) struct Ctx<'a> {
     pub region: &'a Region,
@@ -504,28 +523,57 @@ impl<'a> Ctx<'a> {
         theta: &UnionMap,
         renamed: &BTreeSet<String>,
     ) -> Result<Verdict, Error> {
-        let deps = &self.region.dependences;
-        let rel = self.relation(&carried_at(self.n, lvl))?;
+        let carried = Carried {
+            l,
+            theta,
+            rel: self.relation(&carried_at(self.n, lvl))?,
+        };
         let mut within = self.deps_within(l);
+        let mut needs = match self.reductions_for(&carried, &mut within)? {
+            Ok(needs) => needs,
+            Err(why) => return Ok(Verdict::Blocked(why)),
+        };
+        self.privatize_shared(l, &mut needs);
+        let inside = self.inside(l);
+        for (storage, idx) in self.renamable(&carried, &within, renamed)? {
+            let change = match storage {
+                Storage::Effect { .. } => Err(format!("it carries {}", self.describe_dep(idx[0]))),
+                Storage::Register { .. } | Storage::Scalar { .. } => {
+                    self.scalar_changes(l, storage, &idx, &inside)?
+                }
+                Storage::Array { .. } => self.array_changes(&carried, storage, &idx, &inside)?,
+            };
+            match change {
+                Ok(more) => needs.extend(more),
+                Err(why) => return Ok(Verdict::Blocked(why)),
+            }
+        }
+        Ok(Verdict::Legal(merge(needs)))
+    }
+
+    /// The reductions a loop's carried flow dependences (among `within`) belong to. A carried
+    /// flow dependence makes the iterations dependent, unless it belongs to a reduction, whose
+    /// storage is then accumulated per thread: all of that storage's dependences are set aside
+    /// (out of `within`), and the reduction named. `Err`: why the loop is serial.
+    fn reductions_for(
+        &self,
+        c: &Carried<'_>,
+        within: &mut Vec<usize>,
+    ) -> Result<Result<Vec<Requirement>, String>, Error> {
+        let deps = &self.region.dependences;
         let mut needs = Vec::new();
-        // A carried flow dependence: nothing makes the iterations independent, unless it
-        // belongs to a reduction, whose storage is then accumulated per thread: all of that
-        // storage's dependences are set aside, and the reduction named.
         loop {
             let flows: Vec<usize> = within
                 .iter()
                 .copied()
                 .filter(|&i| deps[i].kind == DepKind::Flow)
                 .collect();
-            let Some(i) = self.first_related(&flows, theta, &rel)? else {
-                break;
+            let Some(i) = self.first_related(&flows, c.theta, &c.rel)? else {
+                return Ok(Ok(needs));
             };
             let root = deps[i].storage.root();
-            let Some(r) = self.reductions.of(l, &root)? else {
-                return Ok(Verdict::Blocked(format!(
-                    "it carries {}",
-                    self.describe_dep(i)
-                )));
+            let Some(r) = self.reductions.of(c.l, &root)? else {
+                return Ok(Err(format!("it carries {}", self.describe_dep(i))));
             };
             needs.push(Requirement {
                 change: Change::Reduction {
@@ -539,9 +587,13 @@ impl<'a> Ctx<'a> {
             });
             within.retain(|&k| deps[k].storage.root() != root);
         }
-        // Variables held in registers: the register is each thread's own, but the variable,
-        // declared before the loop and assigned in it, is one for all its iterations in the
-        // source (a reduction's variable is already accumulated per thread).
+    }
+
+    /// Variables held in registers: the register is each thread's own, but the variable,
+    /// declared before loop `l` and assigned in it, is one for all its iterations in the
+    /// source: privatized (a reduction's variable, among `needs`, is already accumulated per
+    /// thread).
+    fn privatize_shared(&self, l: usize, needs: &mut Vec<Requirement>) {
         let loop_id = &self.region.loops[l].id;
         for v in &self.region.shared_variables {
             // A reduction's variable is named by its storage, or only by its line when the
@@ -559,167 +611,183 @@ impl<'a> Ctx<'a> {
                 });
             }
         }
-        // Anti and output dependences, a storage at a time (one question each): when one of
-        // a storage's is carried, all of its are taken as carried, which only widens the
-        // lines named and the readers checked.
+    }
+
+    /// The anti and output dependences among `within` the loop carries, by storage (not in
+    /// `renamed`), a storage at a time (one question each): when one of a storage's is
+    /// carried, all of its are taken as carried, which only widens the lines named and the
+    /// readers checked. One array reached through fixed addresses too (unrolled code) is one
+    /// array, whose own carried dependences decide.
+    fn renamable(
+        &self,
+        c: &Carried<'_>,
+        within: &[usize],
+        renamed: &BTreeSet<String>,
+    ) -> Result<BTreeMap<&'a Storage, Vec<usize>>, Error> {
+        let deps = &self.region.dependences;
         let mut groups: BTreeMap<&Storage, Vec<usize>> = BTreeMap::new();
-        for &i in &within {
+        for &i in within {
             if deps[i].kind != DepKind::Flow && !renamed.contains(&deps[i].storage.describe()) {
                 groups.entry(&deps[i].storage).or_default().push(i);
             }
         }
-
-        let mut by_storage: BTreeMap<&Storage, Vec<usize>> = BTreeMap::new();
+        let mut carried: BTreeMap<&Storage, Vec<usize>> = BTreeMap::new();
         for (storage, idx) in groups {
-            if self.related(&idx, theta, &rel)? {
-                by_storage.insert(storage, idx);
+            if self.related(&idx, c.theta, &c.rel)? {
+                carried.insert(storage, idx);
             }
         }
-        // One array reached through fixed addresses too (unrolled code) is one array, whose
-        // own carried dependences decide.
-        let arrays: BTreeMap<String, &Storage> = by_storage
+        let arrays: BTreeMap<String, &Storage> = carried
             .keys()
             .filter(|s| matches!(s, Storage::Array { .. }))
             .map(|s| (s.root(), *s))
             .collect();
         let mut merged: BTreeMap<&Storage, Vec<usize>> = BTreeMap::new();
-        for (storage, idx) in by_storage {
+        for (storage, idx) in carried {
             let key = match storage {
                 Storage::Scalar { .. } => arrays.get(&storage.root()).copied().unwrap_or(storage),
                 _ => storage,
             };
             merged.entry(key).or_default().extend(idx);
         }
-        let by_storage = merged;
-        let inside = self.inside(l);
-        for (storage, idx) in by_storage {
-            let lines = |ends: &mut dyn Iterator<Item = &str>| -> Vec<String> {
-                ends.map(|n| line_of(self.region, n))
-                    .collect::<BTreeSet<_>>()
-                    .into_iter()
-                    .collect()
-            };
-            let writers = lines(&mut idx.iter().map(|&i| {
-                let d = &deps[i];
-                if d.kind == DepKind::Anti {
-                    d.sink.as_str()
-                } else {
-                    d.source.as_str()
-                }
-            }));
-            let live_in = self.crossing(Crossing::In, storage, &inside)?;
-            let live_out = self.crossing(Crossing::Out, storage, &inside)?;
-            match storage {
-                Storage::Effect { .. } => {
-                    return Ok(Verdict::Blocked(format!(
-                        "it carries {}",
-                        self.describe_dep(idx[0])
-                    )))
-                }
-                Storage::Register { .. } | Storage::Scalar { .. } => {
-                    let declared_inside = self
-                        .region
-                        .declared_in
-                        .get(&storage.describe())
-                        .is_some_and(|ls| ls.contains(loop_id));
-                    if matches!(storage, Storage::Scalar { .. }) && !declared_inside {
-                        needs.push(Requirement {
-                            change: Change::Privatize,
-                            storage: storage.describe(),
-                            lines: writers.clone(),
-                        });
-                    }
-                    if !live_in.is_empty() {
-                        needs.push(Requirement {
-                            change: Change::FirstPrivate,
-                            storage: storage.describe(),
-                            lines: Vec::new(),
-                        });
-                    }
-                    if !live_out.is_empty() {
-                        if !self.written_last(l, &live_out)? {
-                            return Ok(Verdict::Blocked(format!(
-                                "{} is written in several iterations and read after the loop (at {}), and the value read is not always the last iteration's",
-                                storage.describe(),
-                                live_out.iter().map(|o| o.outside.clone()).collect::<BTreeSet<_>>().into_iter().collect::<Vec<_>>().join(", ")
-                            )));
-                        }
-                        needs.push(Requirement {
-                            change: Change::LastPrivate,
-                            storage: storage.describe(),
-                            lines: writers.clone(),
-                        });
-                    }
-                }
-                Storage::Array { .. } => {
-                    let output = self.related(
-                        &idx.iter()
-                            .copied()
-                            .filter(|&i| deps[i].kind == DepKind::Output)
-                            .collect::<Vec<_>>(),
-                        theta,
-                        &rel,
-                    )?;
-                    let after = || {
-                        live_out
-                            .iter()
-                            .map(|o| o.outside.clone())
-                            .collect::<BTreeSet<_>>()
-                            .into_iter()
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    };
-                    if output {
-                        if !live_out.is_empty() {
-                            return Ok(Verdict::Blocked(format!(
-                                "several iterations write the same elements of {} (at {}), which are read after the loop (at {})",
-                                storage.describe(),
-                                writers.join(", "),
-                                after()
-                            )));
-                        }
-                        if !live_in.is_empty() {
-                            return Ok(Verdict::Blocked(format!(
-                                "several iterations write the same elements of {} (at {}), and the loop also reads values of it written before the loop",
-                                storage.describe(),
-                                writers.join(", ")
-                            )));
-                        }
-                        needs.push(Requirement {
-                            change: Change::Privatize,
-                            storage: storage.describe(),
-                            lines: writers,
-                        });
-                    } else {
-                        // Anti dependences only: the readers may read a copy when they only
-                        // ever see values from before the loop.
-                        let readers: BTreeSet<&str> = idx
-                            .iter()
-                            .filter(|&&i| deps[i].kind == DepKind::Anti)
-                            .map(|&i| deps[i].source.as_str())
-                            .collect();
-                        let fed_inside = deps.iter().any(|d| {
-                            d.kind == DepKind::Flow
-                                && d.storage.root() == storage.root()
-                                && readers.contains(d.sink.as_str())
-                                && inside.contains(d.source.as_str())
-                        });
-                        if fed_inside {
-                            return Ok(Verdict::Blocked(format!(
-                                "it carries {}",
-                                self.describe_dep(idx[0])
-                            )));
-                        }
-                        needs.push(Requirement {
-                            change: Change::CopyIn,
-                            storage: storage.describe(),
-                            lines: lines(&mut readers.iter().copied()),
-                        });
-                    }
-                }
+        Ok(merged)
+    }
+
+    /// Source lines of the statements named by `ends`, once each.
+    fn lines_of<'s>(&self, ends: impl Iterator<Item = &'s str>) -> Vec<String> {
+        ends.map(|n| line_of(self.region, n))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    }
+
+    /// Lines of the writes among dependences `idx` (an anti dependence's sink, the others'
+    /// source).
+    fn writers(&self, idx: &[usize]) -> Vec<String> {
+        let deps = &self.region.dependences;
+        self.lines_of(idx.iter().map(|&i| {
+            let d = &deps[i];
+            if d.kind == DepKind::Anti {
+                d.sink.as_str()
+            } else {
+                d.source.as_str()
             }
+        }))
+    }
+
+    /// A register or a scalar in memory whose anti and output dependences `idx` loop `l`
+    /// carries: privatized (unless declared in the loop's body), `firstprivate` when a value
+    /// comes from before the loop, `lastprivate` when one is read after it and always the
+    /// last iteration's. `Err`: why not.
+    fn scalar_changes(
+        &self,
+        l: usize,
+        storage: &Storage,
+        idx: &[usize],
+        inside: &BTreeSet<&str>,
+    ) -> Result<Result<Vec<Requirement>, String>, Error> {
+        let writers = self.writers(idx);
+        let live_in = self.crossing(Crossing::In, storage, inside)?;
+        let live_out = self.crossing(Crossing::Out, storage, inside)?;
+        let loop_id = &self.region.loops[l].id;
+        let declared_inside = self
+            .region
+            .declared_in
+            .get(&storage.describe())
+            .is_some_and(|ls| ls.contains(loop_id));
+        let mut needs = Vec::new();
+        if matches!(storage, Storage::Scalar { .. }) && !declared_inside {
+            needs.push(Requirement {
+                change: Change::Privatize,
+                storage: storage.describe(),
+                lines: writers.clone(),
+            });
         }
-        Ok(Verdict::Legal(merge(needs)))
+        if !live_in.is_empty() {
+            needs.push(Requirement {
+                change: Change::FirstPrivate,
+                storage: storage.describe(),
+                lines: Vec::new(),
+            });
+        }
+        if !live_out.is_empty() {
+            if !self.written_last(l, &live_out)? {
+                return Ok(Err(format!(
+                    "{} is written in several iterations and read after the loop (at {}), and the value read is not always the last iteration's",
+                    storage.describe(),
+                    outside_lines(&live_out)
+                )));
+            }
+            needs.push(Requirement {
+                change: Change::LastPrivate,
+                storage: storage.describe(),
+                lines: writers,
+            });
+        }
+        Ok(Ok(needs))
+    }
+
+    /// An array whose anti and output dependences `idx` the loop carries. Written by several
+    /// iterations (output dependences): privatized, when no value comes from before the loop
+    /// and none is read after it. Read by one iteration and overwritten by a later one (anti
+    /// only): read from a copy made before the loop, when its readers only ever see values
+    /// from before the loop. `Err`: why not.
+    fn array_changes(
+        &self,
+        c: &Carried<'_>,
+        storage: &Storage,
+        idx: &[usize],
+        inside: &BTreeSet<&str>,
+    ) -> Result<Result<Vec<Requirement>, String>, Error> {
+        let deps = &self.region.dependences;
+        let writers = self.writers(idx);
+        let outputs: Vec<usize> = idx
+            .iter()
+            .copied()
+            .filter(|&i| deps[i].kind == DepKind::Output)
+            .collect();
+        if self.related(&outputs, c.theta, &c.rel)? {
+            let live_out = self.crossing(Crossing::Out, storage, inside)?;
+            if !live_out.is_empty() {
+                return Ok(Err(format!(
+                    "several iterations write the same elements of {} (at {}), which are read after the loop (at {})",
+                    storage.describe(),
+                    writers.join(", "),
+                    outside_lines(&live_out)
+                )));
+            }
+            if !self.crossing(Crossing::In, storage, inside)?.is_empty() {
+                return Ok(Err(format!(
+                    "several iterations write the same elements of {} (at {}), and the loop also reads values of it written before the loop",
+                    storage.describe(),
+                    writers.join(", ")
+                )));
+            }
+            return Ok(Ok(vec![Requirement {
+                change: Change::Privatize,
+                storage: storage.describe(),
+                lines: writers,
+            }]));
+        }
+        let readers: BTreeSet<&str> = idx
+            .iter()
+            .filter(|&&i| deps[i].kind == DepKind::Anti)
+            .map(|&i| deps[i].source.as_str())
+            .collect();
+        let fed_inside = deps.iter().any(|d| {
+            d.kind == DepKind::Flow
+                && d.storage.root() == storage.root()
+                && readers.contains(d.sink.as_str())
+                && inside.contains(d.source.as_str())
+        });
+        if fed_inside {
+            return Ok(Err(format!("it carries {}", self.describe_dep(idx[0]))));
+        }
+        Ok(Ok(vec![Requirement {
+            change: Change::CopyIn,
+            storage: storage.describe(),
+            lines: self.lines_of(readers.into_iter()),
+        }]))
     }
 
     /// Values crossing the border of loop `l` through `storage` (matched by variable): read
