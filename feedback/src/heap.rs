@@ -364,9 +364,29 @@ pub(crate) const STACK_START: u64 = 0x7ff0_0000_0000;
 /// Whether `bytes` at `pc` encode `lea r64, [rsp + disp]` or `[rbp + disp]`.
 fn stack_lea(bytes: &[u8], pc: u64) -> bool {
     let insn: Instruction = Decoder::with_ip(64, bytes, pc, DecoderOptions::NONE).decode();
-    insn.mnemonic() == Mnemonic::Lea
-        && insn.memory_index() == Register::None
-        && matches!(insn.memory_base(), Register::RSP | Register::RBP)
+    frame_address(&insn).is_some()
+}
+
+/// The frame address an instruction computes into a register: `lea r64, [rsp/rbp + disp]`,
+/// or `mov r64, rsp/rbp` (what gcc writes for a local array at the stack pointer itself), as
+/// (base register, displacement).
+pub(crate) fn frame_address(insn: &Instruction) -> Option<(Register, i64)> {
+    let frame = |r: Register| matches!(r, Register::RSP | Register::RBP);
+    match insn.mnemonic() {
+        Mnemonic::Lea if insn.memory_index() == Register::None && frame(insn.memory_base()) => {
+            Some((insn.memory_base(), insn.memory_displacement64() as i64))
+        }
+        Mnemonic::Mov
+            if insn.op_count() == 2
+                && insn.op0_kind() == OpKind::Register
+                && insn.op0_register().is_gpr64()
+                && insn.op1_kind() == OpKind::Register
+                && frame(insn.op1_register()) =>
+        {
+            Some((insn.op1_register(), 0))
+        }
+        _ => None,
+    }
 }
 
 /// The source register of `mov [m], r64` at `pc`, if that is what `bytes` encode.

@@ -1125,36 +1125,50 @@ fn heap_variable(bin: Loaded<'_>, code: &Code, block: &Block) -> Option<(String,
     })
 }
 
-/// The local variable, and the offset inside it, holding stack address `addr`, from the
-/// `lea r, [rsp/rbp + disp]` that computed a pointer to it (a loop that walks a local array
-/// through a pointer register): the `lea` names a variable, and its last value says where
-/// that variable was.
-fn stack_variable_via_lea(bin: Loaded<'_>, code: &Code, addr: u64) -> Option<(String, u64)> {
-    stack_array_via_lea(bin, code, addr).map(|(name, off, _)| (name, off))
+/// A local array a pointer reaches, found from the instruction that computed its address.
+struct FrameArray {
+    name: String,
+    /// Where in it the address is.
+    offset: u64,
+    size: u64,
+    /// The function whose frame holds it (its declaring function, inlined or not).
+    function: Option<String>,
 }
 
-/// [`stack_variable_via_lea`], with the variable's size.
-fn stack_array_via_lea(bin: Loaded<'_>, code: &Code, addr: u64) -> Option<(String, u64, u64)> {
-    let mut found: Vec<(u64, String, u64, u64)> = code
+/// The local variable holding stack address `addr`, from the `lea r, [rsp/rbp + disp]` (or
+/// `mov r, rsp`) that computed a pointer to it (a loop that walks a local array through a
+/// pointer register, a callee given the array): that instruction names a variable, and its
+/// last value says where that variable was.
+fn stack_array_via_lea(bin: Loaded<'_>, code: &Code, addr: u64) -> Option<FrameArray> {
+    let mut found: Vec<(u64, FrameArray)> = code
         .heap
         .stack_leas
         .iter()
         .filter(|&(_, &value)| value <= addr)
         .filter_map(|(&pc, &value)| {
-            let (base, disp) = frame_operand(code, pc)?;
+            let (base, disp) = crate::heap::frame_address(&insn_at(code, pc)?)?;
+            let base = match base {
+                iced_x86::Register::RBP => symbols::regs::RBP,
+                _ => symbols::regs::RSP,
+            };
             let v = bin.stack_variable(pc, base, disp)?;
             let start = value.checked_sub(v.offset)?;
-            let off = addr - start;
+            let offset = addr - start;
             let size = v.size?;
-            (off < size).then_some((start, v.name, off, size))
+            (offset < size).then_some((
+                start,
+                FrameArray {
+                    name: v.name,
+                    offset,
+                    size,
+                    function: v.function,
+                },
+            ))
         })
         .collect();
     // The innermost: the variable starting closest below the address.
-    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-    found
-        .into_iter()
-        .next()
-        .map(|(_, name, off, size)| (name, off, size))
+    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.name.cmp(&b.1.name)));
+    found.into_iter().next().map(|(_, a)| a)
 }
 
 /// How many elements an OpenMP clause's array section spans (`y[0:len]`) for the array holding
@@ -1168,8 +1182,8 @@ fn pointer_section(addr: u64, bin: Loaded<'_>, code: &Code, pc: u64) -> Option<u
     let (name, bytes) = match code.heap.block(addr) {
         Some((_, block)) => (heap_variable(bin, code, block)?.0, block.size),
         None if addr >= STACK_START => {
-            let (name, _, size) = stack_array_via_lea(bin, code, addr)?;
-            (name, size)
+            let a = stack_array_via_lea(bin, code, addr)?;
+            (a.name, a.size)
         }
         None => return None,
     };
@@ -1223,11 +1237,16 @@ fn name_memory_at(
         };
     }
     if addr >= STACK_START {
-        if let Some((var, off)) = stack_variable_via_lea(bin, code, addr) {
+        if let Some(a) = stack_array_via_lea(bin, code, addr) {
+            // The frame the array is in, not the function reaching it through a pointer.
+            let frame = a.function.as_deref().unwrap_or(function);
             return if with_offset {
-                format!("{} (stack of {function})", self::with_offset(&var, off))
+                format!(
+                    "{} (stack of {frame})",
+                    self::with_offset(&a.name, a.offset)
+                )
             } else {
-                format!("`{var}` (stack of {function})")
+                format!("`{}` (stack of {frame})", a.name)
             };
         }
         // An array's first access varies from one dependence to the next: name it by its
