@@ -30,7 +30,9 @@ pub fn estimated_cost(name: &str, a: Args, rax: u64) -> u64 {
     let base = name.split('@').next().unwrap_or(name);
     let bytes = match base {
         "strlen" | "strnlen" => rax.saturating_add(1),
-        "strchr" if rax != 0 => rax.saturating_sub(a.0).saturating_add(1),
+        "strchr" | "rawmemchr" | "strrchr" if rax != 0 => rax.saturating_sub(a.0).saturating_add(1),
+        "memchr" if rax != 0 => rax.saturating_sub(a.0).saturating_add(1),
+        "memchr" | "memrchr" => a.2,
         "memcpy" | "memmove" | "mempcpy" | "memset" => a.2,
         "stpcpy" => rax.saturating_sub(a.0).saturating_add(1).saturating_mul(2),
         _ => 0,
@@ -53,6 +55,10 @@ pub fn call(mem: &mut PageCache, name: &str, a: Args) -> Option<u64> {
             find(mem, a.0, 0, limit).map(|end| Some(end.map_or(limit, |e| e - a.0)))
         }
         "strchr" => strchr(mem, a.0, a.1 as u8),
+        "strrchr" => strrchr(mem, a.0, a.1 as u8),
+        "memchr" => find(mem, a.0, a.1 as u8, a.2).map(|at| Some(at.unwrap_or(0))),
+        "rawmemchr" => find(mem, a.0, a.1 as u8, MAX_BYTES + 1),
+        "memrchr" => memrchr(mem, a.0, a.1 as u8, a.2),
         "memcpy" if !overlap(a.0, a.1, a.2) => copy(mem, a.0, a.1, a.2).map(|_| Some(a.0)),
         "memmove" => copy(mem, a.0, a.1, a.2).map(|_| Some(a.0)),
         "mempcpy" if !overlap(a.0, a.1, a.2) => {
@@ -111,6 +117,30 @@ fn strchr(mem: &mut PageCache, addr: u64, c: u8) -> Result<Option<u64>, MemFault
         return Ok(Some(end));
     }
     Ok(Some(find(mem, addr, c, end - addr)?.unwrap_or(0)))
+}
+
+/// `strrchr`: the last `c` before the terminator (the terminator itself for `c == 0`), or 0.
+fn strrchr(mem: &mut PageCache, addr: u64, c: u8) -> Result<Option<u64>, MemFault> {
+    let end = find(mem, addr, 0, MAX_BYTES)?.ok_or(MemFault)?;
+    if c == 0 {
+        return Ok(Some(end));
+    }
+    memrchr(mem, addr, c, end - addr).map(|at| at.or(Some(0)))
+}
+
+/// `memrchr`: the last `c` in `[addr, addr + n)`, or 0.
+fn memrchr(mem: &mut PageCache, addr: u64, c: u8, n: u64) -> Result<Option<u64>, MemFault> {
+    if n > MAX_BYTES {
+        return Err(MemFault);
+    }
+    let mut bytes = vec![0u8; n as usize];
+    mem.read_bytes(addr, &mut bytes)?;
+    Ok(Some(
+        bytes
+            .iter()
+            .rposition(|&b| b == c)
+            .map_or(0, |i| addr + i as u64),
+    ))
 }
 
 /// `memmove(d, s, n)` through the cache: every source byte is read before any is written.

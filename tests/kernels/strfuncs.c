@@ -17,6 +17,17 @@ int main(void)
     sum += c ? c - edge : -1;
     sum += strchr(edge, 'x') == NULL;
     sum += strchr(edge, 0) - edge;
+    char *m = memchr(edge, '8', 10);
+    sum += m ? m - edge : -1;
+    sum += memchr(edge, 'x', 10) == NULL;
+    sum += (char *)rawmemchr(edge, '9') - edge;
+    char *r = memrchr(edge, '3', 10);
+    sum += r ? r - edge : -1;
+    sum += memrchr(edge, 'x', 10) == NULL;
+    char *rr = strrchr(edge, '5');
+    sum += rr ? rr - edge : -1;
+    sum += strrchr(edge, 'x') == NULL;
+    sum += strrchr(edge, 0) - edge;
     char dst[32];
     memset(dst, 'z', sizeof dst);
     char *end = stpcpy(dst, edge);

@@ -4,10 +4,10 @@
 //!   peak resident memory (the goal: at most 1.25 times the memory for 8 times the
 //!   instructions);
 //! - `valgrind --tool=lackey --trace-mem=yes` and `--tool=callgrind` on the longer run;
-//! - microseconds per library call: bench/kernels/calls.c making 100,000 calls of `strlen`
-//!   (performed by the emulate engine as a listed function), `atoi` (libc's own instructions
-//!   run inside the engine) or `memchr` (AVX code the engine does not implement: run natively,
-//!   with a ptrace stop per call), against the same program making none.
+//! - microseconds per library call: bench/kernels/calls.c making 100,000 calls of `strlen` or
+//!   `memchr` (performed by the emulate engine as listed functions), `atoi` (libc's own
+//!   instructions run inside the engine) or `strcmp` (AVX code the engine does not implement:
+//!   run natively, with a ptrace stop per call), against the same program making none.
 //!
 //! polyprof runs are repeated (3 by default) and the medians printed: this machine's speed
 //! varies from run to run when other work runs beside it. Usage:
@@ -217,8 +217,9 @@ fn main() -> Result<()> {
     let base = polyprof(&bin, &calls, &["0", "strlen"], dir.path(), repeats)?;
     for (func, how) in [
         ("strlen", "performed by the emulate engine"),
+        ("memchr", "performed by the emulate engine"),
         ("atoi", "libc's code run inside the engine"),
-        ("memchr", "run natively, a ptrace stop per call"),
+        ("strcmp", "run natively, a ptrace stop per call"),
     ] {
         let n = CALLS.to_string();
         let r = polyprof(&bin, &calls, &[&n, func], dir.path(), repeats)?;
