@@ -290,63 +290,11 @@ pub fn compile(i: &Instruction) -> Op {
 }
 
 pub(super) fn compile_inner(i: &Instruction) -> Option<Op> {
-    use Mnemonic as M;
     if i.is_invalid() || i.has_lock_prefix() || i.op_count() > 3 {
         return None;
     }
-    let m = i.mnemonic();
-    // String instructions: only rep/plain stos and movs, 64-bit addressing, no segment override.
-    let string = (0..i.op_count()).any(|k| {
-        matches!(
-            i.op_kind(k),
-            OpKind::MemorySegSI
-                | OpKind::MemorySegESI
-                | OpKind::MemorySegRSI
-                | OpKind::MemorySegDI
-                | OpKind::MemorySegEDI
-                | OpKind::MemorySegRDI
-                | OpKind::MemoryESDI
-                | OpKind::MemoryESEDI
-                | OpKind::MemoryESRDI
-        )
-    });
-    if string {
-        if i.has_repne_prefix() {
-            return None;
-        }
-        let ok_kinds = (0..i.op_count()).all(|k| {
-            matches!(
-                i.op_kind(k),
-                OpKind::MemorySegRSI | OpKind::MemoryESRDI | OpKind::Register
-            )
-        });
-        if !ok_kinds
-            || !matches!(
-                i.memory_segment(),
-                Register::DS | Register::ES | Register::None
-            )
-            || i.segment_prefix() != Register::None
-        {
-            return None;
-        }
-        let (code, size) = match m {
-            M::Stosb => (Code::Stos, 1),
-            M::Stosw => (Code::Stos, 2),
-            M::Stosd => (Code::Stos, 4),
-            M::Stosq => (Code::Stos, 8),
-            M::Movsb => (Code::Movs, 1),
-            M::Movsw => (Code::Movs, 2),
-            M::Movsd => (Code::Movs, 4),
-            M::Movsq => (Code::Movs, 8),
-            _ => return None,
-        };
-        return Some(Op {
-            code,
-            size,
-            cc: i.has_rep_prefix() as u8,
-            align: false,
-            ops: [Opnd::None; 3],
-        });
+    if is_string(i) {
+        return compile_string(i);
     }
     let n = i.op_count();
     let mut ops = [Opnd::None; 3];
@@ -360,14 +308,106 @@ pub(super) fn compile_inner(i: &Instruction) -> Option<Op> {
         align: false,
         ops,
     };
-    let is_gpr = |o: &Opnd| matches!(o, Opnd::Gpr { .. });
-    let is_xmm = |o: &Opnd| matches!(o, Opnd::Xmm(_));
-    let is_mem = |o: &Opnd| matches!(o, Opnd::Mem(_));
-    let is_imm = |o: &Opnd| matches!(o, Opnd::Imm(_));
-    let rm = |o: &Opnd| is_gpr(o) || is_mem(o);
-    let xm = |o: &Opnd| is_xmm(o) || is_mem(o);
-    let [o0, o1, o2] = ops;
-    op.code = match m {
+    op.code = match integer_code(i, &mut op) {
+        Some(code) => code,
+        None => sse_code(i, &mut op)?,
+    };
+    Some(op)
+}
+
+fn is_gpr(o: &Opnd) -> bool {
+    matches!(o, Opnd::Gpr { .. })
+}
+
+fn is_xmm(o: &Opnd) -> bool {
+    matches!(o, Opnd::Xmm(_))
+}
+
+fn is_mem(o: &Opnd) -> bool {
+    matches!(o, Opnd::Mem(_))
+}
+
+fn is_imm(o: &Opnd) -> bool {
+    matches!(o, Opnd::Imm(_))
+}
+
+/// A general-purpose register or memory.
+fn rm(o: &Opnd) -> bool {
+    is_gpr(o) || is_mem(o)
+}
+
+/// An xmm register or memory.
+fn xm(o: &Opnd) -> bool {
+    is_xmm(o) || is_mem(o)
+}
+
+/// Whether `i` is a string instruction (`movs`, `stos`, `cmps`, ...).
+fn is_string(i: &Instruction) -> bool {
+    (0..i.op_count()).any(|k| {
+        matches!(
+            i.op_kind(k),
+            OpKind::MemorySegSI
+                | OpKind::MemorySegESI
+                | OpKind::MemorySegRSI
+                | OpKind::MemorySegDI
+                | OpKind::MemorySegEDI
+                | OpKind::MemorySegRDI
+                | OpKind::MemoryESDI
+                | OpKind::MemoryESEDI
+                | OpKind::MemoryESRDI
+        )
+    })
+}
+
+/// A string instruction: only rep/plain stos and movs, 64-bit addressing, no segment override.
+fn compile_string(i: &Instruction) -> Option<Op> {
+    use Mnemonic as M;
+    let m = i.mnemonic();
+    if i.has_repne_prefix() {
+        return None;
+    }
+    let ok_kinds = (0..i.op_count()).all(|k| {
+        matches!(
+            i.op_kind(k),
+            OpKind::MemorySegRSI | OpKind::MemoryESRDI | OpKind::Register
+        )
+    });
+    if !ok_kinds
+        || !matches!(
+            i.memory_segment(),
+            Register::DS | Register::ES | Register::None
+        )
+        || i.segment_prefix() != Register::None
+    {
+        return None;
+    }
+    let (code, size) = match m {
+        M::Stosb => (Code::Stos, 1),
+        M::Stosw => (Code::Stos, 2),
+        M::Stosd => (Code::Stos, 4),
+        M::Stosq => (Code::Stos, 8),
+        M::Movsb => (Code::Movs, 1),
+        M::Movsw => (Code::Movs, 2),
+        M::Movsd => (Code::Movs, 4),
+        M::Movsq => (Code::Movs, 8),
+        _ => return None,
+    };
+    Some(Op {
+        code,
+        size,
+        cc: i.has_rep_prefix() as u8,
+        align: false,
+        ops: [Opnd::None; 3],
+    })
+}
+
+/// The interpreter's code for an integer or control instruction (adjusting `op`'s size and
+/// condition); `None` for anything else.
+fn integer_code(i: &Instruction, op: &mut Op) -> Option<Code> {
+    use Mnemonic as M;
+    let (m, n) = (i.mnemonic(), i.op_count());
+    let [o0, o1, o2] = op.ops;
+    Some(match m {
         M::Nop | M::Endbr64 | M::Endbr32 | M::Pause => Code::Nop,
         M::Prefetchnta | M::Prefetcht0 | M::Prefetcht1 | M::Prefetcht2 | M::Prefetchw => Code::Nop,
         M::Mov if n == 2 && rm(&o0) && (rm(&o1) || is_imm(&o1)) => Code::Mov,
@@ -544,6 +584,17 @@ pub(super) fn compile_inner(i: &Instruction) -> Option<Op> {
         M::Std => Code::Std,
         M::Lahf => Code::Lahf,
         M::Sahf => Code::Sahf,
+        _ => return None,
+    })
+}
+
+/// The interpreter's code for an SSE instruction (adjusting `op`'s size, alignment and
+/// immediate); `None` when it is not one the interpreter implements.
+fn sse_code(i: &Instruction, op: &mut Op) -> Option<Code> {
+    use Mnemonic as M;
+    let (m, n) = (i.mnemonic(), i.op_count());
+    let [o0, o1, o2] = op.ops;
+    Some(match m {
         // SSE moves.
         M::Movaps | M::Movups | M::Movapd | M::Movupd | M::Movdqa | M::Movdqu | M::Lddqu
             if n == 2 =>
@@ -774,6 +825,5 @@ pub(super) fn compile_inner(i: &Instruction) -> Option<Op> {
             op.align = !matches!(x, XOp::Movddup);
             Code::XBin(x)
         }
-    };
-    Some(op)
+    })
 }
