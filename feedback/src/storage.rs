@@ -108,6 +108,125 @@ pub(crate) struct Fix {
     pub blocked: Option<String>,
 }
 
+/// The dependences through renamable storage (not binding) that schedule `theta` breaks,
+/// but for a register's reuse between nests: the compiler reuses a register for unrelated
+/// values of different nests (each nest's accumulator in xmm1); no value passes between the
+/// nests through it, so the reuse says nothing about the source, and the compiler allocates
+/// registers again after any reordering.
+fn broken_renamable(cx: &Ctx<'_>, theta: &UnionMap) -> Result<Vec<usize>, Error> {
+    let region = cx.region;
+    let renamable: Vec<usize> = (0..region.dependences.len())
+        .filter(|&i| !region.dependences[i].binding())
+        .collect();
+    let broken = cx.all_violated(&renamable, theta)?;
+    let outermost = |name: &str| stmt(region, name).and_then(|s| s.loops.first().copied());
+    let passes: BTreeSet<(&Storage, Option<usize>, Option<usize>)> = region
+        .dependences
+        .iter()
+        .filter(|d| d.kind == DepKind::Flow)
+        .map(|d| (&d.storage, outermost(&d.source), outermost(&d.sink)))
+        .collect();
+    Ok(broken
+        .into_iter()
+        .filter(|&i| {
+            let d = &region.dependences[i];
+            let (a, b) = (outermost(&d.source), outermost(&d.sink));
+            let reuse_only = matches!(d.storage, Storage::Register { .. })
+                && a != b
+                && !passes.contains(&(&d.storage, a, b))
+                && !passes.contains(&(&d.storage, b, a));
+            !reuse_only
+        })
+        .collect())
+}
+
+/// The storage of the `broken` dependences that needs a change, with its dependences, and
+/// every such storage (renamed, by description). A temporary whose values never leave their
+/// iteration is renamed freely by an interchange, which keeps each iteration's body whole
+/// (`whole_iterations`); only values living across iterations (an accumulator) need storage
+/// of their own. Other schedules may split an iteration between its source statements
+/// (distribution, fusion, skewing of an imperfect nest): there only an expression's own
+/// temporaries, produced and used on one source line, rename freely.
+fn needing_storage(
+    region: &Region,
+    broken: Vec<usize>,
+    whole_iterations: bool,
+) -> (BTreeMap<&Storage, Vec<usize>>, BTreeSet<String>) {
+    let mut by_storage: BTreeMap<&Storage, Vec<usize>> = BTreeMap::new();
+    let mut renamed = BTreeSet::new();
+    for i in broken {
+        let s = &region.dependences[i].storage;
+        renamed.insert(s.describe());
+        if crosses_iterations(region, s) || (!whole_iterations && crosses_lines(region, s)) {
+            by_storage.entry(s).or_default().push(i);
+        }
+    }
+    (by_storage, renamed)
+}
+
+/// The source lines naming a storage that needs a change: where its carried value is produced
+/// (the accumulation), else the writes of its dependences `deps` the new order reorders.
+fn writer_lines(region: &Region, storage: &Storage, deps: &[usize]) -> Vec<String> {
+    let carried_writers: BTreeSet<&str> = region
+        .dependences
+        .iter()
+        .filter(|d| d.kind == DepKind::Flow && &d.storage == storage && d.source == d.sink)
+        .map(|d| d.source.as_str())
+        .collect();
+    let writers: BTreeSet<&str> = if carried_writers.is_empty() {
+        deps.iter()
+            .map(|&i| region.dependences[i].source.as_str())
+            .collect()
+    } else {
+        carried_writers
+    };
+    writers
+        .iter()
+        .map(|w| line_of(region, w))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+/// DeLICM: a store that saves scalar `storage` into an array element varying along the loops
+/// `needed` gives the scalar a home whose element is dead until that store: its statement and
+/// array. Along the loops that carry the scalar (`carriers`) it is one value, so its home does
+/// not move along them: a store inside the accumulation that steps along them (symm's
+/// `C[k][j] +=` beside `temp2 +=`) stores something else.
+fn dead_home<'r>(
+    region: &'r Region,
+    storage: &Storage,
+    needed: &[usize],
+    carriers: &BTreeSet<usize>,
+) -> Option<(&'r Statement, String)> {
+    region
+        .dependences
+        .iter()
+        .filter(|d| d.kind == DepKind::Flow && &d.storage == storage)
+        .filter_map(|d| stmt(region, &d.sink))
+        .find_map(|t| {
+            let dims: Vec<usize> = needed
+                .iter()
+                .map(|l| t.loops.iter().position(|x| x == l))
+                .collect::<Option<_>>()?;
+            let fixed: Vec<usize> = t
+                .loops
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| carriers.contains(l))
+                .map(|(d, _)| d)
+                .collect();
+            let a = t.accesses.iter().find(|a| {
+                let stride = |d: usize| a.strides.get(d).copied().flatten();
+                a.write
+                    && dims.iter().all(|&d| stride(d).is_some_and(|s| s != 0))
+                    && fixed.iter().all(|&d| stride(d) == Some(0))
+                    && !element_read(region, t, a, storage)
+            })?;
+            Some((t, a.array.clone().unwrap_or_else(|| "the array".into())))
+        })
+}
+
 /// Storage a new schedule `theta` needs, for the values it reorders: a mapping onto a dead
 /// array element (DeLICM) that varies along every loop of `along` (the loops the schedule
 /// reorders, the one that moves inward first), or, when only one loop is reordered,
@@ -123,74 +242,14 @@ pub(crate) fn for_schedule(
         return Err(Error::Isl("a schedule change without loops".into()));
     }
     let region = cx.region;
-    let renamable: Vec<usize> = (0..region.dependences.len())
-        .filter(|&i| !region.dependences[i].binding())
-        .collect();
-    let broken = cx.all_violated(&renamable, theta)?;
-    // The compiler reuses a register for unrelated values of different nests (each nest's
-    // accumulator in xmm1): no value passes between the nests through it, so the reuse says
-    // nothing about the source, and the compiler allocates registers again after any
-    // reordering.
-    let outermost = |name: &str| stmt(region, name).and_then(|s| s.loops.first().copied());
-    let passes: BTreeSet<(&Storage, Option<usize>, Option<usize>)> = region
-        .dependences
-        .iter()
-        .filter(|d| d.kind == DepKind::Flow)
-        .map(|d| (&d.storage, outermost(&d.source), outermost(&d.sink)))
-        .collect();
-    let broken: Vec<usize> = broken
-        .into_iter()
-        .filter(|&i| {
-            let d = &region.dependences[i];
-            let (a, b) = (outermost(&d.source), outermost(&d.sink));
-            let reuse_only = matches!(d.storage, Storage::Register { .. })
-                && a != b
-                && !passes.contains(&(&d.storage, a, b))
-                && !passes.contains(&(&d.storage, b, a));
-            !reuse_only
-        })
-        .collect();
-    let mut by_storage: BTreeMap<&Storage, Vec<usize>> = BTreeMap::new();
-    let mut renamed = BTreeSet::new();
-    for i in broken {
-        let s = &region.dependences[i].storage;
-        renamed.insert(s.describe());
-        // A temporary whose values never leave their iteration is renamed freely by an
-        // interchange, which keeps each iteration's body whole; only values living across
-        // iterations (an accumulator) need storage of their own. Other schedules may split
-        // an iteration between its source statements (distribution, fusion, skewing of an
-        // imperfect nest): there only an expression's own temporaries, produced and used
-        // on one source line, rename freely.
-        if crosses_iterations(region, s) || (!whole_iterations && crosses_lines(region, s)) {
-            by_storage.entry(s).or_default().push(i);
-        }
-    }
+    let broken = broken_renamable(cx, theta)?;
+    let (by_storage, renamed) = needing_storage(region, broken, whole_iterations);
     let loop_label = |l: usize| format!("{} ({})", region.loops[l].label, region.loops[l].id);
     let mut sugs = Vec::new();
     let mut needs = Vec::new();
     let mut blocked = None;
     for (storage, deps) in by_storage {
-        // Name it by where its carried value is produced (the accumulation), else by the
-        // writes the new order would reorder.
-        let carried_writers: BTreeSet<&str> = region
-            .dependences
-            .iter()
-            .filter(|d| d.kind == DepKind::Flow && &d.storage == storage && d.source == d.sink)
-            .map(|d| d.source.as_str())
-            .collect();
-        let writers: BTreeSet<&str> = if carried_writers.is_empty() {
-            deps.iter()
-                .map(|&i| region.dependences[i].source.as_str())
-                .collect()
-        } else {
-            carried_writers
-        };
-        let lines: Vec<String> = writers
-            .iter()
-            .map(|w| line_of(region, w))
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        let lines = writer_lines(region, storage, &deps);
         let at = lines.join(", ");
         // Each value lives along the loops that carry it (an accumulator along its
         // reduction loop); different values must get different homes along the other
@@ -205,37 +264,7 @@ pub(crate) fn for_schedule(
             needed = along.to_vec();
         }
         let moved = needed[0];
-        // DeLICM: a store that saves this scalar into an array element varying along those
-        // loops gives the scalar a home whose element is dead until that store. Along the
-        // loops that carry the scalar it is one value, so its home does not move along them:
-        // a store inside the accumulation that steps along them (symm's `C[k][j] +=` beside
-        // `temp2 +=`) stores something else.
-        let home = region
-            .dependences
-            .iter()
-            .filter(|d| d.kind == DepKind::Flow && &d.storage == storage)
-            .filter_map(|d| stmt(region, &d.sink))
-            .find_map(|t| {
-                let dims: Vec<usize> = needed
-                    .iter()
-                    .map(|l| t.loops.iter().position(|x| x == l))
-                    .collect::<Option<_>>()?;
-                let fixed: Vec<usize> = t
-                    .loops
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, l)| carriers.contains(l))
-                    .map(|(d, _)| d)
-                    .collect();
-                let a = t.accesses.iter().find(|a| {
-                    let stride = |d: usize| a.strides.get(d).copied().flatten();
-                    a.write
-                        && dims.iter().all(|&d| stride(d).is_some_and(|s| s != 0))
-                        && fixed.iter().all(|&d| stride(d) == Some(0))
-                        && !element_read(region, t, a, storage)
-                })?;
-                Some((t, a.array.clone().unwrap_or_else(|| "the array".into())))
-            });
+        let home = dead_home(region, storage, &needed, &carriers);
         match home {
             Some((t, array)) => {
                 let line = t.lines().join(", ");
@@ -525,100 +554,14 @@ pub(crate) fn contraction(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
         {
             continue;
         }
-        // Values read after the region: (the outer iteration that wrote each, when it is one
-        // constant; where they are read).
-        let read_after: Vec<(Option<i64>, &str)> = region
-            .live_out
-            .iter()
-            .filter(|b| b.storage.root() == root)
-            .flat_map(|b| {
-                let dp =
-                    stmt(region, &b.stmt).and_then(|s| s.loops.iter().position(|&l| l == outer));
-                let rows = b.relation.outputs();
-                let outers: Vec<Option<i64>> = if rows.is_empty() {
-                    vec![None]
-                } else {
-                    rows.iter()
-                        .map(|r| match dp.and_then(|d| r.get(d).cloned().flatten()) {
-                            Some(a) if a.dims_used() == 0 => Some(a.constant),
-                            _ => None,
-                        })
-                        .collect()
-                };
-                outers.into_iter().map(move |o| (o, b.outside.as_str()))
-            })
-            .collect();
-        // The largest distance along the outer loop, from every piece of every relation.
-        let mut max_dist = Some(0i64);
-        let mut row_bytes = None;
-        for d in &deps {
-            let (Some(sink), Some(src)) = (stmt(region, &d.sink), stmt(region, &d.source)) else {
-                max_dist = None;
-                break;
-            };
-            let (Some(ds), Some(dp)) = (
-                sink.loops.iter().position(|&l| l == outer),
-                src.loops.iter().position(|&l| l == outer),
-            ) else {
-                max_dist = None;
-                break;
-            };
-            for rows in d.relation.outputs() {
-                match rows.get(dp).cloned().flatten() {
-                    Some(r) if r.single_dim() == Some(ds) && r.coeffs[ds] == 1 => {
-                        max_dist = max_dist.map(|m| m.max(-r.constant));
-                    }
-                    _ => max_dist = None,
-                }
-            }
-            // The writer's stride along the outer loop: the size of one of its rows.
-            if let Some(w) = src
-                .accesses
-                .iter()
-                .find(|a| a.write && a.array.as_deref() == Some(name))
-            {
-                if let Some(Some(s)) = w.strides.get(dp) {
-                    row_bytes = Some(s.unsigned_abs());
-                }
-            }
-        }
+        let read_after = read_after_rows(region, &root, outer);
+        let (max_dist, row_bytes) = outer_distance(region, name, &deps, outer);
         let (Some(m), Some(row), Some(Some(trips))) =
             (max_dist, row_bytes, region.trips.get(outer))
         else {
             continue;
         };
-        // Successive modulo keeps rows: every access to the array must step by one row per
-        // iteration of the outer loop. durbin's `y[i] = z[i]` inside `for k` (stride 0 along
-        // k) or gramschmidt's `A[i][j]` would otherwise be folded onto two "rows".
-        let by_rows = region.statements.iter().all(|s| {
-            let mine = s
-                .accesses
-                .iter()
-                .filter(|a| a.array.as_deref() == Some(name))
-                .collect::<Vec<_>>();
-            mine.is_empty()
-                || s.loops.iter().position(|&l| l == outer).is_some_and(|d| {
-                    mine.iter().all(|a| {
-                        let steps =
-                            matches!(a.strides.get(d), Some(Some(st)) if st.unsigned_abs() == row);
-                        // What one iteration of the outer loop touches stays within a row:
-                        // gramschmidt's `A[i][j]` for `j` from `k + 1` steps by one element
-                        // along `k` but spans whole columns.
-                        let span = s
-                            .loops
-                            .iter()
-                            .enumerate()
-                            .filter(|&(e, _)| e != d)
-                            .try_fold(u64::from(a.size), |acc, (e, &l)| {
-                                let st = (*a.strides.get(e)?)?.unsigned_abs();
-                                let trips = (*region.trips.get(l)?)?;
-                                Some(acc + st * trips.saturating_sub(1))
-                            });
-                        steps && span.is_some_and(|b| b <= row)
-                    })
-                })
-        });
-        if !by_rows {
+        if !walked_by_rows(region, name, outer, row) {
             continue;
         }
         let keep = (m + 1) as u64;
@@ -673,6 +616,114 @@ pub(crate) fn contraction(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
         });
     }
     out
+}
+
+/// Values of the array rooted at `root` read after the region: the iteration of loop `outer`
+/// that wrote each (when it is one constant), and where it is read.
+fn read_after_rows<'r>(
+    region: &'r Region,
+    root: &str,
+    outer: usize,
+) -> Vec<(Option<i64>, &'r str)> {
+    region
+        .live_out
+        .iter()
+        .filter(|b| b.storage.root() == root)
+        .flat_map(|b| {
+            let dp = stmt(region, &b.stmt).and_then(|s| s.loops.iter().position(|&l| l == outer));
+            let rows = b.relation.outputs();
+            let outers: Vec<Option<i64>> = if rows.is_empty() {
+                vec![None]
+            } else {
+                rows.iter()
+                    .map(|r| match dp.and_then(|d| r.get(d).cloned().flatten()) {
+                        Some(a) if a.dims_used() == 0 => Some(a.constant),
+                        _ => None,
+                    })
+                    .collect()
+            };
+            outers.into_iter().map(move |o| (o, b.outside.as_str()))
+        })
+        .collect()
+}
+
+/// The largest distance along loop `outer` of the flow dependences `deps` through array
+/// `name`, from every piece of every relation (`None` when one is not a constant distance),
+/// and the size of one of its rows: its writer's stride along `outer`.
+fn outer_distance(
+    region: &Region,
+    name: &str,
+    deps: &[&crate::input::Dependence],
+    outer: usize,
+) -> (Option<i64>, Option<u64>) {
+    let mut max_dist = Some(0i64);
+    let mut row_bytes = None;
+    for d in deps {
+        let (Some(sink), Some(src)) = (stmt(region, &d.sink), stmt(region, &d.source)) else {
+            max_dist = None;
+            break;
+        };
+        let (Some(ds), Some(dp)) = (
+            sink.loops.iter().position(|&l| l == outer),
+            src.loops.iter().position(|&l| l == outer),
+        ) else {
+            max_dist = None;
+            break;
+        };
+        for rows in d.relation.outputs() {
+            match rows.get(dp).cloned().flatten() {
+                Some(r) if r.single_dim() == Some(ds) && r.coeffs[ds] == 1 => {
+                    max_dist = max_dist.map(|m| m.max(-r.constant));
+                }
+                _ => max_dist = None,
+            }
+        }
+        // The writer's stride along the outer loop: the size of one of its rows.
+        if let Some(w) = src
+            .accesses
+            .iter()
+            .find(|a| a.write && a.array.as_deref() == Some(name))
+        {
+            if let Some(Some(s)) = w.strides.get(dp) {
+                row_bytes = Some(s.unsigned_abs());
+            }
+        }
+    }
+    (max_dist, row_bytes)
+}
+
+/// Successive modulo keeps rows: every access to array `name` must step by one row (`row`
+/// bytes) per iteration of loop `outer`. durbin's `y[i] = z[i]` inside `for k` (stride 0
+/// along k) or gramschmidt's `A[i][j]` would otherwise be folded onto two "rows".
+fn walked_by_rows(region: &Region, name: &str, outer: usize, row: u64) -> bool {
+    region.statements.iter().all(|s| {
+        let mine = s
+            .accesses
+            .iter()
+            .filter(|a| a.array.as_deref() == Some(name))
+            .collect::<Vec<_>>();
+        mine.is_empty()
+            || s.loops.iter().position(|&l| l == outer).is_some_and(|d| {
+                mine.iter().all(|a| {
+                    let steps =
+                        matches!(a.strides.get(d), Some(Some(st)) if st.unsigned_abs() == row);
+                    // What one iteration of the outer loop touches stays within a row:
+                    // gramschmidt's `A[i][j]` for `j` from `k + 1` steps by one element
+                    // along `k` but spans whole columns.
+                    let span = s
+                        .loops
+                        .iter()
+                        .enumerate()
+                        .filter(|&(e, _)| e != d)
+                        .try_fold(u64::from(a.size), |acc, (e, &l)| {
+                            let st = (*a.strides.get(e)?)?.unsigned_abs();
+                            let trips = (*region.trips.get(l)?)?;
+                            Some(acc + st * trips.saturating_sub(1))
+                        });
+                    steps && span.is_some_and(|b| b <= row)
+                })
+            })
+    })
 }
 
 /// One access of a tiled band that walks a two-dimensional view of its array: rows of `row`
