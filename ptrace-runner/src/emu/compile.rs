@@ -341,8 +341,9 @@ fn xm(o: &Opnd) -> bool {
     is_xmm(o) || is_mem(o)
 }
 
-/// Whether `i` is a string instruction (`movs`, `stos`, `cmps`, ...).
-fn is_string(i: &Instruction) -> bool {
+/// Whether `i` is a string instruction (`movs`, `stos`, `cmps`, ...): it addresses memory
+/// through rSI / rDI implicitly.
+pub fn is_string(i: &Instruction) -> bool {
     (0..i.op_count()).any(|k| {
         matches!(
             i.op_kind(k),

@@ -101,7 +101,7 @@ mod flags;
 mod sse;
 
 use compile::*;
-pub use compile::{compile, Code, Comi, CvtF, CvtI, MemRef, Msk, Op, Opnd, Shuf};
+pub use compile::{compile, is_string, Code, Comi, CvtF, CvtI, MemRef, Msk, Op, Opnd, Shuf};
 use flags::*;
 use sse::*;
 
