@@ -1333,11 +1333,28 @@ pub fn profile_after_observing(
 ) -> Result<Profile, PipelineError> {
     let entries = tracer::function_entries(exe, bias);
     let FirstPass { builder, code } = first;
-    let structure = builder.finish();
+    let (analysis, c) = second_pass(source, builder.finish(), &entries, &opts.fold, on_dep)?;
+    let (folded, streams) = finish_folding(c);
+    let naming = tracer::Naming::new(exe, bias, &analysis.structure);
+    let regions = build_regions(&analysis, &naming, &folded, &code, opts)?;
+    Ok(Profile {
+        analysis,
+        regions,
+        streams,
+    })
+}
+
+/// The second pass: iteration vectors and dependences on this thread, their folding on
+/// another (the two halves cost about the same), joined by a bounded channel of messages.
+fn second_pass<'o>(
+    source: &(impl EventSource + ?Sized),
+    structure: tracer::Structure,
+    entries: &[u64],
+    fold: &'o FoldOptions,
+    on_dep: &mut dyn FnMut(&tracer::Dep<'_>),
+) -> Result<(tracer::Analysis, Collect<'o>), PipelineError> {
     let started = std::time::Instant::now();
     let cpu0 = thread_cpu_seconds();
-    // The second pass: iteration vectors and dependences on this thread, their folding on
-    // another (the two halves cost about the same), joined by a bounded channel of messages.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u64>>(MESSAGES_IN_FLIGHT);
     let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u64>>();
     let (traced, c) = std::thread::scope(|scope| {
@@ -1345,7 +1362,7 @@ pub fn profile_after_observing(
             .name("polyprof-fold".into())
             .spawn_scoped(scope, || {
                 let mut c = Collect {
-                    opts: &opts.fold,
+                    opts: fold,
                     insns: Streams::new(),
                     deps: Streams::new(),
                     current: None,
@@ -1377,7 +1394,7 @@ pub fn profile_after_observing(
         let traced = tracer::analyze_with_deps_on(
             source,
             structure,
-            &entries,
+            entries,
             DepOptions::default(),
             |s| cell.borrow_mut().step(s),
             |d| {
@@ -1410,6 +1427,11 @@ pub fn profile_after_observing(
     let c = c.ok_or_else(|| {
         PipelineError::Folding("the folding thread could not run or panicked".to_string())
     })?;
+    Ok((analysis, c))
+}
+
+/// The folded streams of the second pass, and how many of each kind there were.
+fn finish_folding(c: Collect<'_>) -> (Folded2, (usize, usize)) {
     let streams = (c.insns.len(), c.deps.len());
     let dep_ends = c
         .deps
@@ -1430,9 +1452,7 @@ pub fn profile_after_observing(
                     sizes: s.sizes,
                     writes: s.writes,
                 };
-                let nval = s.nval;
                 let f = s.folder.finish();
-                let _ = nval;
                 (k, (meta, f))
             })
             .collect(),
@@ -1446,10 +1466,22 @@ pub fn profile_after_observing(
             })
             .collect(),
     };
-    let naming = tracer::Naming::new(exe, bias, &analysis.structure);
+    (folded, streams)
+}
+
+/// The regions of the run: the hottest outermost loops, each built and analysed; then
+/// consecutive nests that pass values from one to the other, scheduled together: the fusion
+/// isl finds, when legal, goes to the first nest's region.
+fn build_regions(
+    analysis: &tracer::Analysis,
+    naming: &tracer::Naming<'_>,
+    folded: &Folded2,
+    code: &Code,
+    opts: &PipelineOptions,
+) -> Result<Vec<RegionReport>, PipelineError> {
     let roots = select_regions(&analysis.tree, opts);
     let build = |i: usize, roots: &[NodeId]| {
-        build_region(i, roots, &analysis.tree, &naming, &folded, &code, opts)
+        build_region(i, roots, &analysis.tree, naming, folded, code, opts)
     };
     let mut regions = roots
         .iter()
@@ -1458,9 +1490,7 @@ pub fn profile_after_observing(
         .take_while(|_| !opts.feedback.cancelled())
         .map(|(i, &root)| build(i, &[root]))
         .collect::<Result<Vec<_>, _>>()?;
-    // Consecutive nests that pass values from one to the other are scheduled together: the
-    // fusion isl finds, when legal, goes to the first nest's region.
-    for (a, b) in fusion_pairs(&analysis.tree, &roots, &folded) {
+    for (a, b) in fusion_pairs(&analysis.tree, &roots, folded) {
         if opts.feedback.cancelled() {
             break;
         }
@@ -1508,11 +1538,7 @@ pub fn profile_after_observing(
             }
         }
     }
-    Ok(Profile {
-        analysis,
-        regions,
-        streams,
-    })
+    Ok(regions)
 }
 
 /// Pairs of region roots that are consecutive loops of one parent (no other loop between them
