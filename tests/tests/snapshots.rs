@@ -210,12 +210,13 @@ fn html_page(html: &str) -> String {
     redact_counts(&page.replace("><", ">\n<"))
 }
 
-/// stacks.folded with the measured weights of native frames redacted.
+/// stacks.folded without its native frames: their weights are measured, and whether one
+/// appears at all depends on that measure (a cheap call can measure 0 and be left out).
 fn folded(text: &str) -> String {
     text.lines()
-        .map(|l| match l.rsplit_once(' ') {
-            Some((stack, _)) if stack.ends_with("[native]") => format!("{stack} <measured>"),
-            _ => l.to_string(),
+        .filter(|l| {
+            !l.rsplit_once(' ')
+                .is_some_and(|(stack, _)| stack.ends_with("[native]"))
         })
         .collect::<Vec<_>>()
         .join("\n")
