@@ -30,7 +30,10 @@ pub fn estimated_cost(name: &str, a: Args, rax: u64) -> u64 {
     let base = name.split('@').next().unwrap_or(name);
     let bytes = match base {
         "strlen" | "strnlen" => rax.saturating_add(1),
-        "strchr" | "rawmemchr" | "strrchr" if rax != 0 => rax.saturating_sub(a.0).saturating_add(1),
+        "strspn" | "strcspn" => rax.saturating_add(1),
+        "strchr" | "rawmemchr" | "strrchr" | "strpbrk" | "strstr" if rax != 0 => {
+            rax.saturating_sub(a.0).saturating_add(1)
+        }
         "memchr" if rax != 0 => rax.saturating_sub(a.0).saturating_add(1),
         "memchr" | "memrchr" => a.2,
         "memcpy" | "memmove" | "mempcpy" | "memset" => a.2,
@@ -59,6 +62,8 @@ pub fn call(mem: &mut PageCache, name: &str, a: Args) -> Option<u64> {
         "memchr" => find(mem, a.0, a.1 as u8, a.2).map(|at| Some(at.unwrap_or(0))),
         "rawmemchr" => find(mem, a.0, a.1 as u8, MAX_BYTES + 1),
         "memrchr" => memrchr(mem, a.0, a.1 as u8, a.2),
+        "strspn" | "strcspn" | "strpbrk" => spans(mem, base, a.0, a.1),
+        "strstr" => strstr(mem, a.0, a.1),
         "memcpy" if !overlap(a.0, a.1, a.2) => copy(mem, a.0, a.1, a.2).map(|_| Some(a.0)),
         "memmove" => copy(mem, a.0, a.1, a.2).map(|_| Some(a.0)),
         "mempcpy" if !overlap(a.0, a.1, a.2) => {
@@ -140,6 +145,45 @@ fn memrchr(mem: &mut PageCache, addr: u64, c: u8, n: u64) -> Result<Option<u64>,
             .iter()
             .rposition(|&b| b == c)
             .map_or(0, |i| addr + i as u64),
+    ))
+}
+
+/// The bytes of the C string at `addr`, without its terminator.
+fn c_string(mem: &mut PageCache, addr: u64) -> Result<Vec<u8>, MemFault> {
+    let end = find(mem, addr, 0, MAX_BYTES)?.ok_or(MemFault)?;
+    let mut bytes = vec![0u8; (end - addr) as usize];
+    mem.read_bytes(addr, &mut bytes)?;
+    Ok(bytes)
+}
+
+/// `strspn`, `strcspn` (lengths of the initial segment of `s` made of bytes in, or not in,
+/// the set at `set`) and `strpbrk` (the first byte of `s` in the set, or 0).
+fn spans(mem: &mut PageCache, which: &str, s: u64, set: u64) -> Result<Option<u64>, MemFault> {
+    let mut in_set = [false; 256];
+    for b in c_string(mem, set)? {
+        in_set[usize::from(b)] = true;
+    }
+    let text = c_string(mem, s)?;
+    let first = |want: bool| text.iter().position(|&b| in_set[usize::from(b)] == want);
+    Ok(Some(match which {
+        "strspn" => first(false).unwrap_or(text.len()) as u64,
+        "strcspn" => first(true).unwrap_or(text.len()) as u64,
+        _ => first(true).map_or(0, |i| s + i as u64),
+    }))
+}
+
+/// `strstr`: the first occurrence of the string at `needle` in the string at `hay` (`hay`
+/// itself for an empty needle), or 0.
+fn strstr(mem: &mut PageCache, hay: u64, needle: u64) -> Result<Option<u64>, MemFault> {
+    let needle = c_string(mem, needle)?;
+    let text = c_string(mem, hay)?;
+    if needle.is_empty() {
+        return Ok(Some(hay));
+    }
+    Ok(Some(
+        text.windows(needle.len())
+            .position(|w| w == needle.as_slice())
+            .map_or(0, |i| hay + i as u64),
     ))
 }
 

@@ -28,6 +28,14 @@ int main(void)
     sum += rr ? rr - edge : -1;
     sum += strrchr(edge, 'x') == NULL;
     sum += strrchr(edge, 0) - edge;
+    sum += strspn(edge, "0123") + 10 * strcspn(edge, "56") + 100 * strspn(edge, "");
+    char *b = strpbrk(edge, "9x8");
+    sum += b ? b - edge : -1;
+    sum += strpbrk(edge, "xyz") == NULL;
+    char *t = strstr(edge, "4567");
+    sum += t ? t - edge : -1;
+    sum += strstr(edge, "46") == NULL;
+    sum += strstr(edge, "") - edge;
     char dst[32];
     memset(dst, 'z', sizeof dst);
     char *end = stpcpy(dst, edge);
