@@ -201,7 +201,7 @@ pub struct Region {
     /// (`` `u` (stack of main) ``) -> the ids of those loops.
     pub declared_in: BTreeMap<String, Vec<String>>,
     /// Arrays the region's code reaches through a pointer (a heap block, an array passed as a
-    /// parameter), by their storage's [`Storage::root`] (`` `y` ``): how many of the
+    /// parameter), by their storage's [`Storage::variable`] (`` `y` ``): how many of the
     /// pointer's elements the array spans, for the section an OpenMP clause must name
     /// (`reduction(+: y[0:len])`; a pointer cannot be reduced whole).
     pub sections: BTreeMap<String, u64>,
@@ -329,6 +329,18 @@ impl Storage {
                 }
                 name.split(" (+").next().unwrap_or(name).to_string()
             }
+        }
+    }
+
+    /// The source variable memory is named by (`` `h` `` for ``array `h` (stack of main)`` or
+    /// `` `y`+16 (heap block ...) ``); `None` for registers, effects and unnamed memory.
+    pub fn variable(&self) -> Option<&str> {
+        match self {
+            Storage::Scalar { name, .. } | Storage::Array { name } => {
+                let end = name.strip_prefix('`')?.find('`')?;
+                Some(&name[..end + 2])
+            }
+            _ => None,
         }
     }
 

@@ -580,7 +580,10 @@ impl<'a> Ctx<'a> {
                     op: r.op,
                     fp: r.fp,
                     array: matches!(r.storage, Storage::Array { .. }),
-                    section: self.region.sections.get(&root).copied(),
+                    section: r
+                        .storage
+                        .variable()
+                        .and_then(|v| self.region.sections.get(v).copied()),
                 },
                 storage: r.storage.describe(),
                 lines: r.lines.clone(),

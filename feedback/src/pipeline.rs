@@ -1686,6 +1686,8 @@ struct Edges {
     shared: BTreeMap<String, SharedVariable>,
     declared_in: BTreeMap<String, Vec<String>>,
     sections: BTreeMap<String, u64>,
+    /// Variables whose section was looked for.
+    sections_asked: BTreeSet<String>,
 }
 
 /// Builds region `index` (rooted at `roots`) from the folded trace, and analyses it.
@@ -2031,9 +2033,12 @@ impl Scope<'_> {
                 } else {
                     prod.pc
                 };
-                if matches!(storage, Storage::Scalar { .. } | Storage::Array { .. }) {
-                    if let Some(len) = pointer_section(*location, bin, self.code, pc) {
-                        out.sections.insert(storage.root(), len);
+                // Asked once per variable: naming the pointer reads debug information.
+                if let Some(var) = storage.variable() {
+                    if out.sections_asked.insert(var.to_string()) {
+                        if let Some(len) = pointer_section(*location, bin, self.code, pc) {
+                            out.sections.insert(var.to_string(), len);
+                        }
                     }
                 }
                 storage
