@@ -65,6 +65,41 @@ pub fn set_fpregs(pid: pid_t, regs: &FpRegs) -> io::Result<()> {
     .map(drop)
 }
 
+/// `NT_X86_XSTATE`: the regset of the whole XSAVE area (in the standard, uncompacted format).
+const NT_X86_XSTATE: usize = 0x202;
+
+/// Reads the tracee's XSAVE area (the FXSAVE area first, then the XSAVE header, then the
+/// upper halves of the ymm registers and any further components) into `buf`; returns the
+/// bytes the kernel filled.
+pub fn get_xstate(pid: pid_t, buf: &mut [u8]) -> io::Result<usize> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut c_void,
+        iov_len: buf.len(),
+    };
+    ptrace(
+        libc::PTRACE_GETREGSET,
+        pid,
+        NT_X86_XSTATE,
+        &mut iov as *mut libc::iovec as usize,
+    )?;
+    Ok(iov.iov_len)
+}
+
+/// Writes the tracee's XSAVE area back (as [`get_xstate`] read it, possibly changed).
+pub fn set_xstate(pid: pid_t, buf: &[u8]) -> io::Result<()> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_ptr() as *mut c_void,
+        iov_len: buf.len(),
+    };
+    ptrace(
+        libc::PTRACE_SETREGSET,
+        pid,
+        NT_X86_XSTATE,
+        &mut iov as *mut libc::iovec as usize,
+    )
+    .map(drop)
+}
+
 pub fn set_options(pid: pid_t, options: c_int) -> io::Result<()> {
     ptrace(libc::PTRACE_SETOPTIONS, pid, 0, options as usize).map(drop)
 }

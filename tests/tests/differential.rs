@@ -1,12 +1,20 @@
 //! Differential tests: the `emulate` engine must produce the same event stream, program output
 //! and exit status as the `step` engine (the reference), on every test kernel at -O0, -O2 and
-//! -O3 (and -O3 -march=x86-64-v2 for the numeric kernels).
+//! -O3 (and, for the numeric kernels, -O3 -march=x86-64-v2, and -O3 -march=haswell (AVX2,
+//! FMA, BMI) where this CPU has them).
 
 use ptrace_runner::ExitStatus;
 use tests::{assert_engines_agree, compile_linked, options_from_main};
 
 const LEVELS: [&[&str]; 3] = [&["-O0", "-g"], &["-O2", "-g"], &["-O3", "-g"]];
 const V2: &[&str] = &["-O3", "-g", "-march=x86-64-v2"];
+const AVX2: &[&str] = &["-O3", "-g", "-march=haswell"];
+
+fn has_avx2() -> bool {
+    std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("fma")
+        && std::arch::is_x86_feature_detected!("bmi2")
+}
 
 struct Outcome {
     instructions: u64,
@@ -42,6 +50,9 @@ fn levels(name: &str, extra: &[&str], args: &[&str], stdin: &[u8], min_share: f6
     let mut configs: Vec<Vec<&str>> = LEVELS.iter().map(|l| l.to_vec()).collect();
     if v2 {
         configs.push(V2.to_vec());
+        if has_avx2() {
+            configs.push(AVX2.to_vec());
+        }
     }
     for mut flags in configs {
         flags.extend_from_slice(extra);

@@ -26,6 +26,8 @@ pub enum Opnd {
         high: bool,
     },
     Xmm(u8),
+    /// A whole ymm register (VEX.256): its xmm half and bits 255:128.
+    Ymm(u8),
     Mem(MemRef),
     Imm(u64),
 }
@@ -116,6 +118,91 @@ pub enum Code {
     XMovmsk(Msk),
     XExtract,
     XInsert,
+    // Bit manipulation (BMI1, BMI2, LZCNT, MOVBE, and the older bsf/bsr).
+    /// Run on the host with the tracee's flags (their undefined bits come out as this CPU
+    /// leaves them).
+    HostBits(BitOp),
+    /// `sarx`/`shlx`/`shrx`/`rorx`, `pdep`/`pext`: no flags.
+    Bmi2(Bmi2),
+    /// `movbe`: a load or store with the bytes reversed.
+    Movbe,
+    // AVX (VEX-encoded): a 128-bit result zeroes bits 255:128 of its register. See `avx`.
+    VMov,
+    VLoadZ,
+    VMerge,
+    VLoadHalf,
+    VBin(XOp, Shape),
+    VShuf(Shuf),
+    VCmp,
+    VRound,
+    VFma(Fma),
+    VBroadcast,
+    VExtract128,
+    VInsert128,
+    VPerm2x128,
+    VPermq,
+    VPermd,
+    VPermilpd,
+    VBlendv,
+    VShiftV(VShift),
+    VInsertGpr,
+    VCvtFromGpr(CvtF),
+    VPtest,
+    VMovmsk(Msk),
+    VZeroUpper,
+    VZeroAll,
+}
+
+/// Flag-setting bit operations run on the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BitOp {
+    Bsf,
+    Bsr,
+    Tzcnt,
+    Lzcnt,
+    Andn,
+    Blsi,
+    Blsr,
+    Blsmsk,
+    Bzhi,
+    Bextr,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bmi2 {
+    Sarx,
+    Shlx,
+    Shrx,
+    Rorx,
+    Pdep,
+    Pext,
+}
+
+/// How a VEX form applies its 128-bit SSE operation to 256 bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// To each 128-bit half on its own.
+    Lanes,
+    /// A shift by the count in the low quadword of the second source, for both halves.
+    Count,
+    /// A widening conversion: the upper half from the source's bits above this many.
+    Widen(u8),
+    /// A narrowing conversion from 256 bits: each half gives one quadword.
+    Narrow,
+}
+
+/// `vfm{add,sub}`/`vfnm{add,sub}` `{132,213,231}` `{pd,ps,sd,ss}`, run as such on the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fma(pub Mnemonic);
+
+/// AVX2's per-element variable shifts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VShift {
+    Sllvd,
+    Sllvq,
+    Srlvd,
+    Srlvq,
+    Sravd,
 }
 
 /// Instructions that rearrange lanes under an immediate, implemented here.
@@ -199,6 +286,39 @@ impl Op {
     }
 }
 
+impl Code {
+    /// An AVX instruction (run by `Emulate::run_vex`).
+    pub(super) fn is_vex(self) -> bool {
+        matches!(
+            self,
+            Code::VMov
+                | Code::VLoadZ
+                | Code::VMerge
+                | Code::VLoadHalf
+                | Code::VBin(..)
+                | Code::VShuf(_)
+                | Code::VCmp
+                | Code::VRound
+                | Code::VFma(_)
+                | Code::VBroadcast
+                | Code::VExtract128
+                | Code::VInsert128
+                | Code::VPerm2x128
+                | Code::VPermq
+                | Code::VPermd
+                | Code::VPermilpd
+                | Code::VBlendv
+                | Code::VShiftV(_)
+                | Code::VInsertGpr
+                | Code::VCvtFromGpr(_)
+                | Code::VPtest
+                | Code::VMovmsk(_)
+                | Code::VZeroUpper
+                | Code::VZeroAll
+        )
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Compilation.
 
@@ -221,6 +341,8 @@ pub(super) fn opnd(i: &Instruction, k: u32) -> Option<Opnd> {
                     return None;
                 }
                 Opnd::Xmm(n as u8)
+            } else if reg.is_ymm() && reg.number() < 16 {
+                Opnd::Ymm(reg.number() as u8)
             } else {
                 return None;
             }
@@ -273,6 +395,7 @@ pub(super) fn osize(o: &Opnd) -> u8 {
         Opnd::Gpr { size, .. } => size,
         Opnd::Mem(m) => m.size,
         Opnd::Xmm(_) => 16,
+        Opnd::Ymm(_) => 32,
         _ => 0,
     }
 }
@@ -290,7 +413,21 @@ pub fn compile(i: &Instruction) -> Op {
 }
 
 pub(super) fn compile_inner(i: &Instruction) -> Option<Op> {
-    if i.is_invalid() || i.has_lock_prefix() || i.op_count() > 3 {
+    if i.is_invalid() || i.has_lock_prefix() {
+        return None;
+    }
+    match i.encoding() {
+        EncodingKind::Legacy => {}
+        // AVX, and the bit-manipulation instructions encoded the same way.
+        EncodingKind::VEX => {
+            if let Some(op) = super::avx::vex_code(i) {
+                return Some(op);
+            }
+        }
+        // AVX-512 (mask registers, 32 vector registers), XOP, 3DNow!: stepped.
+        _ => return None,
+    }
+    if i.op_count() > 3 {
         return None;
     }
     if is_string(i) {
@@ -315,29 +452,29 @@ pub(super) fn compile_inner(i: &Instruction) -> Option<Op> {
     Some(op)
 }
 
-fn is_gpr(o: &Opnd) -> bool {
+pub(super) fn is_gpr(o: &Opnd) -> bool {
     matches!(o, Opnd::Gpr { .. })
 }
 
-fn is_xmm(o: &Opnd) -> bool {
+pub(super) fn is_xmm(o: &Opnd) -> bool {
     matches!(o, Opnd::Xmm(_))
 }
 
-fn is_mem(o: &Opnd) -> bool {
+pub(super) fn is_mem(o: &Opnd) -> bool {
     matches!(o, Opnd::Mem(_))
 }
 
-fn is_imm(o: &Opnd) -> bool {
+pub(super) fn is_imm(o: &Opnd) -> bool {
     matches!(o, Opnd::Imm(_))
 }
 
 /// A general-purpose register or memory.
-fn rm(o: &Opnd) -> bool {
+pub(super) fn rm(o: &Opnd) -> bool {
     is_gpr(o) || is_mem(o)
 }
 
 /// An xmm register or memory.
-fn xm(o: &Opnd) -> bool {
+pub(super) fn xm(o: &Opnd) -> bool {
     is_xmm(o) || is_mem(o)
 }
 
@@ -518,6 +655,44 @@ fn integer_code(i: &Instruction, op: &mut Op) -> Option<Code> {
             }
         }
         M::Popcnt if n == 2 && is_gpr(&o0) && rm(&o1) => Code::Popcnt,
+        M::Bsf | M::Bsr | M::Tzcnt | M::Lzcnt | M::Blsi | M::Blsr | M::Blsmsk
+            if n == 2 && is_gpr(&o0) && rm(&o1) =>
+        {
+            // The host instruction's destination comes in with the register's value: `bsf`
+            // of zero leaves it as it was.
+            op.ops = [o0, o0, o1];
+            Code::HostBits(match m {
+                M::Bsf => BitOp::Bsf,
+                M::Bsr => BitOp::Bsr,
+                M::Tzcnt => BitOp::Tzcnt,
+                M::Lzcnt => BitOp::Lzcnt,
+                M::Blsi => BitOp::Blsi,
+                M::Blsr => BitOp::Blsr,
+                _ => BitOp::Blsmsk,
+            })
+        }
+        M::Andn if n == 3 && is_gpr(&o0) && is_gpr(&o1) && rm(&o2) => Code::HostBits(BitOp::Andn),
+        M::Bzhi | M::Bextr if n == 3 && is_gpr(&o0) && rm(&o1) && is_gpr(&o2) => {
+            Code::HostBits(if m == M::Bzhi {
+                BitOp::Bzhi
+            } else {
+                BitOp::Bextr
+            })
+        }
+        M::Sarx | M::Shlx | M::Shrx if n == 3 && is_gpr(&o0) && rm(&o1) && is_gpr(&o2) => {
+            Code::Bmi2(match m {
+                M::Sarx => Bmi2::Sarx,
+                M::Shlx => Bmi2::Shlx,
+                _ => Bmi2::Shrx,
+            })
+        }
+        M::Rorx if n == 3 && is_gpr(&o0) && rm(&o1) && is_imm(&o2) => Code::Bmi2(Bmi2::Rorx),
+        M::Pdep | M::Pext if n == 3 && is_gpr(&o0) && is_gpr(&o1) && rm(&o2) => {
+            Code::Bmi2(if m == M::Pdep { Bmi2::Pdep } else { Bmi2::Pext })
+        }
+        M::Movbe if n == 2 && ((is_gpr(&o0) && is_mem(&o1)) || (is_mem(&o0) && is_gpr(&o1))) => {
+            Code::Movbe
+        }
         M::Jo
         | M::Jno
         | M::Jb

@@ -31,7 +31,7 @@ use crate::mem::{MemFault, PageCache};
 use crate::ptrace::{self, FpRegs, Regs};
 use crate::step::{Executor, Runner};
 use crate::Error;
-use iced_x86::{ConditionCode, FlowControl, Instruction, Mnemonic, OpKind, Register};
+use iced_x86::{ConditionCode, EncodingKind, FlowControl, Instruction, Mnemonic, OpKind, Register};
 use libc::pid_t;
 use std::arch::asm;
 use std::arch::x86_64::__m128i;
@@ -98,8 +98,12 @@ fn reg_index(reg: Register) -> Option<u8> {
 
 mod compile;
 mod flags;
+#[macro_use]
 mod sse;
+mod avx;
+mod bits;
 
+use bits::*;
 use compile::*;
 pub use compile::{compile, is_string, Code, Comi, CvtF, CvtI, MemRef, Msk, Op, Opnd, Shuf};
 use flags::*;
@@ -115,6 +119,61 @@ enum FpState {
     Clean,
     /// Changed here; must be written back.
     Dirty,
+}
+
+/// The FXSAVE area's size, and where in it the xmm registers are.
+const FXSAVE_BYTES: usize = 512;
+const XMM_OFFSET: usize = 160;
+/// XSTATE_BV bits (in the XSAVE header at byte 512): SSE state, AVX state (ymm upper halves).
+const XFEATURE_SSE: u64 = 1 << 1;
+const XFEATURE_AVX: u64 = 1 << 2;
+
+fn u128_at(b: &[u8], at: usize) -> u128 {
+    let mut w = [0u8; 16];
+    w.copy_from_slice(&b[at..at + 16]);
+    u128::from_le_bytes(w)
+}
+
+/// The tracee's floating-point state as last read, into which the engine's changes are
+/// written back: the XSAVE area (with the upper halves of the ymm registers) where the kernel
+/// gives it, else the 512-byte legacy FXSAVE area.
+struct FpImage {
+    bytes: Vec<u8>,
+    /// Bytes of `bytes` the kernel filled.
+    len: usize,
+    /// Read and written through the XSAVE regset.
+    xsave: bool,
+    /// Offset of the ymm upper halves in the XSAVE area; 0 without AVX, where VEX instructions
+    /// are single-stepped.
+    avx: usize,
+}
+
+impl FpImage {
+    fn new() -> FpImage {
+        // The XSAVE area's size for the features the OS enabled, and where AVX state sits in
+        // it (CPUID leaf 0xD); the host's answer is the tracee's (same CPU, same kernel).
+        let avx = if std::arch::is_x86_feature_detected!("avx2") {
+            // CPUID leaf 0xD exists where AVX is enabled.
+            std::arch::x86_64::__cpuid_count(0xd, 2).ebx as usize
+        } else {
+            0
+        };
+        let size = if std::arch::is_x86_feature_detected!("xsave") {
+            std::arch::x86_64::__cpuid_count(0xd, 0).ebx as usize
+        } else {
+            FXSAVE_BYTES
+        };
+        FpImage {
+            bytes: vec![0; size.clamp(FXSAVE_BYTES, 1 << 16)],
+            len: FXSAVE_BYTES,
+            xsave: size > FXSAVE_BYTES,
+            avx: if avx >= FXSAVE_BYTES + 64 && avx + 256 <= size {
+                avx
+            } else {
+                0
+            },
+        }
+    }
 }
 
 /// Why an instruction could not be interpreted.
@@ -135,8 +194,11 @@ pub struct Emulate {
     pid: pid_t,
     mem: PageCache,
     xmm: [u128; 16],
+    /// Bits 255:128 of the ymm registers (legacy SSE instructions leave them alone, VEX
+    /// instructions write them).
+    ymm_hi: [u128; 16],
     mxcsr: u32,
-    fpregs: Box<FpRegs>,
+    fpimage: FpImage,
     fp: FpState,
     /// Every floating-point exception is masked in MXCSR (else FP arithmetic falls back).
     fp_masked: bool,
@@ -168,25 +230,86 @@ impl Emulate {
 
     #[inline(never)]
     fn load_fp(&mut self) -> R<()> {
-        let f = ptrace::get_fpregs(self.pid).map_err(|_| Fault)?;
-        *self.fpregs = f;
-        for k in 0..16 {
-            let w = &f.xmm_space[4 * k..4 * k + 4];
-            self.xmm[k] =
-                w[0] as u128 | (w[1] as u128) << 32 | (w[2] as u128) << 64 | (w[3] as u128) << 96;
+        let img = &mut self.fpimage;
+        if img.xsave {
+            match ptrace::get_xstate(self.pid, &mut img.bytes) {
+                Ok(n) if n >= FXSAVE_BYTES => img.len = n,
+                // No XSAVE regset (an old kernel, a virtual machine hiding it): the legacy area
+                // only, and VEX instructions are single-stepped.
+                _ => (img.xsave, img.avx) = (false, 0),
+            }
         }
-        self.mxcsr = f.mxcsr;
+        if !img.xsave {
+            let f = ptrace::get_fpregs(self.pid).map_err(|_| Fault)?;
+            // SAFETY: user_fpregs_struct is 512 plain bytes (the FXSAVE layout).
+            let raw = unsafe {
+                std::slice::from_raw_parts(&f as *const FpRegs as *const u8, FXSAVE_BYTES)
+            };
+            img.bytes[..FXSAVE_BYTES].copy_from_slice(raw);
+            img.len = FXSAVE_BYTES;
+        }
+        let b = &img.bytes;
+        for k in 0..16 {
+            self.xmm[k] = u128_at(b, XMM_OFFSET + 16 * k);
+        }
+        // The AVX component is in its initial state (all zero) when XSTATE_BV says so.
+        let avx_live = img.avx != 0
+            && img.len >= img.avx + 256
+            && u64::from_le_bytes(b[512..520].try_into().unwrap_or_default()) & XFEATURE_AVX != 0;
+        for k in 0..16 {
+            self.ymm_hi[k] = if avx_live {
+                u128_at(b, img.avx + 16 * k)
+            } else {
+                0
+            };
+        }
+        let mxcsr = u32::from_le_bytes(b[24..28].try_into().unwrap_or_default());
+        self.mxcsr = mxcsr;
         // All six exception masks set, and no bits beyond the architectural ones (such as
         // AMD's misaligned-SSE mode) that would change what faults.
-        self.fp_masked = f.mxcsr & 0x1f80 == 0x1f80 && f.mxcsr & !0xffff == 0;
+        self.fp_masked = mxcsr & 0x1f80 == 0x1f80 && mxcsr & !0xffff == 0;
         self.fp = FpState::Clean;
         Ok(())
     }
 
+    /// Writes the SSE and AVX registers and MXCSR back into the tracee.
+    fn store_fp(&mut self) -> Result<(), Error> {
+        let img = &mut self.fpimage;
+        let b = &mut img.bytes;
+        for k in 0..16 {
+            b[XMM_OFFSET + 16 * k..XMM_OFFSET + 16 * k + 16]
+                .copy_from_slice(&self.xmm[k].to_le_bytes());
+        }
+        b[24..28].copy_from_slice(&self.mxcsr.to_le_bytes());
+        if img.xsave {
+            let mut features = u64::from_le_bytes(b[512..520].try_into().unwrap_or_default());
+            features |= XFEATURE_SSE;
+            if img.avx != 0 && img.len >= img.avx + 256 {
+                for k in 0..16 {
+                    let at = img.avx + 16 * k;
+                    b[at..at + 16].copy_from_slice(&self.ymm_hi[k].to_le_bytes());
+                }
+                features |= XFEATURE_AVX;
+            }
+            b[512..520].copy_from_slice(&features.to_le_bytes());
+            return ptrace::set_xstate(self.pid, &b[..img.len])
+                .map_err(Error::trace("PTRACE_SETREGSET (XSAVE area)"));
+        }
+        // SAFETY: user_fpregs_struct is 512 plain bytes; every bit pattern is a valid value.
+        let mut f: FpRegs = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; the slice covers exactly the struct.
+        unsafe {
+            std::slice::from_raw_parts_mut(&mut f as *mut FpRegs as *mut u8, FXSAVE_BYTES)
+                .copy_from_slice(&b[..FXSAVE_BYTES]);
+        }
+        ptrace::set_fpregs(self.pid, &f).map_err(Error::trace("PTRACE_SETFPREGS"))
+    }
+
     /// Sets up SSE state directly (tests).
     #[cfg(test)]
-    fn set_fp(&mut self, xmm: [u128; 16], mxcsr: u32) {
+    fn set_fp(&mut self, xmm: [u128; 16], ymm_hi: [u128; 16], mxcsr: u32) {
         self.xmm = xmm;
+        self.ymm_hi = ymm_hi;
         self.mxcsr = mxcsr;
         self.fp_masked = mxcsr & 0x1f80 == 0x1f80 && mxcsr & !0xffff == 0;
         self.fp = FpState::Clean;
@@ -461,6 +584,31 @@ impl Emulate {
                 self.wr(r, o0, v.count_ones() as u64)?;
                 set_flags(r, STATUS, if v == 0 { ZF } else { 0 });
             }
+            Code::HostBits(b) => {
+                let Opnd::Gpr { idx, .. } = *o0 else {
+                    return Err(Fault);
+                };
+                let d = gprs(r)[idx as usize];
+                let (a, s) = (self.rd(r, o1)?, self.rd(r, o2)?);
+                let (v, f) = host_bits(b, size, d, a, s, r.eflags);
+                // The host wrote the whole register as the instruction does (zero-extended at
+                // 32 bits, merged at 16, unchanged where `bsf` finds no bit).
+                write_gpr(r, idx, 8, false, v);
+                set_flags(r, STATUS, f);
+            }
+            Code::Bmi2(b) => {
+                let (a, s) = (self.rd(r, o1)?, self.rd(r, o2)?);
+                self.wr(r, o0, bmi2(b, size, a, s))?;
+            }
+            Code::Movbe => {
+                let v = self.rd(r, o1)?;
+                let v = match size {
+                    2 => (v as u16).swap_bytes() as u64,
+                    4 => (v as u32).swap_bytes() as u64,
+                    _ => v.swap_bytes(),
+                };
+                self.wr(r, o0, v)?;
+            }
             Code::Jcc => {
                 if cond(op.cc, r.eflags) {
                     let Opnd::Imm(t) = *o0 else { return Err(Fault) };
@@ -552,6 +700,7 @@ impl Emulate {
                 let v = (r.rax >> 8) & (SF | ZF | AF | PF | CF);
                 set_flags(r, SF | ZF | AF | PF | CF, v);
             }
+            _ if op.code.is_vex() => return self.run_vex(op, r),
             _ => return self.run_sse(op, r),
         }
         Ok(())
@@ -774,9 +923,9 @@ impl Executor for Emulate {
             pid,
             mem: PageCache::new(pid),
             xmm: [0; 16],
+            ymm_hi: [0; 16],
             mxcsr: 0x1f80,
-            // SAFETY: user_fpregs_struct is plain integers; all-zero is a valid value.
-            fpregs: Box::new(unsafe { std::mem::zeroed() }),
+            fpimage: FpImage::new(),
             fp: FpState::Stale,
             fp_masked: false,
             regs_dirty: false,
@@ -820,15 +969,7 @@ impl Executor for Emulate {
             self.regs_dirty = false;
         }
         if self.fp == FpState::Dirty {
-            let f = &mut *self.fpregs;
-            for k in 0..16 {
-                let v = self.xmm[k];
-                for w in 0..4 {
-                    f.xmm_space[4 * k + w] = (v >> (32 * w)) as u32;
-                }
-            }
-            f.mxcsr = self.mxcsr;
-            ptrace::set_fpregs(self.pid, f).map_err(Error::trace("PTRACE_SETFPREGS"))?;
+            self.store_fp()?;
             self.fp = FpState::Clean;
         }
         self.mem
@@ -973,7 +1114,7 @@ impl Emulate {
         returns_ok: &dyn Fn(u64) -> bool,
     ) -> Option<(Regs, u64)> {
         let back_rsp = regs.rsp.wrapping_add(8);
-        let saved = (self.xmm, self.mxcsr, self.fp, self.fp_masked);
+        let saved = (self.xmm, self.ymm_hi, self.mxcsr, self.fp, self.fp_masked);
         self.mem.journal_start();
         let mut r = *regs;
         let mut n = 0;
@@ -1003,7 +1144,7 @@ impl Emulate {
             Some((r, n))
         } else {
             self.mem.journal_undo();
-            (self.xmm, self.mxcsr, self.fp, self.fp_masked) = saved;
+            (self.xmm, self.ymm_hi, self.mxcsr, self.fp, self.fp_masked) = saved;
             None
         }
     }

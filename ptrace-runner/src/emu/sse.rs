@@ -64,8 +64,11 @@ macro_rules! int_bin {
 }
 
 macro_rules! xops {
-    (fp: [$($fp:ident $fs:literal),* $(,)?], int: [$($io:ident $is:literal),* $(,)?] $(,)?) => {
-        /// Two-operand SSE instructions run on the host (`xmm op= xmm/mem`).
+    (
+        fp: [$($fp:ident $fv:ident $fs:literal),* $(,)?],
+        int: [$($io:ident $iv:ident $is:literal),* $(,)?] $(,)?
+    ) => {
+        /// Two-operand SSE instructions run on the host (`xmm op= xmm/mem`), each with its VEX form.
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         pub enum XOp { $($fp,)* $($io,)* }
 
@@ -79,6 +82,15 @@ macro_rules! xops {
                 match m {
                     $(Mnemonic::$fp => Some(XOp::$fp),)*
                     $(Mnemonic::$io => Some(XOp::$io),)*
+                    _ => None,
+                }
+            }
+
+            /// The operation of a VEX-encoded form (`vaddpd`), run 128 bits at a time.
+            pub(super) fn from_vex(m: Mnemonic) -> Option<XOp> {
+                match m {
+                    $(Mnemonic::$fv => Some(XOp::$fp),)*
+                    $(Mnemonic::$iv => Some(XOp::$io),)*
                     _ => None,
                 }
             }
@@ -97,54 +109,54 @@ macro_rules! xops {
 
 xops! {
     fp: [
-        Addss "addss", Addsd "addsd", Addps "addps", Addpd "addpd",
-        Subss "subss", Subsd "subsd", Subps "subps", Subpd "subpd",
-        Mulss "mulss", Mulsd "mulsd", Mulps "mulps", Mulpd "mulpd",
-        Divss "divss", Divsd "divsd", Divps "divps", Divpd "divpd",
-        Minss "minss", Minsd "minsd", Minps "minps", Minpd "minpd",
-        Maxss "maxss", Maxsd "maxsd", Maxps "maxps", Maxpd "maxpd",
-        Sqrtss "sqrtss", Sqrtsd "sqrtsd", Sqrtps "sqrtps", Sqrtpd "sqrtpd",
-        Cvtss2sd "cvtss2sd", Cvtsd2ss "cvtsd2ss", Cvtdq2pd "cvtdq2pd", Cvtdq2ps "cvtdq2ps",
-        Cvtps2pd "cvtps2pd", Cvtpd2ps "cvtpd2ps", Cvttps2dq "cvttps2dq", Cvttpd2dq "cvttpd2dq",
-        Cvtps2dq "cvtps2dq", Cvtpd2dq "cvtpd2dq",
-        Addsubpd "addsubpd", Addsubps "addsubps", Haddpd "haddpd", Haddps "haddps",
-        Hsubpd "hsubpd", Hsubps "hsubps",
-        Rcpps "rcpps", Rcpss "rcpss", Rsqrtps "rsqrtps", Rsqrtss "rsqrtss",
+        Addss Vaddss "addss", Addsd Vaddsd "addsd", Addps Vaddps "addps", Addpd Vaddpd "addpd",
+        Subss Vsubss "subss", Subsd Vsubsd "subsd", Subps Vsubps "subps", Subpd Vsubpd "subpd",
+        Mulss Vmulss "mulss", Mulsd Vmulsd "mulsd", Mulps Vmulps "mulps", Mulpd Vmulpd "mulpd",
+        Divss Vdivss "divss", Divsd Vdivsd "divsd", Divps Vdivps "divps", Divpd Vdivpd "divpd",
+        Minss Vminss "minss", Minsd Vminsd "minsd", Minps Vminps "minps", Minpd Vminpd "minpd",
+        Maxss Vmaxss "maxss", Maxsd Vmaxsd "maxsd", Maxps Vmaxps "maxps", Maxpd Vmaxpd "maxpd",
+        Sqrtss Vsqrtss "sqrtss", Sqrtsd Vsqrtsd "sqrtsd", Sqrtps Vsqrtps "sqrtps", Sqrtpd Vsqrtpd "sqrtpd",
+        Cvtss2sd Vcvtss2sd "cvtss2sd", Cvtsd2ss Vcvtsd2ss "cvtsd2ss", Cvtdq2pd Vcvtdq2pd "cvtdq2pd", Cvtdq2ps Vcvtdq2ps "cvtdq2ps",
+        Cvtps2pd Vcvtps2pd "cvtps2pd", Cvtpd2ps Vcvtpd2ps "cvtpd2ps", Cvttps2dq Vcvttps2dq "cvttps2dq", Cvttpd2dq Vcvttpd2dq "cvttpd2dq",
+        Cvtps2dq Vcvtps2dq "cvtps2dq", Cvtpd2dq Vcvtpd2dq "cvtpd2dq",
+        Addsubpd Vaddsubpd "addsubpd", Addsubps Vaddsubps "addsubps", Haddpd Vhaddpd "haddpd", Haddps Vhaddps "haddps",
+        Hsubpd Vhsubpd "hsubpd", Hsubps Vhsubps "hsubps",
+        Rcpps Vrcpps "rcpps", Rcpss Vrcpss "rcpss", Rsqrtps Vrsqrtps "rsqrtps", Rsqrtss Vrsqrtss "rsqrtss",
     ],
     int: [
-        Andps "andps", Andpd "andpd", Andnps "andnps", Andnpd "andnpd",
-        Orps "orps", Orpd "orpd", Xorps "xorps", Xorpd "xorpd",
-        Unpcklps "unpcklps", Unpckhps "unpckhps", Unpcklpd "unpcklpd", Unpckhpd "unpckhpd",
-        Movhlps "movhlps", Movlhps "movlhps",
-        Movddup "movddup", Movshdup "movshdup", Movsldup "movsldup",
-        Paddb "paddb", Paddw "paddw", Paddd "paddd", Paddq "paddq",
-        Psubb "psubb", Psubw "psubw", Psubd "psubd", Psubq "psubq",
-        Paddsb "paddsb", Paddsw "paddsw", Paddusb "paddusb", Paddusw "paddusw",
-        Psubsb "psubsb", Psubsw "psubsw", Psubusb "psubusb", Psubusw "psubusw",
-        Pmullw "pmullw", Pmulhw "pmulhw", Pmulhuw "pmulhuw", Pmuludq "pmuludq",
-        Pmaddwd "pmaddwd", Pavgb "pavgb", Pavgw "pavgw",
-        Pminub "pminub", Pmaxub "pmaxub", Pminsw "pminsw", Pmaxsw "pmaxsw", Psadbw "psadbw",
-        Pcmpeqb "pcmpeqb", Pcmpeqw "pcmpeqw", Pcmpeqd "pcmpeqd",
-        Pcmpgtb "pcmpgtb", Pcmpgtw "pcmpgtw", Pcmpgtd "pcmpgtd",
-        Pand "pand", Pandn "pandn", Por "por", Pxor "pxor",
-        Punpcklbw "punpcklbw", Punpcklwd "punpcklwd", Punpckldq "punpckldq",
-        Punpcklqdq "punpcklqdq", Punpckhbw "punpckhbw", Punpckhwd "punpckhwd",
-        Punpckhdq "punpckhdq", Punpckhqdq "punpckhqdq",
-        Packsswb "packsswb", Packssdw "packssdw", Packuswb "packuswb",
-        Psllw "psllw", Pslld "pslld", Psllq "psllq", Psrlw "psrlw", Psrld "psrld",
-        Psrlq "psrlq", Psraw "psraw", Psrad "psrad",
-        Pshufb "pshufb", Pabsb "pabsb", Pabsw "pabsw", Pabsd "pabsd",
-        Phaddw "phaddw", Phaddd "phaddd", Phsubw "phsubw", Phsubd "phsubd",
-        Pmaddubsw "pmaddubsw", Pmulhrsw "pmulhrsw", Psignb "psignb", Psignw "psignw",
-        Psignd "psignd",
-        Pmulld "pmulld", Pmuldq "pmuldq", Pminsb "pminsb", Pminsd "pminsd",
-        Pminuw "pminuw", Pminud "pminud", Pmaxsb "pmaxsb", Pmaxsd "pmaxsd",
-        Pmaxuw "pmaxuw", Pmaxud "pmaxud", Pcmpeqq "pcmpeqq", Pcmpgtq "pcmpgtq",
-        Packusdw "packusdw",
-        Pmovsxbw "pmovsxbw", Pmovsxbd "pmovsxbd", Pmovsxbq "pmovsxbq", Pmovsxwd "pmovsxwd",
-        Pmovsxwq "pmovsxwq", Pmovsxdq "pmovsxdq", Pmovzxbw "pmovzxbw", Pmovzxbd "pmovzxbd",
-        Pmovzxbq "pmovzxbq", Pmovzxwd "pmovzxwd", Pmovzxwq "pmovzxwq", Pmovzxdq "pmovzxdq",
-        Phminposuw "phminposuw",
+        Andps Vandps "andps", Andpd Vandpd "andpd", Andnps Vandnps "andnps", Andnpd Vandnpd "andnpd",
+        Orps Vorps "orps", Orpd Vorpd "orpd", Xorps Vxorps "xorps", Xorpd Vxorpd "xorpd",
+        Unpcklps Vunpcklps "unpcklps", Unpckhps Vunpckhps "unpckhps", Unpcklpd Vunpcklpd "unpcklpd", Unpckhpd Vunpckhpd "unpckhpd",
+        Movhlps Vmovhlps "movhlps", Movlhps Vmovlhps "movlhps",
+        Movddup Vmovddup "movddup", Movshdup Vmovshdup "movshdup", Movsldup Vmovsldup "movsldup",
+        Paddb Vpaddb "paddb", Paddw Vpaddw "paddw", Paddd Vpaddd "paddd", Paddq Vpaddq "paddq",
+        Psubb Vpsubb "psubb", Psubw Vpsubw "psubw", Psubd Vpsubd "psubd", Psubq Vpsubq "psubq",
+        Paddsb Vpaddsb "paddsb", Paddsw Vpaddsw "paddsw", Paddusb Vpaddusb "paddusb", Paddusw Vpaddusw "paddusw",
+        Psubsb Vpsubsb "psubsb", Psubsw Vpsubsw "psubsw", Psubusb Vpsubusb "psubusb", Psubusw Vpsubusw "psubusw",
+        Pmullw Vpmullw "pmullw", Pmulhw Vpmulhw "pmulhw", Pmulhuw Vpmulhuw "pmulhuw", Pmuludq Vpmuludq "pmuludq",
+        Pmaddwd Vpmaddwd "pmaddwd", Pavgb Vpavgb "pavgb", Pavgw Vpavgw "pavgw",
+        Pminub Vpminub "pminub", Pmaxub Vpmaxub "pmaxub", Pminsw Vpminsw "pminsw", Pmaxsw Vpmaxsw "pmaxsw", Psadbw Vpsadbw "psadbw",
+        Pcmpeqb Vpcmpeqb "pcmpeqb", Pcmpeqw Vpcmpeqw "pcmpeqw", Pcmpeqd Vpcmpeqd "pcmpeqd",
+        Pcmpgtb Vpcmpgtb "pcmpgtb", Pcmpgtw Vpcmpgtw "pcmpgtw", Pcmpgtd Vpcmpgtd "pcmpgtd",
+        Pand Vpand "pand", Pandn Vpandn "pandn", Por Vpor "por", Pxor Vpxor "pxor",
+        Punpcklbw Vpunpcklbw "punpcklbw", Punpcklwd Vpunpcklwd "punpcklwd", Punpckldq Vpunpckldq "punpckldq",
+        Punpcklqdq Vpunpcklqdq "punpcklqdq", Punpckhbw Vpunpckhbw "punpckhbw", Punpckhwd Vpunpckhwd "punpckhwd",
+        Punpckhdq Vpunpckhdq "punpckhdq", Punpckhqdq Vpunpckhqdq "punpckhqdq",
+        Packsswb Vpacksswb "packsswb", Packssdw Vpackssdw "packssdw", Packuswb Vpackuswb "packuswb",
+        Psllw Vpsllw "psllw", Pslld Vpslld "pslld", Psllq Vpsllq "psllq", Psrlw Vpsrlw "psrlw", Psrld Vpsrld "psrld",
+        Psrlq Vpsrlq "psrlq", Psraw Vpsraw "psraw", Psrad Vpsrad "psrad",
+        Pshufb Vpshufb "pshufb", Pabsb Vpabsb "pabsb", Pabsw Vpabsw "pabsw", Pabsd Vpabsd "pabsd",
+        Phaddw Vphaddw "phaddw", Phaddd Vphaddd "phaddd", Phsubw Vphsubw "phsubw", Phsubd Vphsubd "phsubd",
+        Pmaddubsw Vpmaddubsw "pmaddubsw", Pmulhrsw Vpmulhrsw "pmulhrsw", Psignb Vpsignb "psignb", Psignw Vpsignw "psignw",
+        Psignd Vpsignd "psignd",
+        Pmulld Vpmulld "pmulld", Pmuldq Vpmuldq "pmuldq", Pminsb Vpminsb "pminsb", Pminsd Vpminsd "pminsd",
+        Pminuw Vpminuw "pminuw", Pminud Vpminud "pminud", Pmaxsb Vpmaxsb "pmaxsb", Pmaxsd Vpmaxsd "pmaxsd",
+        Pmaxuw Vpmaxuw "pmaxuw", Pmaxud Vpmaxud "pmaxud", Pcmpeqq Vpcmpeqq "pcmpeqq", Pcmpgtq Vpcmpgtq "pcmpgtq",
+        Packusdw Vpackusdw "packusdw",
+        Pmovsxbw Vpmovsxbw "pmovsxbw", Pmovsxbd Vpmovsxbd "pmovsxbd", Pmovsxbq Vpmovsxbq "pmovsxbq", Pmovsxwd Vpmovsxwd "pmovsxwd",
+        Pmovsxwq Vpmovsxwq "pmovsxwq", Pmovsxdq Vpmovsxdq "pmovsxdq", Pmovzxbw Vpmovzxbw "pmovzxbw", Pmovzxbd Vpmovzxbd "pmovzxbd",
+        Pmovzxbq Vpmovzxbq "pmovzxbq", Pmovzxwd Vpmovzxwd "pmovzxwd", Pmovzxwq Vpmovzxwq "pmovzxwq", Pmovzxdq Vpmovzxdq "pmovzxdq",
+        Phminposuw Vphminposuw "phminposuw",
     ],
 }
 

@@ -18,6 +18,14 @@ struct State {
     flags: u64,
     mxcsr: u64,
     xmm: [u128; 16],
+    /// Bits 255:128 of the ymm registers (loaded and compared where the CPU has AVX2).
+    ymm_hi: [u128; 16],
+}
+
+fn has_avx2() -> bool {
+    std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("fma")
+        && std::arch::is_x86_feature_detected!("bmi2")
 }
 
 const G64: [AsmRegister64; 16] = [
@@ -47,6 +55,15 @@ impl Native {
         for k in 0..16 {
             a.movdqu(xmm_reg(k), xmmword_ptr(r15 + 144 + 16 * k as i32))
                 .unwrap();
+            if has_avx2() {
+                a.vinserti128(
+                    ymm_reg(k),
+                    ymm_reg(k),
+                    xmmword_ptr(r15 + 400 + 16 * k as i32),
+                    1,
+                )
+                .unwrap();
+            }
         }
         for (k, &r) in G64.iter().enumerate() {
             if k != 4 && k != 15 {
@@ -65,6 +82,13 @@ impl Native {
         for k in 0..16 {
             a.movdqu(xmmword_ptr(r15 + 144 + 16 * k as i32), xmm_reg(k))
                 .unwrap();
+            if has_avx2() {
+                a.vextracti128(xmmword_ptr(r15 + 400 + 16 * k as i32), ymm_reg(k), 1)
+                    .unwrap();
+            }
+        }
+        if has_avx2() {
+            a.vzeroupper().unwrap();
         }
         a.mov(eax, 0x1f80).unwrap();
         a.push(rax).unwrap();
@@ -111,6 +135,13 @@ impl Drop for Native {
         // SAFETY: unmaps what `new` mapped.
         unsafe { libc::munmap(self.code as *mut libc::c_void, self.len) };
     }
+}
+
+fn ymm_reg(k: usize) -> AsmRegisterYmm {
+    [
+        ymm0, ymm1, ymm2, ymm3, ymm4, ymm5, ymm6, ymm7, ymm8, ymm9, ymm10, ymm11, ymm12, ymm13,
+        ymm14, ymm15,
+    ][k]
 }
 
 fn xmm_reg(k: usize) -> AsmRegisterXmm {
@@ -245,10 +276,14 @@ fn check(name: &str, insn: Gen, iters: usize, fix: &dyn Fn(&mut State)) -> Vec<S
             flags: 0x202 | (rng.next() & STATUS),
             mxcsr: 0x1f80,
             xmm: [0; 16],
+            ymm_hi: [0; 16],
         };
         for k in 0..16 {
             s.g[k] = rng.int();
             s.xmm[k] = rng.xmm();
+            if has_avx2() {
+                s.ymm_hi[k] = rng.xmm();
+            }
         }
         if rng.below(4) == 0 {
             // Another rounding mode, sometimes DAZ/FTZ.
@@ -266,7 +301,7 @@ fn check(name: &str, insn: Gen, iters: usize, fix: &dyn Fn(&mut State)) -> Vec<S
         }
         before.rip = 0x1000;
         before.eflags = s.flags;
-        emu.set_fp(s.xmm, s.mxcsr as u32);
+        emu.set_fp(s.xmm, s.ymm_hi, s.mxcsr as u32);
         let mut after = before;
         let ok = emu.execute(&d, &before, &mut after);
         native.run(&mut s);
@@ -308,6 +343,14 @@ fn check(name: &str, insn: Gen, iters: usize, fix: &dyn Fn(&mut State)) -> Vec<S
                 diffs.push(format!(
                     "xmm{k}: {:#034x} != native {:#034x}",
                     emu.xmm[k], s.xmm[k]
+                ));
+            }
+        }
+        for k in 0..16 {
+            if emu.ymm_hi[k] != s.ymm_hi[k] {
+                diffs.push(format!(
+                    "ymm{k}[255:128]: {:#034x} != native {:#034x}",
+                    emu.ymm_hi[k], s.ymm_hi[k]
                 ));
             }
         }
@@ -782,5 +825,258 @@ fn sse_matches_the_cpu() {
             Box::new(move |a: &mut CodeAssembler| a.extractps(r10d, xmm7, k)),
         ));
     }
+    run_cases(c, 1000, &no_fix);
+}
+
+/// Cases `name imm` for each immediate.
+macro_rules! imm_cases {
+    ($list:ident, [$($imm:expr),*], $op:ident($($arg:expr),*)) => {
+        for imm in [$($imm),*] {
+            $list.push((
+                format!("{} {imm}", stringify!($op($($arg),*))),
+                Box::new(move |a: &mut CodeAssembler| a.$op($($arg),*, imm)),
+            ));
+        }
+    };
+}
+
+#[test]
+fn avx_matches_the_cpu() {
+    if !has_avx2() {
+        eprintln!("skipped: this CPU has no AVX2 and FMA");
+        return;
+    }
+    let mut c: Vec<(String, Gen)> = Vec::new();
+    macro_rules! packed {
+        ($($op:ident),*) => { $(
+            case!(c, $op(xmm0, xmm1, xmm2));
+            case!(c, $op(ymm3, ymm4, ymm5));
+            case!(c, $op(ymm9, ymm9, ymm9));
+        )* };
+    }
+    packed!(
+        vaddpd,
+        vaddps,
+        vsubpd,
+        vmulps,
+        vdivpd,
+        vminpd,
+        vmaxps,
+        vandpd,
+        vandnps,
+        vorps,
+        vxorpd,
+        vunpcklpd,
+        vunpckhps,
+        vaddsubpd,
+        vhaddpd,
+        vpaddb,
+        vpaddd,
+        vpaddq,
+        vpsubd,
+        vpsubq,
+        vpmulld,
+        vpmuldq,
+        vpmuludq,
+        vpcmpeqb,
+        vpcmpeqd,
+        vpcmpgtb,
+        vpcmpgtq,
+        vpminub,
+        vpmaxsd,
+        vpminsd,
+        vpand,
+        vpandn,
+        vpor,
+        vpxor,
+        vpunpcklbw,
+        vpunpckhqdq,
+        vpunpckldq,
+        vpackusdw,
+        vpackuswb,
+        vpshufb,
+        vpsadbw,
+        vpavgb,
+        vpmaddwd,
+        vpsubusb
+    );
+    macro_rules! scalar {
+        ($($op:ident),*) => { $( case!(c, $op(xmm0, xmm1, xmm2)); case!(c, $op(xmm7, xmm7, xmm3)); )* };
+    }
+    scalar!(
+        vaddsd, vaddss, vsubsd, vmulsd, vdivsd, vdivss, vminsd, vmaxss, vsqrtsd, vsqrtss,
+        vcvtss2sd, vcvtsd2ss, vmovhlps, vmovlhps
+    );
+    macro_rules! unary {
+        ($($op:ident),*) => { $( case!(c, $op(xmm0, xmm1)); case!(c, $op(ymm2, ymm3)); )* };
+    }
+    unary!(
+        vsqrtpd, vsqrtps, vcvtdq2ps, vcvttps2dq, vcvtps2dq, vmovddup, vmovshdup, vpabsd, vpabsb,
+        vmovapd, vmovups, vmovdqa, vmovdqu
+    );
+    // Widening and narrowing conversions, and the shifts by an xmm count.
+    case!(c, vcvtdq2pd(ymm0, xmm1));
+    case!(c, vcvtdq2pd(xmm0, xmm1));
+    case!(c, vcvtps2pd(ymm2, xmm3));
+    case!(c, vpmovsxbd(ymm4, xmm5));
+    case!(c, vpmovzxbq(ymm4, xmm5));
+    case!(c, vpmovsxwd(ymm6, xmm7));
+    case!(c, vpmovsxdq(ymm6, xmm6));
+    case!(c, vpmovzxwd(xmm6, xmm7));
+    case!(c, vcvtpd2ps(xmm0, ymm1));
+    case!(c, vcvttpd2dq(xmm2, ymm3));
+    case!(c, vcvtpd2dq(xmm2, xmm3));
+    case!(c, vpsllq(ymm0, ymm1, xmm2));
+    case!(c, vpsrad(ymm3, ymm4, xmm5));
+    case!(c, vpsrlw(xmm3, xmm4, xmm5));
+    case!(c, vpsllvd(ymm0, ymm1, ymm2));
+    case!(c, vpsllvq(xmm0, xmm1, xmm2));
+    case!(c, vpsrlvd(ymm3, ymm4, ymm5));
+    case!(c, vpsrlvq(ymm3, ymm4, ymm5));
+    case!(c, vpsravd(ymm6, ymm7, ymm8));
+    // FMA, all three operand orders.
+    macro_rules! fma {
+        ($($op:ident),*) => { $( case!(c, $op(xmm0, xmm1, xmm2)); case!(c, $op(ymm3, ymm4, ymm5)); )* };
+    }
+    fma!(
+        vfmadd132pd,
+        vfmadd213pd,
+        vfmadd231pd,
+        vfmadd231ps,
+        vfmsub132pd,
+        vfnmadd231pd,
+        vfnmsub213ps
+    );
+    macro_rules! fma_scalar {
+        ($($op:ident),*) => { $( case!(c, $op(xmm0, xmm1, xmm2)); )* };
+    }
+    fma_scalar!(
+        vfmadd132sd,
+        vfmadd213sd,
+        vfmadd231sd,
+        vfmadd231ss,
+        vfnmadd231sd,
+        vfmsub213sd
+    );
+    // Moves.
+    case!(c, vmovsd_3(xmm0, xmm1, xmm2));
+    case!(c, vmovss_3(xmm3, xmm4, xmm5));
+    case!(c, vmovq(xmm0, xmm1));
+    case!(c, vmovq(xmm2, rax));
+    case!(c, vmovd(xmm3, ebx));
+    case!(c, vmovd(ecx, xmm4));
+    case!(c, vmovq(rdx, xmm5));
+    case!(c, vbroadcastss(ymm0, xmm1));
+    case!(c, vbroadcastsd(ymm2, xmm3));
+    case!(c, vpbroadcastb(ymm4, xmm5));
+    case!(c, vpbroadcastw(xmm4, xmm5));
+    case!(c, vpbroadcastd(ymm6, xmm7));
+    case!(c, vpbroadcastq(ymm8, xmm9));
+    imm_cases!(c, [0, 1], vextracti128(xmm0, ymm1));
+    imm_cases!(c, [0, 1], vextractf128(xmm2, ymm2));
+    imm_cases!(c, [0, 1], vinserti128(ymm0, ymm1, xmm2));
+    imm_cases!(c, [0, 1], vinsertf128(ymm3, ymm3, xmm4));
+    imm_cases!(
+        c,
+        [0, 0x21, 0x13, 0x08, 0x80, 0x32],
+        vperm2i128(ymm0, ymm1, ymm2)
+    );
+    imm_cases!(c, [0x1b, 0x4e, 0xd8, 0], vpermq(ymm0, ymm1));
+    imm_cases!(c, [0x1b, 0xff], vpermpd(ymm2, ymm3));
+    case!(c, vpermd(ymm0, ymm1, ymm2));
+    case!(c, vpermps(ymm3, ymm4, ymm5));
+    imm_cases!(c, [0, 5, 9, 15], vpermilpd(ymm0, ymm1));
+    imm_cases!(c, [1, 2], vpermilpd(xmm0, xmm1));
+    imm_cases!(c, [0x1b, 0x4e], vpermilps(ymm2, ymm3));
+    imm_cases!(c, [0x1b, 0xe4, 0x93], vshufps(ymm0, ymm1, ymm2));
+    imm_cases!(c, [0, 5, 10, 15], vshufpd(ymm0, ymm1, ymm2));
+    imm_cases!(c, [0, 0x55, 0xaa, 0x0f, 0xf0], vpblendd(ymm0, ymm1, ymm2));
+    imm_cases!(c, [3, 0xc], vpblendd(xmm0, xmm1, xmm2));
+    imm_cases!(c, [0x55, 0x0f], vblendps(ymm3, ymm4, ymm5));
+    imm_cases!(c, [5, 0xa], vblendpd(ymm3, ymm4, ymm5));
+    imm_cases!(c, [0x33], vpblendw(ymm3, ymm4, ymm5));
+    imm_cases!(c, [1, 8, 17], vpalignr(ymm0, ymm1, ymm2));
+    imm_cases!(c, [0x1b, 0x4e], vpshufd(ymm0, ymm1));
+    imm_cases!(c, [0x1b], vpshuflw(ymm0, ymm1));
+    imm_cases!(c, [0x1b], vpshufhw(xmm0, xmm1));
+    imm_cases!(c, [0, 3, 33, 64], vpslld(ymm0, ymm1));
+    imm_cases!(c, [1, 15, 40], vpsrlq(ymm2, ymm3));
+    imm_cases!(c, [7, 31], vpsrad(xmm2, xmm3));
+    imm_cases!(c, [1, 8, 16], vpsrldq(ymm4, ymm5));
+    imm_cases!(c, [3], vpslldq(ymm4, ymm5));
+    for p in [0, 1, 2, 4, 6, 13, 14, 17, 21, 29, 31] {
+        c.push((
+            format!("vcmppd ymm {p}"),
+            Box::new(move |a: &mut CodeAssembler| a.vcmppd(ymm0, ymm1, ymm2, p)),
+        ));
+        c.push((
+            format!("vcmpps xmm {p}"),
+            Box::new(move |a: &mut CodeAssembler| a.vcmpps(xmm0, xmm1, xmm2, p)),
+        ));
+        c.push((
+            format!("vcmpsd {p}"),
+            Box::new(move |a: &mut CodeAssembler| a.vcmpsd(xmm3, xmm4, xmm5, p)),
+        ));
+    }
+    imm_cases!(c, [0, 1, 9, 12], vroundpd(ymm0, ymm1));
+    imm_cases!(c, [0, 3], vroundsd(xmm0, xmm1, xmm2));
+    case!(c, vblendvpd(ymm0, ymm1, ymm2, ymm3));
+    case!(c, vblendvps(xmm0, xmm1, xmm2, xmm3));
+    case!(c, vpblendvb(ymm4, ymm5, ymm6, ymm7));
+    imm_cases!(c, [0, 3, 9], vpinsrd(xmm0, xmm1, eax));
+    imm_cases!(c, [0, 1], vpinsrq(xmm0, xmm1, rbx));
+    imm_cases!(c, [5], vpinsrb(xmm2, xmm3, ecx));
+    imm_cases!(c, [0, 3], vpextrd(eax, xmm1));
+    case!(c, vcvtsi2sd(xmm0, xmm1, rax));
+    case!(c, vcvtsi2ss(xmm2, xmm3, ebx));
+    case!(c, vcvttsd2si(rax, xmm1));
+    case!(c, vucomisd(xmm0, xmm1));
+    case!(c, vptest(ymm0, ymm1));
+    case!(c, vptest(xmm2, xmm3));
+    case!(c, vpmovmskb(eax, ymm1));
+    case!(c, vpmovmskb(ebx, xmm2));
+    case!(c, vmovmskpd(ecx, ymm3));
+    case!(c, vmovmskps(edx, ymm4));
+    case!(c, vzeroupper());
+    case!(c, vzeroall());
+    run_cases(c, 300, &no_fix);
+}
+
+#[test]
+fn bit_manipulation_matches_the_cpu() {
+    if !has_avx2() {
+        eprintln!("skipped: this CPU has no BMI2");
+        return;
+    }
+    let mut c: Vec<(String, Gen)> = Vec::new();
+    macro_rules! sizes {
+        ($($op:ident),*) => { $(
+            case!(c, $op(rax, rbx));
+            case!(c, $op(ecx, edx));
+            case!(c, $op(si, di));
+        )* };
+    }
+    sizes!(bsf, bsr, tzcnt, lzcnt);
+    case!(c, bsf(rax, rax));
+    case!(c, blsi(rax, rbx));
+    case!(c, blsi(eax, ebx));
+    case!(c, blsr(rcx, rdx));
+    case!(c, blsmsk(esi, edi));
+    case!(c, andn(rax, rbx, rcx));
+    case!(c, andn(eax, ebx, ecx));
+    case!(c, bzhi(rax, rbx, rcx));
+    case!(c, bzhi(eax, ebx, ecx));
+    case!(c, bextr(rdx, rsi, rdi));
+    case!(c, bextr(edx, esi, edi));
+    case!(c, sarx(rax, rbx, rcx));
+    case!(c, sarx(eax, ebx, ecx));
+    case!(c, shlx(rdx, rsi, rdi));
+    case!(c, shlx(edx, esi, edi));
+    case!(c, shrx(r8, r9, r10));
+    case!(c, shrx(r8d, r9d, r10d));
+    case!(c, rorx(rax, rbx, 13));
+    case!(c, rorx(eax, ebx, 31));
+    case!(c, pdep(rax, rbx, rcx));
+    case!(c, pext(eax, ebx, ecx));
     run_cases(c, 1000, &no_fix);
 }
