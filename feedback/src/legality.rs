@@ -488,7 +488,8 @@ impl<'a> Ctx<'a> {
         Ok(out)
     }
 
-    /// A dependence for a person: kind, storage, statements and relation.
+    /// A dependence for a person: kind, storage, statements and relation (abbreviated when
+    /// long).
     pub fn describe_dep(&self, i: usize) -> String {
         let d = &self.region.dependences[i];
         let label = |name: &str| {
@@ -508,7 +509,7 @@ impl<'a> Ctx<'a> {
             d.storage.describe(),
             label(&d.source),
             label(&d.sink),
-            d.relation.isl_text()
+            abbreviated(&d.relation.isl_text())
         )
     }
 
@@ -979,4 +980,27 @@ pub(crate) fn kelly_map(
 /// Per-statement schedule maps as one union map.
 pub(crate) fn schedule_map(ctx: &Context, maps: &[Polyhedra]) -> Result<UnionMap, Error> {
     crate::poly::union_of_maps(ctx, maps)
+}
+
+/// A relation's text for a sentence: whole when short, else its first pieces and where the
+/// rest is (a dependence carried through printed output can fold into a hundred pieces).
+fn abbreviated(text: &str) -> String {
+    const MAX: usize = 240;
+    if text.len() <= MAX {
+        return text.to_string();
+    }
+    let mut end = MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    // At the end of a piece when one ends early enough to say something.
+    let cut = match text[..end].rfind("; ") {
+        Some(k) if k > MAX / 3 => k + 1,
+        _ => end,
+    };
+    format!(
+        "{} ... }} ({} more characters; report.json has the whole relation)",
+        &text[..cut],
+        text.len() - cut
+    )
 }
