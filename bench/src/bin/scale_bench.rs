@@ -5,9 +5,10 @@
 //!   instructions);
 //! - `valgrind --tool=lackey --trace-mem=yes` and `--tool=callgrind` on the longer run;
 //! - microseconds per library call: bench/kernels/calls.c making 100,000 calls of `strlen` or
-//!   `memchr` (performed by the emulate engine as listed functions), `atoi` (libc's own
-//!   instructions run inside the engine) or `strcmp` (AVX code the engine does not implement:
-//!   run natively, with a ptrace stop per call), against the same program making none.
+//!   `memchr` (performed by the emulate engine as listed functions), `atoi` or `strcmp`
+//!   (libc's own instructions, glibc's AVX2 code for `strcmp`, run inside the engine), or
+//!   10,000 of `getppid` (a system call: run natively, with a ptrace stop per call), against
+//!   the same program making none.
 //!
 //! polyprof runs are repeated (3 by default) and the medians printed: this machine's speed
 //! varies from run to run when other work runs beside it. Usage:
@@ -211,19 +212,23 @@ fn main() -> Result<()> {
         );
     }
 
-    // Library calls: the cost of 100,000 calls over the same program making none.
-    const CALLS: u64 = 100_000;
+    // Library calls: the cost of many calls over the same program making none.
     println!();
     let base = polyprof(&bin, &calls, &["0", "strlen"], dir.path(), repeats)?;
-    for (func, how) in [
-        ("strlen", "performed by the emulate engine"),
-        ("memchr", "performed by the emulate engine"),
-        ("atoi", "libc's code run inside the engine"),
-        ("strcmp", "run natively, a ptrace stop per call"),
+    for (func, how, count) in [
+        ("strlen", "performed by the emulate engine", 100_000u64),
+        ("memchr", "performed by the emulate engine", 100_000),
+        ("atoi", "libc's code run inside the engine", 100_000),
+        ("strcmp", "glibc's AVX2 code run inside the engine", 100_000),
+        (
+            "getppid",
+            "a system call: run natively, a ptrace stop per call",
+            10_000,
+        ),
     ] {
-        let n = CALLS.to_string();
+        let n = count.to_string();
         let r = polyprof(&bin, &calls, &[&n, func], dir.path(), repeats)?;
-        let per = |a: f64, b: f64| 1e6 * (a - b).max(0.0) / CALLS as f64;
+        let per = |a: f64, b: f64| 1e6 * (a - b).max(0.0) / count as f64;
         println!(
             "library calls: {:>6.2} us per call of {func} while tracing ({how}; {:.2} us end to \
              end, with the analysis of the loop around it); goal: at most 5 us",

@@ -197,12 +197,25 @@ pub(super) fn vex_code(i: &Instruction) -> Option<Op> {
         // BMI1, BMI2: `integer_code` compiles those.
         return None;
     }
-    let [o0, o1, o2, o3] = all;
-    let width = osize(&o0).max(osize(&o1));
-    // Three-operand forms with an immediate or a fourth register: that goes in `cc`.
-    let three = |code: Code, size: u8, cc: u8| vop(code, size, cc, false, [o0, o1, o2]);
-    // Two-operand forms read their one source twice (as `a` and `b`).
-    let unary = |code: Code, size: u8, cc: u8| vop(code, size, cc, false, [o0, o1, o1]);
+    data_code(m, n, all).or_else(|| compute_code(m, n, all))
+}
+
+/// The operands of a VEX instruction, and the ops it compiles to.
+macro_rules! vex_operands {
+    ($all:expr, $o0:ident, $o1:ident, $o2:ident, $o3:ident, $width:ident, $three:ident, $unary:ident) => {
+        let [$o0, $o1, $o2, $o3] = $all;
+        let $width = osize(&$o0).max(osize(&$o1));
+        // Three-operand forms with an immediate or a fourth register: that goes in `cc`.
+        let $three = |code: Code, size: u8, cc: u8| vop(code, size, cc, false, [$o0, $o1, $o2]);
+        // Two-operand forms read their one source twice (as `a` and `b`).
+        let $unary = |code: Code, size: u8, cc: u8| vop(code, size, cc, false, [$o0, $o1, $o1]);
+    };
+}
+
+/// Moves, broadcasts, inserts, extracts, permutes and blends.
+fn data_code(m: Mnemonic, n: usize, all: [Opnd; 4]) -> Option<Op> {
+    use Mnemonic as M;
+    vex_operands!(all, o0, o1, o2, o3, width, three, unary);
     match m {
         M::Vmovaps
         | M::Vmovapd
@@ -295,6 +308,15 @@ pub(super) fn vex_code(i: &Instruction) -> Option<Op> {
             };
             three(Code::VBlendv, size, vnum(&o3)?)
         }
+        _ => None,
+    }
+}
+
+/// Arithmetic, conversions, compares, shuffles, shifts, tests and FMA.
+fn compute_code(m: Mnemonic, n: usize, all: [Opnd; 4]) -> Option<Op> {
+    use Mnemonic as M;
+    vex_operands!(all, o0, o1, o2, o3, width, three, unary);
+    match m {
         M::Vpsllvd | M::Vpsllvq | M::Vpsrlvd | M::Vpsrlvq | M::Vpsravd if n == 3 => three(
             Code::VShiftV(match m {
                 M::Vpsllvd => VShift::Sllvd,
@@ -578,12 +600,41 @@ impl Emulate {
     /// Interprets an AVX instruction (see [`Code::is_vex`]).
     #[inline(never)]
     pub(super) fn run_vex(&mut self, op: &Op, r: &mut Regs) -> R<()> {
+        self.need_fp()?;
+        // Without the XSAVE regset (checked as the state loads) the upper halves are unknown.
         if self.fpimage.avx == 0 {
             return Err(Fault);
         }
-        self.need_fp()?;
+        match op.code {
+            Code::VMov
+            | Code::VLoadZ
+            | Code::VMerge
+            | Code::VLoadHalf
+            | Code::VBroadcast
+            | Code::VExtract128
+            | Code::VInsert128 => self.vex_move(op, r),
+            Code::VBin(..) | Code::VShuf(_) | Code::VCmp | Code::VRound | Code::VFma(_) => {
+                self.vex_arith(op, r)
+            }
+            Code::VCvtFromGpr(_) => self.vex_arith(op, r),
+            Code::VZeroUpper => {
+                self.ymm_hi = [0; 16];
+                self.fp = FpState::Dirty;
+                Ok(())
+            }
+            Code::VZeroAll => {
+                self.ymm_hi = [0; 16];
+                self.xmm = [0; 16];
+                self.fp = FpState::Dirty;
+                Ok(())
+            }
+            _ => self.vex_permute(op, r),
+        }
+    }
+
+    /// Moves, loads, stores, broadcasts, 128-bit inserts and extracts.
+    fn vex_move(&mut self, op: &Op, r: &mut Regs) -> R<()> {
         let [o0, o1, o2] = &op.ops;
-        let wide = is_ymm(o0);
         match op.code {
             Code::VMov => {
                 if let Opnd::Mem(m) = o0 {
@@ -624,6 +675,40 @@ impl Emulate {
                 };
                 self.set_vec(o0, (res, 0))?;
             }
+            Code::VBroadcast => {
+                let v = splat(self.vsrc(r, o1, false)?.0, op.size);
+                self.set_vec(o0, (v, v))?;
+            }
+            Code::VExtract128 => {
+                let v = self.vreg(o1)?;
+                let h = if op.cc & 1 == 1 { v.1 } else { v.0 };
+                if let Opnd::Mem(m) = o0 {
+                    let a = Self::ea(r, m);
+                    self.mem.write(a, &h.to_le_bytes())?;
+                } else {
+                    self.set_vec(o0, (h, 0))?;
+                }
+            }
+            Code::VInsert128 => {
+                let mut v = self.vreg(o1)?;
+                let h = self.vsrc(r, o2, false)?.0;
+                if op.cc & 1 == 1 {
+                    v.1 = h;
+                } else {
+                    v.0 = h;
+                }
+                self.set_vec(o0, v)?;
+            }
+            _ => return Err(Fault),
+        }
+        Ok(())
+    }
+
+    /// Arithmetic, compares and shuffles run on the host (per 128-bit half).
+    fn vex_arith(&mut self, op: &Op, r: &mut Regs) -> R<()> {
+        let [o0, o1, o2] = &op.ops;
+        let wide = is_ymm(o0);
+        match op.code {
             Code::VBin(x, shape) => {
                 if x.is_fp() && !self.fp_masked {
                     return Err(Fault);
@@ -713,30 +798,25 @@ impl Emulate {
                 self.mxcsr = mxcsr;
                 self.set_vec(o0, v)?;
             }
-            Code::VBroadcast => {
-                let v = splat(self.vsrc(r, o1, false)?.0, op.size);
-                self.set_vec(o0, (v, v))?;
-            }
-            Code::VExtract128 => {
-                let v = self.vreg(o1)?;
-                let h = if op.cc & 1 == 1 { v.1 } else { v.0 };
-                if let Opnd::Mem(m) = o0 {
-                    let a = Self::ea(r, m);
-                    self.mem.write(a, &h.to_le_bytes())?;
-                } else {
-                    self.set_vec(o0, (h, 0))?;
+            Code::VCvtFromGpr(c) => {
+                if !self.fp_masked {
+                    return Err(Fault);
                 }
+                let v = self.rd(r, o2)?;
+                let a = self.vreg(o1)?.0;
+                let res = cvt_from_int(c, op.size, to_m128(a), v, &mut self.mxcsr);
+                self.set_vec(o0, (from_m128(res), 0))?;
             }
-            Code::VInsert128 => {
-                let mut v = self.vreg(o1)?;
-                let h = self.vsrc(r, o2, false)?.0;
-                if op.cc & 1 == 1 {
-                    v.1 = h;
-                } else {
-                    v.0 = h;
-                }
-                self.set_vec(o0, v)?;
-            }
+            _ => return Err(Fault),
+        }
+        Ok(())
+    }
+
+    /// Cross-lane permutes, variable blends and shifts, inserts, tests and masks.
+    fn vex_permute(&mut self, op: &Op, r: &mut Regs) -> R<()> {
+        let [o0, o1, o2] = &op.ops;
+        let wide = is_ymm(o0);
+        match op.code {
             Code::VPerm2x128 => {
                 let a = self.vreg(o1)?;
                 let b = self.vsrc(r, o2, false)?;
@@ -817,15 +897,6 @@ impl Emulate {
                 let m = (mask(size) as u128) << sh;
                 self.set_vec(o0, ((d & !m) | ((v as u128) << sh), 0))?;
             }
-            Code::VCvtFromGpr(c) => {
-                if !self.fp_masked {
-                    return Err(Fault);
-                }
-                let v = self.rd(r, o2)?;
-                let a = self.vreg(o1)?.0;
-                let res = cvt_from_int(c, op.size, to_m128(a), v, &mut self.mxcsr);
-                self.set_vec(o0, (from_m128(res), 0))?;
-            }
             Code::VPtest => {
                 let a = self.vreg(o0)?;
                 let b = self.vsrc(r, o1, false)?;
@@ -853,15 +924,6 @@ impl Emulate {
                     bits |= (elem(v, size, e) >> (size * 8 - 1) & 1) << e;
                 }
                 self.wr(r, o0, bits)?;
-            }
-            Code::VZeroUpper => {
-                self.ymm_hi = [0; 16];
-                self.fp = FpState::Dirty;
-            }
-            Code::VZeroAll => {
-                self.ymm_hi = [0; 16];
-                self.xmm = [0; 16];
-                self.fp = FpState::Dirty;
             }
             _ => return Err(Fault),
         }
