@@ -197,7 +197,9 @@ pub(super) fn vex_code(i: &Instruction) -> Option<Op> {
         // BMI1, BMI2: `integer_code` compiles those.
         return None;
     }
-    data_code(m, n, all).or_else(|| compute_code(m, n, all))
+    data_code(m, n, all)
+        .or_else(|| immediate_code(m, n, all))
+        .or_else(|| compute_code(m, n, all))
 }
 
 /// The operands of a VEX instruction, and the ops it compiles to.
@@ -312,7 +314,94 @@ fn data_code(m: Mnemonic, n: usize, all: [Opnd; 4]) -> Option<Op> {
     }
 }
 
-/// Arithmetic, conversions, compares, shuffles, shifts, tests and FMA.
+/// Compares, rounding, shuffles and shifts under an immediate.
+fn immediate_code(m: Mnemonic, n: usize, all: [Opnd; 4]) -> Option<Op> {
+    use Mnemonic as M;
+    vex_operands!(all, o0, o1, o2, o3, width, three, unary);
+    match m {
+        M::Vcmpss | M::Vcmpsd | M::Vcmpps | M::Vcmppd if n == 4 => {
+            let p = imm8(&o3)?;
+            let kind = match m {
+                M::Vcmpss => 0,
+                M::Vcmpsd => 1,
+                M::Vcmpps => 2,
+                _ => 3,
+            };
+            (p < 32).then_some(())?;
+            vop(Code::VCmp, kind, p, false, [o0, o1, o2])
+        }
+        M::Vroundss | M::Vroundsd | M::Vroundps | M::Vroundpd => {
+            let kind = match m {
+                M::Vroundss => 0,
+                M::Vroundsd => 1,
+                M::Vroundps => 2,
+                _ => 3,
+            };
+            match n {
+                4 => vop(Code::VRound, kind, imm8(&o3)? & 15, false, [o0, o1, o2]),
+                3 => vop(Code::VRound, kind, imm8(&o2)? & 15, false, [o0, o1, o1]),
+                _ => None,
+            }
+        }
+        M::Vshufps
+        | M::Vshufpd
+        | M::Vpalignr
+        | M::Vpblendw
+        | M::Vblendps
+        | M::Vblendpd
+        | M::Vpblendd
+            if n == 4 =>
+        {
+            let s = match m {
+                M::Vshufps => Shuf::Shufps,
+                M::Vshufpd => Shuf::Shufpd,
+                M::Vpalignr => Shuf::Palignr,
+                M::Vpblendw => Shuf::Pblendw,
+                M::Vblendpd => Shuf::Blendpd,
+                // vpblendd picks dwords as blendps does.
+                _ => Shuf::Blendps,
+            };
+            three(Code::VShuf(s), width, imm8(&o3)?)
+        }
+        M::Vpshufd | M::Vpshuflw | M::Vpshufhw if n == 3 => {
+            let s = match m {
+                M::Vpshufd => Shuf::Pshufd,
+                M::Vpshuflw => Shuf::Pshuflw,
+                _ => Shuf::Pshufhw,
+            };
+            unary(Code::VShuf(s), width, imm8(&o2)?)
+        }
+        M::Vpsllw
+        | M::Vpslld
+        | M::Vpsllq
+        | M::Vpsrlw
+        | M::Vpsrld
+        | M::Vpsrlq
+        | M::Vpsraw
+        | M::Vpsrad
+        | M::Vpslldq
+        | M::Vpsrldq
+            if n == 3 && is_imm(&o2) =>
+        {
+            let s = match m {
+                M::Vpsllw => Shuf::Psllw,
+                M::Vpslld => Shuf::Pslld,
+                M::Vpsllq => Shuf::Psllq,
+                M::Vpsrlw => Shuf::Psrlw,
+                M::Vpsrld => Shuf::Psrld,
+                M::Vpsrlq => Shuf::Psrlq,
+                M::Vpsraw => Shuf::Psraw,
+                M::Vpsrad => Shuf::Psrad,
+                M::Vpslldq => Shuf::Pslldq,
+                _ => Shuf::Psrldq,
+            };
+            unary(Code::VShuf(s), width, imm8(&o2)?)
+        }
+        _ => None,
+    }
+}
+
+/// Arithmetic, conversions, tests, FMA, and shifts by a register.
 fn compute_code(m: Mnemonic, n: usize, all: [Opnd; 4]) -> Option<Op> {
     use Mnemonic as M;
     vex_operands!(all, o0, o1, o2, o3, width, three, unary);
@@ -401,84 +490,6 @@ fn compute_code(m: Mnemonic, n: usize, all: [Opnd; 4]) -> Option<Op> {
                 _ => 8,
             };
             three(Code::XExtract, size, imm8(&o2)?)
-        }
-        M::Vcmpss | M::Vcmpsd | M::Vcmpps | M::Vcmppd if n == 4 => {
-            let p = imm8(&o3)?;
-            let kind = match m {
-                M::Vcmpss => 0,
-                M::Vcmpsd => 1,
-                M::Vcmpps => 2,
-                _ => 3,
-            };
-            (p < 32).then_some(())?;
-            vop(Code::VCmp, kind, p, false, [o0, o1, o2])
-        }
-        M::Vroundss | M::Vroundsd | M::Vroundps | M::Vroundpd => {
-            let kind = match m {
-                M::Vroundss => 0,
-                M::Vroundsd => 1,
-                M::Vroundps => 2,
-                _ => 3,
-            };
-            match n {
-                4 => vop(Code::VRound, kind, imm8(&o3)? & 15, false, [o0, o1, o2]),
-                3 => vop(Code::VRound, kind, imm8(&o2)? & 15, false, [o0, o1, o1]),
-                _ => None,
-            }
-        }
-        M::Vshufps
-        | M::Vshufpd
-        | M::Vpalignr
-        | M::Vpblendw
-        | M::Vblendps
-        | M::Vblendpd
-        | M::Vpblendd
-            if n == 4 =>
-        {
-            let s = match m {
-                M::Vshufps => Shuf::Shufps,
-                M::Vshufpd => Shuf::Shufpd,
-                M::Vpalignr => Shuf::Palignr,
-                M::Vpblendw => Shuf::Pblendw,
-                M::Vblendpd => Shuf::Blendpd,
-                // vpblendd picks dwords as blendps does.
-                _ => Shuf::Blendps,
-            };
-            three(Code::VShuf(s), width, imm8(&o3)?)
-        }
-        M::Vpshufd | M::Vpshuflw | M::Vpshufhw if n == 3 => {
-            let s = match m {
-                M::Vpshufd => Shuf::Pshufd,
-                M::Vpshuflw => Shuf::Pshuflw,
-                _ => Shuf::Pshufhw,
-            };
-            unary(Code::VShuf(s), width, imm8(&o2)?)
-        }
-        M::Vpsllw
-        | M::Vpslld
-        | M::Vpsllq
-        | M::Vpsrlw
-        | M::Vpsrld
-        | M::Vpsrlq
-        | M::Vpsraw
-        | M::Vpsrad
-        | M::Vpslldq
-        | M::Vpsrldq
-            if n == 3 && is_imm(&o2) =>
-        {
-            let s = match m {
-                M::Vpsllw => Shuf::Psllw,
-                M::Vpslld => Shuf::Pslld,
-                M::Vpsllq => Shuf::Psllq,
-                M::Vpsrlw => Shuf::Psrlw,
-                M::Vpsrld => Shuf::Psrld,
-                M::Vpsrlq => Shuf::Psrlq,
-                M::Vpsraw => Shuf::Psraw,
-                M::Vpsrad => Shuf::Psrad,
-                M::Vpslldq => Shuf::Pslldq,
-                _ => Shuf::Psrldq,
-            };
-            unary(Code::VShuf(s), width, imm8(&o2)?)
         }
         _ if is_fma(m) && n == 3 => three(Code::VFma(Fma(m)), width, 0),
         _ => {

@@ -445,9 +445,12 @@ pub(super) fn compile_inner(i: &Instruction) -> Option<Op> {
         align: false,
         ops,
     };
-    op.code = match integer_code(i, &mut op) {
-        Some(code) => code,
-        None => sse_code(i, &mut op)?,
+    op.code = if let Some(code) = integer_code(i, &mut op) {
+        code
+    } else if let Some(code) = bit_code(i, &mut op) {
+        code
+    } else {
+        sse_code(i, &mut op)?
     };
     Some(op)
 }
@@ -655,44 +658,6 @@ fn integer_code(i: &Instruction, op: &mut Op) -> Option<Code> {
             }
         }
         M::Popcnt if n == 2 && is_gpr(&o0) && rm(&o1) => Code::Popcnt,
-        M::Bsf | M::Bsr | M::Tzcnt | M::Lzcnt | M::Blsi | M::Blsr | M::Blsmsk
-            if n == 2 && is_gpr(&o0) && rm(&o1) =>
-        {
-            // The host instruction's destination comes in with the register's value: `bsf`
-            // of zero leaves it as it was.
-            op.ops = [o0, o0, o1];
-            Code::HostBits(match m {
-                M::Bsf => BitOp::Bsf,
-                M::Bsr => BitOp::Bsr,
-                M::Tzcnt => BitOp::Tzcnt,
-                M::Lzcnt => BitOp::Lzcnt,
-                M::Blsi => BitOp::Blsi,
-                M::Blsr => BitOp::Blsr,
-                _ => BitOp::Blsmsk,
-            })
-        }
-        M::Andn if n == 3 && is_gpr(&o0) && is_gpr(&o1) && rm(&o2) => Code::HostBits(BitOp::Andn),
-        M::Bzhi | M::Bextr if n == 3 && is_gpr(&o0) && rm(&o1) && is_gpr(&o2) => {
-            Code::HostBits(if m == M::Bzhi {
-                BitOp::Bzhi
-            } else {
-                BitOp::Bextr
-            })
-        }
-        M::Sarx | M::Shlx | M::Shrx if n == 3 && is_gpr(&o0) && rm(&o1) && is_gpr(&o2) => {
-            Code::Bmi2(match m {
-                M::Sarx => Bmi2::Sarx,
-                M::Shlx => Bmi2::Shlx,
-                _ => Bmi2::Shrx,
-            })
-        }
-        M::Rorx if n == 3 && is_gpr(&o0) && rm(&o1) && is_imm(&o2) => Code::Bmi2(Bmi2::Rorx),
-        M::Pdep | M::Pext if n == 3 && is_gpr(&o0) && is_gpr(&o1) && rm(&o2) => {
-            Code::Bmi2(if m == M::Pdep { Bmi2::Pdep } else { Bmi2::Pext })
-        }
-        M::Movbe if n == 2 && ((is_gpr(&o0) && is_mem(&o1)) || (is_mem(&o0) && is_gpr(&o1))) => {
-            Code::Movbe
-        }
         M::Jo
         | M::Jno
         | M::Jb
@@ -760,6 +725,55 @@ fn integer_code(i: &Instruction, op: &mut Op) -> Option<Code> {
         M::Std => Code::Std,
         M::Lahf => Code::Lahf,
         M::Sahf => Code::Sahf,
+        _ => return None,
+    })
+}
+
+/// The interpreter's code for a bit-manipulation instruction (`bsf`, BMI1, BMI2, LZCNT,
+/// MOVBE); `None` for anything else.
+fn bit_code(i: &Instruction, op: &mut Op) -> Option<Code> {
+    use Mnemonic as M;
+    let (m, n) = (i.mnemonic(), i.op_count());
+    let [o0, o1, o2] = op.ops;
+    Some(match m {
+        M::Bsf | M::Bsr | M::Tzcnt | M::Lzcnt | M::Blsi | M::Blsr | M::Blsmsk
+            if n == 2 && is_gpr(&o0) && rm(&o1) =>
+        {
+            // The host instruction's destination comes in with the register's value: `bsf`
+            // of zero leaves it as it was.
+            op.ops = [o0, o0, o1];
+            Code::HostBits(match m {
+                M::Bsf => BitOp::Bsf,
+                M::Bsr => BitOp::Bsr,
+                M::Tzcnt => BitOp::Tzcnt,
+                M::Lzcnt => BitOp::Lzcnt,
+                M::Blsi => BitOp::Blsi,
+                M::Blsr => BitOp::Blsr,
+                _ => BitOp::Blsmsk,
+            })
+        }
+        M::Andn if n == 3 && is_gpr(&o0) && is_gpr(&o1) && rm(&o2) => Code::HostBits(BitOp::Andn),
+        M::Bzhi | M::Bextr if n == 3 && is_gpr(&o0) && rm(&o1) && is_gpr(&o2) => {
+            Code::HostBits(if m == M::Bzhi {
+                BitOp::Bzhi
+            } else {
+                BitOp::Bextr
+            })
+        }
+        M::Sarx | M::Shlx | M::Shrx if n == 3 && is_gpr(&o0) && rm(&o1) && is_gpr(&o2) => {
+            Code::Bmi2(match m {
+                M::Sarx => Bmi2::Sarx,
+                M::Shlx => Bmi2::Shlx,
+                _ => Bmi2::Shrx,
+            })
+        }
+        M::Rorx if n == 3 && is_gpr(&o0) && rm(&o1) && is_imm(&o2) => Code::Bmi2(Bmi2::Rorx),
+        M::Pdep | M::Pext if n == 3 && is_gpr(&o0) && is_gpr(&o1) && rm(&o2) => {
+            Code::Bmi2(if m == M::Pdep { Bmi2::Pdep } else { Bmi2::Pext })
+        }
+        M::Movbe if n == 2 && ((is_gpr(&o0) && is_mem(&o1)) || (is_mem(&o0) && is_gpr(&o1))) => {
+            Code::Movbe
+        }
         _ => return None,
     })
 }
