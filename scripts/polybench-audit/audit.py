@@ -52,7 +52,7 @@ def find_kernels(pb):
 
 def compile_c(pb, src_dir, src, exe, opt, openmp=False):
     util = os.path.join(pb, "utilities")
-    cmd = ["gcc", opt] + CFLAGS + (["-fopenmp"] if openmp else []) + \
+    cmd = ["gcc"] + opt.split() + CFLAGS + (["-fopenmp"] if openmp else []) + \
         ["-I" + util, os.path.join(util, "polybench.c"), src, "-lm", "-o", exe]
     rc, o, e = run(cmd, cwd=src_dir, timeout=300)
     return rc == 0, e.decode(errors="replace")
@@ -344,6 +344,17 @@ class Kernel:
             self.error = "original exits with %s" % rc
             return False
         self.ref = e
+        # The binary polyprof profiles (the -O2 one unless --profile-flags says otherwise); the
+        # reference output stays the -O2 build's, which the variants are built like.
+        self.profiled = "./prog"
+        if self.args.profile_flags != "-O2":
+            ok, err = compile_c(self.args.polybench, self.dir, self.c, exe + "-profiled",
+                                self.args.profile_flags)
+            if not ok:
+                self.error = "does not compile with %s: %s" % (self.args.profile_flags,
+                                                               err.strip()[:300])
+                return False
+            self.profiled = "./prog-profiled"
         ok, _ = compile_c(self.args.polybench, self.dir, self.c, exe + "-O0", "-O0")
         rc0, _, e0 = run([exe + "-O0"], cwd=self.dir)
         if e0 != self.ref:
@@ -362,7 +373,8 @@ class Kernel:
         for d in (out, out + ".old"):
             shutil.rmtree(d, ignore_errors=True)
         t = time.time()
-        rc, o, e = run([self.args.polyprof, "--region-threshold", "1", "-o", "out", "./prog"],
+        rc, o, e = run([self.args.polyprof, "--region-threshold", "1", "-o", "out",
+                        self.profiled],
                        cwd=self.dir, timeout=self.args.timeout)
         open(os.path.join(self.dir, "polyprof.stderr"), "wb").write(e)
         log("  polyprof: rc=%s in %.1fs" % (rc, time.time() - t))
@@ -565,6 +577,9 @@ def main():
     ap.add_argument("--table", default=None,
                     help="where to write the table (default: WORK/../table.txt)")
     ap.add_argument("--timeout", type=int, default=600, help="polyprof timeout per kernel (s)")
+    ap.add_argument("--profile-flags", default="-O2",
+                    help="gcc flags of the binary polyprof profiles (e.g. '-O3 -march=native'); "
+                    "the reference output and the variants stay -O2 (and -O0)")
     ap.add_argument("--reuse", action="store_true",
                     help="reuse an existing WORK/<kernel>/out/report.json (same build) instead of profiling again")
     ap.add_argument("kernels", nargs="*", help="only these kernels")
