@@ -287,6 +287,34 @@ impl Op {
 }
 
 impl Code {
+    /// An SSE instruction (run by `Emulate::run_sse`).
+    pub(super) fn is_sse(self) -> bool {
+        matches!(
+            self,
+            Code::XCopy
+                | Code::XLoad
+                | Code::XStore
+                | Code::XStoreHigh
+                | Code::XLoadLow
+                | Code::XLoadHigh
+                | Code::XMovLow
+                | Code::XMovqZ
+                | Code::XFromGpr
+                | Code::XToGpr
+                | Code::XBin(_)
+                | Code::XCmp
+                | Code::XRound
+                | Code::XShuf(_)
+                | Code::XComi(_)
+                | Code::XPtest
+                | Code::XCvtToGpr(_)
+                | Code::XCvtFromGpr(_)
+                | Code::XMovmsk(_)
+                | Code::XExtract
+                | Code::XInsert
+        )
+    }
+
     /// An AVX instruction (run by `Emulate::run_vex`).
     pub(super) fn is_vex(self) -> bool {
         matches!(

@@ -374,7 +374,7 @@ impl Emulate {
         let pc = r.rip;
         r.rip = next;
         let size = op.size;
-        let [o0, o1, o2] = &op.ops;
+        let [o0, o1, _] = &op.ops;
         match op.code {
             Code::Unsupported => return Err(Fault),
             Code::Nop => {}
@@ -397,21 +397,6 @@ impl Emulate {
                 plain.seg = 0;
                 let a = Self::ea(r, &plain);
                 self.wr(r, o0, a)?;
-            }
-            Code::Xchg => {
-                let a = self.rd(r, o0)?;
-                let b = self.rd(r, o1)?;
-                self.wr(r, o0, b)?;
-                self.wr(r, o1, a)?;
-            }
-            Code::Bswap => {
-                let v = self.rd(r, o0)?;
-                let v = if size == 8 {
-                    v.swap_bytes()
-                } else {
-                    (v as u32).swap_bytes() as u64
-                };
-                self.wr(r, o0, v)?;
             }
             Code::Cmov => {
                 let v = self.rd(r, o1)?;
@@ -487,6 +472,77 @@ impl Emulate {
                     self.wr(r, o0, res)?;
                     set_flags(r, which, f);
                 }
+            }
+            Code::Jcc => {
+                if cond(op.cc, r.eflags) {
+                    let Opnd::Imm(t) = *o0 else { return Err(Fault) };
+                    r.rip = t;
+                }
+            }
+            Code::Jmp => {
+                r.rip = self.rd(r, o0)?;
+            }
+            Code::Call => {
+                let t = self.rd(r, o0)?;
+                let sp = r.rsp.wrapping_sub(8);
+                self.mem.write_int(sp, 8, next)?;
+                r.rsp = sp;
+                r.rip = t;
+            }
+            Code::Ret => {
+                let t = self.mem.read_int(r.rsp, 8)?;
+                let extra = match *o0 {
+                    Opnd::Imm(v) => v & 0xffff,
+                    _ => 0,
+                };
+                r.rsp = r.rsp.wrapping_add(8).wrapping_add(extra);
+                r.rip = t;
+            }
+            Code::Push => {
+                let v = self.rd(r, o0)?;
+                let sp = r.rsp.wrapping_sub(8);
+                self.mem.write_int(sp, 8, v)?;
+                r.rsp = sp;
+            }
+            Code::Pop => {
+                let v = self.mem.read_int(r.rsp, 8)?;
+                r.rsp = r.rsp.wrapping_add(8);
+                self.wr(r, o0, v)?;
+            }
+            Code::Leave => {
+                let v = self.mem.read_int(r.rbp, 8)?;
+                r.rsp = r.rbp.wrapping_add(8);
+                r.rbp = v;
+            }
+            Code::Stos | Code::Movs => return self.run_string(op, r, pc),
+            _ if op.code.is_vex() => return self.run_vex(op, r),
+            _ if op.code.is_sse() => return self.run_sse(op, r),
+            _ => return self.run_rare(op, r),
+        }
+        Ok(())
+    }
+
+    /// The integer instructions compilers emit less often: multiplication, division, bit
+    /// tests and scans, byte swaps, sign extensions, flag instructions.
+    #[inline(never)]
+    fn run_rare(&mut self, op: &Op, r: &mut Regs) -> R<()> {
+        let size = op.size;
+        let [o0, o1, o2] = &op.ops;
+        match op.code {
+            Code::Xchg => {
+                let a = self.rd(r, o0)?;
+                let b = self.rd(r, o1)?;
+                self.wr(r, o0, b)?;
+                self.wr(r, o1, a)?;
+            }
+            Code::Bswap => {
+                let v = self.rd(r, o0)?;
+                let v = if size == 8 {
+                    v.swap_bytes()
+                } else {
+                    (v as u32).swap_bytes() as u64
+                };
+                self.wr(r, o0, v)?;
             }
             Code::Imul1 | Code::Mul1 => {
                 let b = self.rd(r, o0)?;
@@ -609,47 +665,6 @@ impl Emulate {
                 };
                 self.wr(r, o0, v)?;
             }
-            Code::Jcc => {
-                if cond(op.cc, r.eflags) {
-                    let Opnd::Imm(t) = *o0 else { return Err(Fault) };
-                    r.rip = t;
-                }
-            }
-            Code::Jmp => {
-                r.rip = self.rd(r, o0)?;
-            }
-            Code::Call => {
-                let t = self.rd(r, o0)?;
-                let sp = r.rsp.wrapping_sub(8);
-                self.mem.write_int(sp, 8, next)?;
-                r.rsp = sp;
-                r.rip = t;
-            }
-            Code::Ret => {
-                let t = self.mem.read_int(r.rsp, 8)?;
-                let extra = match *o0 {
-                    Opnd::Imm(v) => v & 0xffff,
-                    _ => 0,
-                };
-                r.rsp = r.rsp.wrapping_add(8).wrapping_add(extra);
-                r.rip = t;
-            }
-            Code::Push => {
-                let v = self.rd(r, o0)?;
-                let sp = r.rsp.wrapping_sub(8);
-                self.mem.write_int(sp, 8, v)?;
-                r.rsp = sp;
-            }
-            Code::Pop => {
-                let v = self.mem.read_int(r.rsp, 8)?;
-                r.rsp = r.rsp.wrapping_add(8);
-                self.wr(r, o0, v)?;
-            }
-            Code::Leave => {
-                let v = self.mem.read_int(r.rbp, 8)?;
-                r.rsp = r.rbp.wrapping_add(8);
-                r.rbp = v;
-            }
             Code::SignToRdx => {
                 let a = gprs(r)[R_RAX as usize];
                 let fill = if a & sign_bit(size) != 0 { u64::MAX } else { 0 };
@@ -660,6 +675,30 @@ impl Emulate {
                 let v = sext(a, size / 2);
                 write_gpr(r, R_RAX, size, false, v);
             }
+            Code::Clc => r.eflags &= !CF,
+            Code::Stc => r.eflags |= CF,
+            Code::Cmc => r.eflags ^= CF,
+            Code::Cld => r.eflags &= !DF,
+            Code::Std => r.eflags |= DF,
+            Code::Lahf => {
+                let v = (r.eflags & (SF | ZF | AF | PF | CF)) | 2;
+                write_gpr(r, R_RAX, 1, true, v);
+            }
+            Code::Sahf => {
+                let v = (r.rax >> 8) & (SF | ZF | AF | PF | CF);
+                set_flags(r, SF | ZF | AF | PF | CF, v);
+            }
+            _ => return Err(Fault),
+        }
+        Ok(())
+    }
+
+    /// `stos` and `movs`, with or without REP (`pc` is the instruction's address: a REP
+    /// iteration that leaves rcx non-zero runs it again).
+    #[inline(never)]
+    fn run_string(&mut self, op: &Op, r: &mut Regs, pc: u64) -> R<()> {
+        let size = op.size;
+        match op.code {
             Code::Stos | Code::Movs => {
                 let rep = op.cc != 0;
                 if rep && r.rcx == 0 {
@@ -687,21 +726,7 @@ impl Emulate {
                     }
                 }
             }
-            Code::Clc => r.eflags &= !CF,
-            Code::Stc => r.eflags |= CF,
-            Code::Cmc => r.eflags ^= CF,
-            Code::Cld => r.eflags &= !DF,
-            Code::Std => r.eflags |= DF,
-            Code::Lahf => {
-                let v = (r.eflags & (SF | ZF | AF | PF | CF)) | 2;
-                write_gpr(r, R_RAX, 1, true, v);
-            }
-            Code::Sahf => {
-                let v = (r.rax >> 8) & (SF | ZF | AF | PF | CF);
-                set_flags(r, SF | ZF | AF | PF | CF, v);
-            }
-            _ if op.code.is_vex() => return self.run_vex(op, r),
-            _ => return self.run_sse(op, r),
+            _ => return Err(Fault),
         }
         Ok(())
     }
