@@ -475,7 +475,13 @@ pub(super) fn compile_inner(i: &Instruction) -> Option<Op> {
     };
     op.code = if let Some(code) = integer_code(i, &mut op) {
         code
+    } else if let Some(code) = control_code(i, &mut op) {
+        code
     } else if let Some(code) = bit_code(i, &mut op) {
+        code
+    } else if let Some(code) = sse_move_code(i, &mut op) {
+        code
+    } else if let Some(code) = sse_imm_code(i, &mut op) {
         code
     } else {
         sse_code(i, &mut op)?
@@ -686,6 +692,17 @@ fn integer_code(i: &Instruction, op: &mut Op) -> Option<Code> {
             }
         }
         M::Popcnt if n == 2 && is_gpr(&o0) && rm(&o1) => Code::Popcnt,
+        _ => return None,
+    })
+}
+
+/// The interpreter's code for a jump, call, return, stack or flag instruction, or a sign
+/// extension of rAX (adjusting `op`'s size and condition); `None` for anything else.
+fn control_code(i: &Instruction, op: &mut Op) -> Option<Code> {
+    use Mnemonic as M;
+    let (m, n) = (i.mnemonic(), i.op_count());
+    let [o0, ..] = op.ops;
+    Some(match m {
         M::Jo
         | M::Jno
         | M::Jb
@@ -806,14 +823,13 @@ fn bit_code(i: &Instruction, op: &mut Op) -> Option<Code> {
     })
 }
 
-/// The interpreter's code for an SSE instruction (adjusting `op`'s size, alignment and
-/// immediate); `None` when it is not one the interpreter implements.
-fn sse_code(i: &Instruction, op: &mut Op) -> Option<Code> {
+/// The interpreter's code for an SSE move, load or store (adjusting `op`'s size and
+/// alignment); `None` for anything else.
+fn sse_move_code(i: &Instruction, op: &mut Op) -> Option<Code> {
     use Mnemonic as M;
     let (m, n) = (i.mnemonic(), i.op_count());
-    let [o0, o1, o2] = op.ops;
+    let [o0, o1, _] = op.ops;
     Some(match m {
-        // SSE moves.
         M::Movaps | M::Movups | M::Movapd | M::Movupd | M::Movdqa | M::Movdqu | M::Lddqu
             if n == 2 =>
         {
@@ -885,6 +901,17 @@ fn sse_code(i: &Instruction, op: &mut Op) -> Option<Code> {
                 return None;
             }
         }
+        _ => return None,
+    })
+}
+
+/// The interpreter's code for an SSE compare, rounding, shuffle or shift under an immediate
+/// (adjusting `op`'s size, alignment and immediate); `None` for anything else.
+fn sse_imm_code(i: &Instruction, op: &mut Op) -> Option<Code> {
+    use Mnemonic as M;
+    let (m, n) = (i.mnemonic(), i.op_count());
+    let [o0, o1, o2] = op.ops;
+    Some(match m {
         M::Cmpss | M::Cmpsd | M::Cmpps | M::Cmppd
             if n == 3 && is_xmm(&o0) && xm(&o1) && is_imm(&o2) =>
         {
@@ -972,6 +999,17 @@ fn sse_code(i: &Instruction, op: &mut Op) -> Option<Code> {
                 _ => Shuf::Psrldq,
             })
         }
+        _ => return None,
+    })
+}
+
+/// The interpreter's code for an SSE instruction (adjusting `op`'s size, alignment and
+/// immediate); `None` when it is not one the interpreter implements.
+fn sse_code(i: &Instruction, op: &mut Op) -> Option<Code> {
+    use Mnemonic as M;
+    let (m, n) = (i.mnemonic(), i.op_count());
+    let [o0, o1, o2] = op.ops;
+    Some(match m {
         M::Comisd | M::Ucomisd | M::Comiss | M::Ucomiss if n == 2 && is_xmm(&o0) && xm(&o1) => {
             Code::XComi(match m {
                 M::Comisd => Comi::Comisd,

@@ -522,28 +522,13 @@ impl Emulate {
         Ok(())
     }
 
-    /// The integer instructions compilers emit less often: multiplication, division, bit
-    /// tests and scans, byte swaps, sign extensions, flag instructions.
+    /// The integer instructions compilers emit less often: multiplication, division, sign
+    /// extensions, flag instructions; and those of [`Self::run_bits`].
     #[inline(never)]
     fn run_rare(&mut self, op: &Op, r: &mut Regs) -> R<()> {
         let size = op.size;
         let [o0, o1, o2] = &op.ops;
         match op.code {
-            Code::Xchg => {
-                let a = self.rd(r, o0)?;
-                let b = self.rd(r, o1)?;
-                self.wr(r, o0, b)?;
-                self.wr(r, o1, a)?;
-            }
-            Code::Bswap => {
-                let v = self.rd(r, o0)?;
-                let v = if size == 8 {
-                    v.swap_bytes()
-                } else {
-                    (v as u32).swap_bytes() as u64
-                };
-                self.wr(r, o0, v)?;
-            }
             Code::Imul1 | Code::Mul1 => {
                 let b = self.rd(r, o0)?;
                 let a = gprs(r)[R_RAX as usize] & mask(size);
@@ -620,6 +605,54 @@ impl Emulate {
                 }
                 div_flags(r);
             }
+            Code::SignToRdx => {
+                let a = gprs(r)[R_RAX as usize];
+                let fill = if a & sign_bit(size) != 0 { u64::MAX } else { 0 };
+                write_gpr(r, R_RDX, size, false, fill);
+            }
+            Code::SignExtendRax => {
+                let a = gprs(r)[R_RAX as usize];
+                let v = sext(a, size / 2);
+                write_gpr(r, R_RAX, size, false, v);
+            }
+            Code::Clc => r.eflags &= !CF,
+            Code::Stc => r.eflags |= CF,
+            Code::Cmc => r.eflags ^= CF,
+            Code::Cld => r.eflags &= !DF,
+            Code::Std => r.eflags |= DF,
+            Code::Lahf => {
+                let v = (r.eflags & (SF | ZF | AF | PF | CF)) | 2;
+                write_gpr(r, R_RAX, 1, true, v);
+            }
+            Code::Sahf => {
+                let v = (r.rax >> 8) & (SF | ZF | AF | PF | CF);
+                set_flags(r, SF | ZF | AF | PF | CF, v);
+            }
+            _ => return self.run_bits(op, r),
+        }
+        Ok(())
+    }
+
+    /// Exchanges, byte swaps, bit tests, counts and scans, BMI.
+    fn run_bits(&mut self, op: &Op, r: &mut Regs) -> R<()> {
+        let size = op.size;
+        let [o0, o1, o2] = &op.ops;
+        match op.code {
+            Code::Xchg => {
+                let a = self.rd(r, o0)?;
+                let b = self.rd(r, o1)?;
+                self.wr(r, o0, b)?;
+                self.wr(r, o1, a)?;
+            }
+            Code::Bswap => {
+                let v = self.rd(r, o0)?;
+                let v = if size == 8 {
+                    v.swap_bytes()
+                } else {
+                    (v as u32).swap_bytes() as u64
+                };
+                self.wr(r, o0, v)?;
+            }
             Code::Bt | Code::Bts | Code::Btr | Code::Btc => {
                 let a = self.rd(r, o0)?;
                 let bit = self.rd(r, o1)? & (size as u64 * 8 - 1);
@@ -664,29 +697,6 @@ impl Emulate {
                     _ => v.swap_bytes(),
                 };
                 self.wr(r, o0, v)?;
-            }
-            Code::SignToRdx => {
-                let a = gprs(r)[R_RAX as usize];
-                let fill = if a & sign_bit(size) != 0 { u64::MAX } else { 0 };
-                write_gpr(r, R_RDX, size, false, fill);
-            }
-            Code::SignExtendRax => {
-                let a = gprs(r)[R_RAX as usize];
-                let v = sext(a, size / 2);
-                write_gpr(r, R_RAX, size, false, v);
-            }
-            Code::Clc => r.eflags &= !CF,
-            Code::Stc => r.eflags |= CF,
-            Code::Cmc => r.eflags ^= CF,
-            Code::Cld => r.eflags &= !DF,
-            Code::Std => r.eflags |= DF,
-            Code::Lahf => {
-                let v = (r.eflags & (SF | ZF | AF | PF | CF)) | 2;
-                write_gpr(r, R_RAX, 1, true, v);
-            }
-            Code::Sahf => {
-                let v = (r.rax >> 8) & (SF | ZF | AF | PF | CF);
-                set_flags(r, SF | ZF | AF | PF | CF, v);
             }
             _ => return Err(Fault),
         }
@@ -738,61 +748,6 @@ impl Emulate {
         let _ = o2;
         let size = op.size;
         match op.code {
-            Code::XCopy => {
-                let v = self.xsrc(r, o1, false)?;
-                self.set_xmm(o0, v)?;
-            }
-            Code::XLoad => {
-                let v = self.xsrc(r, o1, op.align)?;
-                self.set_xmm(o0, v)?;
-            }
-            Code::XStore | Code::XStoreHigh => {
-                let v = self.xmm_of(o1)?;
-                let v = if op.code == Code::XStoreHigh {
-                    v >> 64
-                } else {
-                    v
-                };
-                let Opnd::Mem(m) = o0 else { return Err(Fault) };
-                let a = Self::ea(r, m);
-                if op.align && a & 15 != 0 {
-                    return Err(Fault);
-                }
-                let b = v.to_le_bytes();
-                self.mem.write(a, &b[..size as usize])?;
-            }
-            Code::XLoadLow | Code::XLoadHigh => {
-                let v = self.xsrc(r, o1, false)? as u64 as u128;
-                let d = self.xmm_of(o0)?;
-                let res = if op.code == Code::XLoadLow {
-                    (d & !(u64::MAX as u128)) | v
-                } else {
-                    (d & u64::MAX as u128) | (v << 64)
-                };
-                self.set_xmm(o0, res)?;
-            }
-            Code::XMovLow => {
-                let s = self.xmm_of(o1)?;
-                let d = self.xmm_of(o0)?;
-                let m: u128 = if size == 4 {
-                    u32::MAX as u128
-                } else {
-                    u64::MAX as u128
-                };
-                self.set_xmm(o0, (d & !m) | (s & m))?;
-            }
-            Code::XMovqZ => {
-                let s = self.xmm_of(o1)?;
-                self.set_xmm(o0, s & u64::MAX as u128)?;
-            }
-            Code::XFromGpr => {
-                let v = self.rd(r, o1)?;
-                self.set_xmm(o0, v as u128)?;
-            }
-            Code::XToGpr => {
-                let v = self.xmm_of(o1)? as u64 & mask(size);
-                self.wr(r, o0, v)?;
-            }
             Code::XBin(x) => {
                 if x.is_fp() && !self.fp_masked {
                     return Err(Fault);
@@ -888,6 +843,71 @@ impl Emulate {
                 let sh = (op.cc as u32 % lanes) * size as u32 * 8;
                 let m = (mask(size) as u128) << sh;
                 self.set_xmm(o0, (d & !m) | ((v as u128) << sh))?;
+            }
+            _ => return self.run_sse_move(op, r),
+        }
+        Ok(())
+    }
+
+    /// SSE moves, loads and stores, and moves between xmm and general registers.
+    fn run_sse_move(&mut self, op: &Op, r: &mut Regs) -> R<()> {
+        let [o0, o1, _] = &op.ops;
+        let size = op.size;
+        match op.code {
+            Code::XCopy => {
+                let v = self.xsrc(r, o1, false)?;
+                self.set_xmm(o0, v)?;
+            }
+            Code::XLoad => {
+                let v = self.xsrc(r, o1, op.align)?;
+                self.set_xmm(o0, v)?;
+            }
+            Code::XStore | Code::XStoreHigh => {
+                let v = self.xmm_of(o1)?;
+                let v = if op.code == Code::XStoreHigh {
+                    v >> 64
+                } else {
+                    v
+                };
+                let Opnd::Mem(m) = o0 else { return Err(Fault) };
+                let a = Self::ea(r, m);
+                if op.align && a & 15 != 0 {
+                    return Err(Fault);
+                }
+                let b = v.to_le_bytes();
+                self.mem.write(a, &b[..size as usize])?;
+            }
+            Code::XLoadLow | Code::XLoadHigh => {
+                let v = self.xsrc(r, o1, false)? as u64 as u128;
+                let d = self.xmm_of(o0)?;
+                let res = if op.code == Code::XLoadLow {
+                    (d & !(u64::MAX as u128)) | v
+                } else {
+                    (d & u64::MAX as u128) | (v << 64)
+                };
+                self.set_xmm(o0, res)?;
+            }
+            Code::XMovLow => {
+                let s = self.xmm_of(o1)?;
+                let d = self.xmm_of(o0)?;
+                let m: u128 = if size == 4 {
+                    u32::MAX as u128
+                } else {
+                    u64::MAX as u128
+                };
+                self.set_xmm(o0, (d & !m) | (s & m))?;
+            }
+            Code::XMovqZ => {
+                let s = self.xmm_of(o1)?;
+                self.set_xmm(o0, s & u64::MAX as u128)?;
+            }
+            Code::XFromGpr => {
+                let v = self.rd(r, o1)?;
+                self.set_xmm(o0, v as u128)?;
+            }
+            Code::XToGpr => {
+                let v = self.xmm_of(o1)? as u64 & mask(size);
+                self.wr(r, o0, v)?;
             }
             _ => return Err(Fault),
         }
