@@ -322,13 +322,15 @@ fn reg_span(reg: Register, write: bool, vex: bool) -> Option<(u16, u8)> {
             _ => (base, reg.size() as u8),
         });
     }
-    if reg.is_xmm() || reg.is_ymm() {
+    // iced names the destination of a VEX or EVEX instruction by its zmm register (the
+    // instruction zeroes the bits above what it writes); the shadow keeps 32 bytes of each.
+    if reg.is_xmm() || reg.is_ymm() || reg.is_zmm() {
         let n = reg.number();
         if n >= 32 {
             return None;
         }
         let base = (GPR_BYTES + n * 32) as u16;
-        let size = if reg.is_ymm() || (write && vex) {
+        let size = if reg.is_ymm() || reg.is_zmm() || (write && vex) {
             32
         } else {
             16
@@ -1214,6 +1216,23 @@ mod tests {
         &[0x31, 0xc0],             // xor eax, eax
         &[0x90],                   // nop
     ];
+
+    /// A VEX instruction's destination, which iced names by its zmm register, is written in
+    /// the register shadow: an accumulator kept in xmm0 by `-mavx` code carries its flow
+    /// dependence from one iteration to the next.
+    #[test]
+    fn vex_destinations_are_written() {
+        // vaddsd xmm0, xmm0, qword ptr [rax]; vxorpd xmm2, xmm2, xmm2.
+        for (bytes, reg) in [
+            (&[0xc5u8, 0xfb, 0x58, 0x00][..], 0),
+            (&[0xc5, 0xe9, 0x57, 0xd2], 2),
+        ] {
+            let insn = iced_x86::Decoder::new(64, bytes, iced_x86::DecoderOptions::NONE).decode();
+            let u = reg_use(&insn, &mut InstructionInfoFactory::new());
+            let at = (GPR_BYTES + 32 * reg) as u16;
+            assert!(u.writes.contains(&(at, 32)), "{insn}: {u:?}");
+        }
+    }
 
     /// A byte-per-byte reference: writer, first reader and last reader of every byte, by
     /// instance number.
