@@ -163,13 +163,14 @@ pub(crate) fn assigned_in_source(
 ) -> Vec<SourceAssignment> {
     let mut out = Vec::new();
     for l in all {
-        let lines: BTreeSet<(String, u32)> = l
+        let mut lines: BTreeSet<(String, u32)> = l
             .inside
             .iter()
             .filter_map(|&pc| exe.location(pc))
             .filter(|loc| loc.line > 0 && Some(loc.line) != l.line)
             .map(|loc| (loc.file, loc.line))
             .collect();
+        lines.extend(unrolled_loop_headers(exe, l, sources));
         let mut seen = BTreeSet::new();
         let (Some(&lo), Some(&hi)) = (l.inside.first(), l.inside.last()) else {
             continue;
@@ -212,6 +213,40 @@ pub(crate) fn assigned_in_source(
         }
     }
     out
+}
+
+/// Longest source span of one loop searched for nested loop statements.
+const MAX_SPAN: u32 = 2000;
+
+/// The `for` statements nested in loop `l` in the source, by their lines: those between its
+/// own statement and the last line of its own function's code in it. A nested loop the
+/// compiler unrolled completely (a short inner loop at -O3) leaves no instruction on its line,
+/// but its counter is still a variable the source loop assigns.
+fn unrolled_loop_headers(
+    exe: &symbols::ElfFile,
+    l: &LoopCode,
+    sources: &mut SourceText,
+) -> Vec<(String, u32)> {
+    let (Some(file), Some(line)) = (&l.file, l.line) else {
+        return Vec::new();
+    };
+    // Lines of inlined callees (possibly further down the same file) do not count.
+    let last = l
+        .inside
+        .iter()
+        .filter_map(|&pc| {
+            let f = exe.frames(pc).into_iter().next()?;
+            let loc = f.location?;
+            (f.function == l.function && &loc.file == file).then_some(loc.line)
+        })
+        .max();
+    let Some(last) = last else {
+        return Vec::new();
+    };
+    (line + 1..=last.min(line + MAX_SPAN))
+        .filter(|&n| sources.line(file, n).and_then(loop_counter).is_some())
+        .map(|n| (file.clone(), n))
+        .collect()
 }
 
 /// The program's source files, each read once, by the paths debug information gives.

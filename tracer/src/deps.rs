@@ -342,6 +342,15 @@ fn reg_span(reg: Register, write: bool, vex: bool) -> Option<(u16, u8)> {
 
 fn reg_use(insn: &Instruction, info: &mut InstructionInfoFactory) -> RegUse {
     let mut u = RegUse::default();
+    if insn.mnemonic() == Mnemonic::Vzeroupper {
+        // It zeroes the upper halves and keeps the lower ones, which iced lists as reads: as
+        // such, every vector register a loop wrote would look read after it (gcc puts a
+        // `vzeroupper` before each call and return).
+        for n in 0..16 {
+            u.writes.push(((GPR_BYTES + 32 * n + 16) as u16, 16));
+        }
+        return u;
+    }
     let vex = insn.encoding() != EncodingKind::Legacy;
     // `xor eax, eax` and friends only write: the old value does not matter.
     let zero_idiom = matches!(
