@@ -387,7 +387,9 @@ fn profile(kernel: &str, opt: &'static str) -> Arc<Profile> {
 fn make_profile(kernel: &str, opt: &'static str) -> Profile {
     let source =
         Source::parse(&kernels_dir().join(format!("{kernel}.c"))).unwrap_or_else(|e| panic!("{e}"));
-    let k = tests::compile(kernel, &["-g", opt]);
+    let mut flags = vec!["-g"];
+    flags.extend(opt.split_whitespace());
+    let k = tests::compile(kernel, &flags);
     let base = run_program(&k.path, false);
     assert!(
         base.1.success(),
@@ -703,7 +705,7 @@ impl<'a> Runner<'a> {
         std::fs::write(&src, text).unwrap();
         let bin = sub.join("prog");
         let mut cc = Command::new("cc");
-        cc.args(["-g", opt]);
+        cc.arg("-g").args(opt.split_whitespace());
         if omp {
             cc.arg("-fopenmp");
         }
@@ -939,9 +941,23 @@ fn table(p: &Profile, rows: &[Row]) -> String {
 /// Profiles `kernel` at every level, applies every suggestion, prints the coverage tables and
 /// fails listing each suggestion whose program's output changed.
 fn apply_and_run(kernel: &str) {
+    apply_and_run_at(kernel, &OPT_LEVELS);
+}
+
+/// AVX2 and FMA code (what `-march=native` gives on this machine), without contracting
+/// multiply-adds so that every build of a variant computes the same numbers.
+const AVX2: &str = "-O3 -march=haswell -ffp-contract=off";
+
+fn has_avx2() -> bool {
+    std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("fma")
+        && std::arch::is_x86_feature_detected!("bmi2")
+}
+
+fn apply_and_run_at(kernel: &str, levels: &[&'static str]) {
     let mut failures = String::new();
     let mut tables = String::new();
-    for opt in OPT_LEVELS {
+    for &opt in levels {
         let p = profile(kernel, opt);
         let rows = apply_all(&p);
         tables.push_str(&table(&p, &rows));
@@ -994,6 +1010,32 @@ apply_and_run_tests! {
     apply_and_run_shared_scalar => "legal_shared_scalar",
     apply_and_run_symm => "legal_symm",
     apply_and_run_c89 => "legal_c89",
+    apply_and_run_unrolled => "legal_unrolled",
+}
+
+/// The same on AVX2 builds (vector accumulators in ymm registers, inner loops unrolled
+/// away, `vzeroupper` after loops), where the CPU has AVX2.
+macro_rules! apply_and_run_avx2_tests {
+    ($($test:ident => $kernel:literal),* $(,)?) => {
+        $(
+            #[test]
+            fn $test() {
+                if has_avx2() {
+                    apply_and_run_at($kernel, &[AVX2]);
+                }
+            }
+        )*
+    };
+}
+
+apply_and_run_avx2_tests! {
+    apply_and_run_avx2_reduction => "legal_reduction",
+    apply_and_run_avx2_covariance => "legal_covariance",
+    apply_and_run_avx2_jacobi2d => "legal_jacobi2d",
+    apply_and_run_avx2_stencil2d => "legal_stencil2d",
+    apply_and_run_avx2_shared_scalar => "legal_shared_scalar",
+    apply_and_run_avx2_c89 => "legal_c89",
+    apply_and_run_avx2_unrolled => "legal_unrolled",
 }
 
 // ---------------------------------------------------------------------------------------------
