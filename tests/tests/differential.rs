@@ -10,12 +10,6 @@ const LEVELS: [&[&str]; 3] = [&["-O0", "-g"], &["-O2", "-g"], &["-O3", "-g"]];
 const V2: &[&str] = &["-O3", "-g", "-march=x86-64-v2"];
 const AVX2: &[&str] = &["-O3", "-g", "-march=haswell"];
 
-fn has_avx2() -> bool {
-    std::arch::is_x86_feature_detected!("avx2")
-        && std::arch::is_x86_feature_detected!("fma")
-        && std::arch::is_x86_feature_detected!("bmi2")
-}
-
 struct Outcome {
     instructions: u64,
     emulated: u64,
@@ -50,7 +44,7 @@ fn levels(name: &str, extra: &[&str], args: &[&str], stdin: &[u8], min_share: f6
     let mut configs: Vec<Vec<&str>> = LEVELS.iter().map(|l| l.to_vec()).collect();
     if v2 {
         configs.push(V2.to_vec());
-        if has_avx2() {
+        if tests::has_avx2() {
             configs.push(AVX2.to_vec());
         }
     }

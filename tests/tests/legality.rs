@@ -948,12 +948,6 @@ fn apply_and_run(kernel: &str) {
 /// multiply-adds so that every build of a variant computes the same numbers.
 const AVX2: &str = "-O3 -march=haswell -ffp-contract=off";
 
-fn has_avx2() -> bool {
-    std::arch::is_x86_feature_detected!("avx2")
-        && std::arch::is_x86_feature_detected!("fma")
-        && std::arch::is_x86_feature_detected!("bmi2")
-}
-
 fn apply_and_run_at(kernel: &str, levels: &[&'static str]) {
     let mut failures = String::new();
     let mut tables = String::new();
@@ -1020,7 +1014,7 @@ macro_rules! apply_and_run_avx2_tests {
         $(
             #[test]
             fn $test() {
-                if has_avx2() {
+                if tests::has_avx2() {
                     apply_and_run_at($kernel, &[AVX2]);
                 }
             }

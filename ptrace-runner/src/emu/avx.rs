@@ -594,6 +594,18 @@ impl Emulate {
         }
     }
 
+    /// The two sources of an operation; a one-source form names its operand twice (read
+    /// once).
+    fn two_sources(&mut self, r: &Regs, o1: &Opnd, o2: &Opnd) -> R<(V, V)> {
+        let a = self.vsrc(r, o1, false)?;
+        let b = if o2 == o1 {
+            a
+        } else {
+            self.vsrc(r, o2, false)?
+        };
+        Ok((a, b))
+    }
+
     /// Writes a VEX result: an xmm destination's bits 255:128 become 0.
     #[inline(always)]
     fn set_vec(&mut self, o: &Opnd, v: V) -> R<()> {
@@ -724,12 +736,7 @@ impl Emulate {
                 if x.is_fp() && !self.fp_masked {
                     return Err(Fault);
                 }
-                let a = self.vsrc(r, o1, false)?;
-                let b = if o2 == o1 {
-                    a
-                } else {
-                    self.vsrc(r, o2, false)?
-                };
+                let (a, b) = self.two_sources(r, o1, o2)?;
                 let mut mxcsr = self.mxcsr;
                 let mut f = |a: u128, b: u128| from_m128(x.run(to_m128(a), to_m128(b), &mut mxcsr));
                 let v = match shape {
@@ -749,12 +756,7 @@ impl Emulate {
                 self.set_vec(o0, v)?;
             }
             Code::VShuf(s) => {
-                let a = self.vsrc(r, o1, false)?;
-                let b = if o2 == o1 {
-                    a
-                } else {
-                    self.vsrc(r, o2, false)?
-                };
+                let (a, b) = self.two_sources(r, o1, o2)?;
                 let imm = op.cc;
                 // Per-element immediates go on into the upper half; the others repeat.
                 let hi_imm = match s {
@@ -774,12 +776,7 @@ impl Emulate {
                 if !self.fp_masked {
                     return Err(Fault);
                 }
-                let a = self.vsrc(r, o1, false)?;
-                let b = if o2 == o1 {
-                    a
-                } else {
-                    self.vsrc(r, o2, false)?
-                };
+                let (a, b) = self.two_sources(r, o1, o2)?;
                 let mut mxcsr = self.mxcsr;
                 let mx: *mut u32 = &mut mxcsr;
                 let f = |a: u128, b: u128| {
