@@ -14,7 +14,11 @@
 //!   results are bit-identical; when the tracee unmasks a floating-point exception they fall back;
 //! - a memory access the cache cannot do (unmapped, unreadable or read-only page, a misaligned
 //!   aligned-SSE operand) falls back to a single step, which faults exactly as natively;
-//! - division by zero and quotient overflow fall back (the step raises SIGFPE).
+//! - division by zero and quotient overflow fall back (the step raises SIGFPE);
+//! - AVX, AVX2 and FMA instructions hold the upper halves of the ymm registers too, read and
+//!   written through the kernel's XSAVE regset; without it they fall back;
+//! - `bsf`, `bsr` and BMI1 run on the host with the tracee's flags loaded (their undefined flags
+//!   come out as this CPU leaves them).
 //!
 //! Asynchronous signals are noticed only when the tracee next runs (a fallback step, a system
 //! call, a library call): the step engine stays the reference for timing-sensitive signal code.
@@ -22,8 +26,9 @@
 //!
 //! Here: the engine's state and its interpreter; `compile` turns a decoded instruction into an
 //! [`Op`]; `flags` computes integer flags, register writes and shifts; `sse` runs SSE
-//! operations on the host CPU under the tracee's MXCSR; `tests` compares all of them with the
-//! CPU.
+//! operations on the host CPU under the tracee's MXCSR; `avx` the VEX-encoded ones, mostly as
+//! SSE operations on each 128-bit half; `bits` the bit-manipulation instructions; `tests`
+//! compares all of them with the CPU.
 
 use crate::decode::Decoded;
 use crate::event::{AccessKind, MemAccess};
