@@ -91,6 +91,13 @@ fn libcalls() {
     levels("libcalls", &["-fno-builtin"], &[], b"", 0.9, false);
 }
 
+/// libm's functions, which save, set and restore MXCSR around their work (the emulate engine
+/// runs them inside itself), under two rounding modes.
+#[test]
+fn mathfuncs() {
+    levels("mathfuncs", &["-lm"], &[], b"", 0.9, true);
+}
+
 /// String and memory functions the emulate engine performs itself: the same events and output
 /// as when the step engine runs them natively.
 #[test]

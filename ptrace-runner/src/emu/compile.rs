@@ -118,6 +118,10 @@ pub enum Code {
     XMovmsk(Msk),
     XExtract,
     XInsert,
+    /// `stmxcsr`/`vstmxcsr m32`.
+    StMxcsr,
+    /// `ldmxcsr`/`vldmxcsr m32`.
+    LdMxcsr,
     // Bit manipulation (BMI1, BMI2, LZCNT, MOVBE, and the older bsf/bsr).
     /// Run on the host with the tracee's flags (their undefined bits come out as this CPU
     /// leaves them).
@@ -312,6 +316,8 @@ impl Code {
                 | Code::XMovmsk(_)
                 | Code::XExtract
                 | Code::XInsert
+                | Code::StMxcsr
+                | Code::LdMxcsr
         )
     }
 
@@ -830,6 +836,15 @@ fn sse_move_code(i: &Instruction, op: &mut Op) -> Option<Code> {
     let (m, n) = (i.mnemonic(), i.op_count());
     let [o0, o1, _] = op.ops;
     Some(match m {
+        // libm saves and sets the rounding mode around its functions (sin, cos, atan2).
+        M::Stmxcsr | M::Vstmxcsr if n == 1 && is_mem(&o0) => {
+            op.size = 4;
+            Code::StMxcsr
+        }
+        M::Ldmxcsr | M::Vldmxcsr if n == 1 && is_mem(&o0) => {
+            op.size = 4;
+            Code::LdMxcsr
+        }
         M::Movaps | M::Movups | M::Movapd | M::Movupd | M::Movdqa | M::Movdqu | M::Lddqu
             if n == 2 =>
         {

@@ -154,6 +154,14 @@ struct FpImage {
 }
 
 impl FpImage {
+    /// The MXCSR bits this CPU implements (0 in the image means the default, 0xffbf).
+    fn mxcsr_mask(&self) -> u32 {
+        match u32::from_le_bytes(self.bytes[28..32].try_into().unwrap_or_default()) {
+            0 => 0xffbf,
+            m => m,
+        }
+    }
+
     fn new() -> FpImage {
         // The XSAVE area's size for the features the OS enabled, and where AVX state sits in
         // it (CPUID leaf 0xD); the host's answer is the tracee's (same CPU, same kernel).
@@ -859,6 +867,21 @@ impl Emulate {
         let [o0, o1, _] = &op.ops;
         let size = op.size;
         match op.code {
+            Code::StMxcsr => {
+                let mxcsr = self.mxcsr as u64;
+                self.wr(r, o0, mxcsr)?;
+            }
+            Code::LdMxcsr => {
+                let v = self.rd(r, o0)? as u32;
+                // Bits this CPU does not have (MXCSR_MASK, in the FXSAVE area) fault natively
+                // (#GP): let them.
+                if v & !self.fpimage.mxcsr_mask() != 0 {
+                    return Err(Fault);
+                }
+                self.mxcsr = v;
+                self.fp_masked = v & 0x1f80 == 0x1f80;
+                self.fp = FpState::Dirty;
+            }
             Code::XCopy => {
                 let v = self.xsrc(r, o1, false)?;
                 self.set_xmm(o0, v)?;
