@@ -91,6 +91,13 @@ fn libcalls() {
     levels("libcalls", &["-fno-builtin"], &[], b"", 0.9, false);
 }
 
+/// Atomic read-modify-writes (done as plain ones while the program has one thread), and
+/// library code using them (rand's lock) or double shifts (strtod).
+#[test]
+fn atomics() {
+    levels("atomics", &[], &[], b"", 0.99, false);
+}
+
 /// libm's functions, which save, set and restore MXCSR around their work (the emulate engine
 /// runs them inside itself), under two rounding modes.
 #[test]

@@ -174,6 +174,7 @@ fn vop(code: Code, size: u8, cc: u8, align: bool, ops: [Opnd; 3]) -> Option<Op> 
         size,
         cc,
         align,
+        lock: false,
         ops,
     })
 }

@@ -110,3 +110,51 @@ pub(super) fn bmi2(op: Bmi2, size: u8, a: u64, b: u64) -> u64 {
         }
     }
 }
+
+/// `shld` (`left`) or `shrd` of `d` (the destination's whole register, or the memory value)
+/// with bits from `s`, by `count`, at operand size `size` (2, 4 or 8), run on the host with the
+/// tracee's status flags: the destination after, and the flags.
+#[inline(never)]
+pub(super) fn host_double_shift(
+    left: bool,
+    size: u8,
+    d: u64,
+    s: u64,
+    count: u8,
+    flags: u64,
+) -> (u64, u64) {
+    let (mut d, mut fl) = (d, flags & STATUS);
+    macro_rules! go {
+        ($template:literal) => {
+            // SAFETY: as in `with_flags` (a register-only instruction; the stack below the red
+            // zone restored; only the status flags loaded).
+            unsafe {
+                asm!(
+                    "sub rsp, 128",
+                    "pushfq",
+                    "and qword ptr [rsp], {keep}",
+                    "or qword ptr [rsp], {fl}",
+                    "popfq",
+                    $template,
+                    "pushfq",
+                    "pop {fl}",
+                    "add rsp, 128",
+                    d = inout(reg) d,
+                    s = in(reg) s,
+                    in("cl") count,
+                    fl = inout(reg) fl,
+                    keep = in(reg) !STATUS,
+                );
+            }
+        };
+    }
+    match (left, size) {
+        (true, 8) => go!("shld {d}, {s}, cl"),
+        (true, 4) => go!("shld {d:e}, {s:e}, cl"),
+        (true, _) => go!("shld {d:x}, {s:x}, cl"),
+        (false, 8) => go!("shrd {d}, {s}, cl"),
+        (false, 4) => go!("shrd {d:e}, {s:e}, cl"),
+        (false, _) => go!("shrd {d:x}, {s:x}, cl"),
+    }
+    (d, fl & STATUS)
+}

@@ -43,6 +43,9 @@ pub enum Code {
     Movsx,
     Lea,
     Xchg,
+    /// `cmpxchg r/m, r`: compares rAX with the destination.
+    Cmpxchg,
+    Xadd,
     Bswap,
     Cmov,
     Setcc,
@@ -130,6 +133,8 @@ pub enum Code {
     Bmi2(Bmi2),
     /// `movbe`: a load or store with the bytes reversed.
     Movbe,
+    /// `shld` (true) or `shrd`, run on the host.
+    DoubleShift(bool),
     // AVX (VEX-encoded): a 128-bit result zeroes bits 255:128 of its register. See `avx`.
     VMov,
     VLoadZ,
@@ -272,6 +277,9 @@ pub struct Op {
     pub cc: u8,
     /// A 16-byte memory operand must be 16-byte aligned (legacy SSE).
     pub align: bool,
+    /// An atomic read-modify-write of memory (`lock` prefix, `xchg` with memory): done as a
+    /// plain one while no other thread runs, stepped otherwise.
+    pub lock: bool,
     pub ops: [Opnd; 3],
 }
 
@@ -281,6 +289,7 @@ impl Op {
         size: 0,
         cc: 0,
         align: false,
+        lock: false,
         ops: [Opnd::None; 3],
     };
 
@@ -447,7 +456,7 @@ pub fn compile(i: &Instruction) -> Op {
 }
 
 pub(super) fn compile_inner(i: &Instruction) -> Option<Op> {
-    if i.is_invalid() || i.has_lock_prefix() {
+    if i.is_invalid() {
         return None;
     }
     match i.encoding() {
@@ -465,7 +474,7 @@ pub(super) fn compile_inner(i: &Instruction) -> Option<Op> {
         return None;
     }
     if is_string(i) {
-        return compile_string(i);
+        return compile_string(i).filter(|_| !i.has_lock_prefix());
     }
     let n = i.op_count();
     let mut ops = [Opnd::None; 3];
@@ -477,6 +486,7 @@ pub(super) fn compile_inner(i: &Instruction) -> Option<Op> {
         size: osize(&ops[0]),
         cc: 0,
         align: false,
+        lock: false,
         ops,
     };
     op.code = if let Some(code) = integer_code(i, &mut op) {
@@ -492,6 +502,32 @@ pub(super) fn compile_inner(i: &Instruction) -> Option<Op> {
     } else {
         sse_code(i, &mut op)?
     };
+    // Atomic read-modify-writes of memory: the integer ones, done as plain ones while the
+    // program has one thread (`Emulate::execute` steps them otherwise).
+    let atomic = matches!(
+        op.code,
+        Code::Add
+            | Code::Adc
+            | Code::Sub
+            | Code::Sbb
+            | Code::And
+            | Code::Or
+            | Code::Xor
+            | Code::Inc
+            | Code::Dec
+            | Code::Neg
+            | Code::Not
+            | Code::Bts
+            | Code::Btr
+            | Code::Btc
+            | Code::Xadd
+            | Code::Cmpxchg
+            | Code::Xchg
+    ) && is_mem(&op.ops[0]);
+    if i.has_lock_prefix() && !atomic {
+        return None;
+    }
+    op.lock = atomic && (i.has_lock_prefix() || op.code == Code::Xchg);
     Some(op)
 }
 
@@ -578,6 +614,7 @@ fn compile_string(i: &Instruction) -> Option<Op> {
         size,
         cc: i.has_rep_prefix() as u8,
         align: false,
+        lock: false,
         ops: [Opnd::None; 3],
     })
 }
@@ -596,7 +633,9 @@ fn integer_code(i: &Instruction, op: &mut Op) -> Option<Code> {
         M::Movzx if n == 2 && is_gpr(&o0) && rm(&o1) => Code::Movzx,
         M::Movsx | M::Movsxd if n == 2 && is_gpr(&o0) && rm(&o1) => Code::Movsx,
         M::Lea if n == 2 && is_gpr(&o0) && is_mem(&o1) => Code::Lea,
-        M::Xchg if n == 2 && is_gpr(&o0) && is_gpr(&o1) => Code::Xchg,
+        M::Xchg if n == 2 && rm(&o0) && is_gpr(&o1) => Code::Xchg,
+        M::Cmpxchg if n == 2 && rm(&o0) && is_gpr(&o1) => Code::Cmpxchg,
+        M::Xadd if n == 2 && rm(&o0) && is_gpr(&o1) => Code::Xadd,
         M::Bswap if n == 1 && is_gpr(&o0) && op.size >= 4 => Code::Bswap,
         M::Cmovo
         | M::Cmovno
@@ -821,6 +860,20 @@ fn bit_code(i: &Instruction, op: &mut Op) -> Option<Code> {
         M::Rorx if n == 3 && is_gpr(&o0) && rm(&o1) && is_imm(&o2) => Code::Bmi2(Bmi2::Rorx),
         M::Pdep | M::Pext if n == 3 && is_gpr(&o0) && is_gpr(&o1) && rm(&o2) => {
             Code::Bmi2(if m == M::Pdep { Bmi2::Pdep } else { Bmi2::Pext })
+        }
+        M::Shld | M::Shrd
+            if n == 3
+                && rm(&o0)
+                && is_gpr(&o1)
+                && (is_imm(&o2)
+                    || o2
+                        == Opnd::Gpr {
+                            idx: R_RCX,
+                            size: 1,
+                            high: false,
+                        }) =>
+        {
+            Code::DoubleShift(m == M::Shld)
         }
         M::Movbe if n == 2 && ((is_gpr(&o0) && is_mem(&o1)) || (is_mem(&o0) && is_gpr(&o1))) => {
             Code::Movbe

@@ -652,10 +652,56 @@ impl Emulate {
         let [o0, o1, o2] = &op.ops;
         match op.code {
             Code::Xchg => {
+                // The register first: a memory write, the one that can fail, comes last.
                 let a = self.rd(r, o0)?;
                 let b = self.rd(r, o1)?;
-                self.wr(r, o0, b)?;
                 self.wr(r, o1, a)?;
+                self.wr(r, o0, b)?;
+            }
+            Code::Cmpxchg => {
+                let d = self.rd(r, o0)?;
+                let s = self.rd(r, o1)?;
+                let acc = gprs(r)[R_RAX as usize] & mask(size);
+                let (_, f) = sub_flags(acc, d, 0, size);
+                set_flags(r, STATUS, f);
+                if acc == d {
+                    self.wr(r, o0, s)?;
+                } else {
+                    write_gpr(r, R_RAX, size, false, d);
+                    // Memory is written back as it was (the access writes: a read-only page
+                    // faults); a register destination is left whole (a 32-bit one is not
+                    // zero-extended, as this CPU does).
+                    if matches!(o0, Opnd::Mem(_)) {
+                        self.wr(r, o0, d)?;
+                    }
+                }
+            }
+            Code::Xadd => {
+                let d = self.rd(r, o0)?;
+                let s = self.rd(r, o1)?;
+                let (sum, f) = add_flags(d, s, 0, size);
+                self.wr(r, o1, d)?;
+                self.wr(r, o0, sum)?;
+                set_flags(r, STATUS, f);
+            }
+            Code::DoubleShift(left) => {
+                let s = self.rd(r, o1)?;
+                let count = self.rd(r, o2)? as u8;
+                match *o0 {
+                    // The host writes the whole register as the instruction does.
+                    Opnd::Gpr { idx, .. } => {
+                        let d = gprs(r)[idx as usize];
+                        let (v, f) = host_double_shift(left, size, d, s, count, r.eflags);
+                        write_gpr(r, idx, 8, false, v);
+                        set_flags(r, STATUS, f);
+                    }
+                    _ => {
+                        let d = self.rd(r, o0)?;
+                        let (v, f) = host_double_shift(left, size, d, s, count, r.eflags);
+                        self.wr(r, o0, v)?;
+                        set_flags(r, STATUS, f);
+                    }
+                }
             }
             Code::Bswap => {
                 let v = self.rd(r, o0)?;
@@ -1019,7 +1065,8 @@ impl Executor for Emulate {
         }
         if self.threaded {
             self.since_sync += 1;
-            if self.since_sync > THREADED_SYNC {
+            // Another thread may race for the same memory: only the CPU is atomic.
+            if self.since_sync > THREADED_SYNC || d.op.lock {
                 return false;
             }
         }

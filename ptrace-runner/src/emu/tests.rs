@@ -1080,3 +1080,45 @@ fn bit_manipulation_matches_the_cpu() {
     case!(c, pext(eax, ebx, ecx));
     run_cases(c, 1000, &no_fix);
 }
+
+/// `cmpxchg` and `xadd` (whose memory forms with `lock` the engine does as plain ones while
+/// the program has one thread), on registers; `shld` and `shrd`.
+#[test]
+fn exchanges_and_double_shifts_match_the_cpu() {
+    let mut c: Vec<(String, Gen)> = Vec::new();
+    case!(c, cmpxchg(rbx, rcx));
+    case!(c, cmpxchg(ebx, ecx));
+    case!(c, cmpxchg(bx, cx));
+    case!(c, cmpxchg(bl, cl));
+    case!(c, cmpxchg(eax, ecx));
+    case!(c, xadd(rbx, rcx));
+    case!(c, xadd(ebx, ecx));
+    case!(c, xadd(bl, cl));
+    case!(c, xadd(edx, edx));
+    case!(c, xchg(ebx, ecx));
+    // Half of the states have rbx equal to rax (in each width): the exchange happens.
+    run_cases(c, 1000, &|s: &mut State| {
+        if s.g[7] & 1 == 0 {
+            s.g[3] = s.g[0];
+        }
+    });
+    let mut c: Vec<(String, Gen)> = Vec::new();
+    for n in [0u32, 1, 3, 8, 15, 16, 31, 32, 33, 63, 64, 200] {
+        c.push((
+            format!("shld r64 {n}"),
+            Box::new(move |a: &mut CodeAssembler| a.shld(rbx, rdx, n)),
+        ));
+        c.push((
+            format!("shrd r32 {n}"),
+            Box::new(move |a: &mut CodeAssembler| a.shrd(ebx, edx, n)),
+        ));
+        c.push((
+            format!("shld r16 {n}"),
+            Box::new(move |a: &mut CodeAssembler| a.shld(bx, dx, n)),
+        ));
+    }
+    case!(c, shld(rsi, rdi, cl));
+    case!(c, shrd(esi, edi, cl));
+    case!(c, shrd(si, di, cl));
+    run_cases(c, 1000, &no_fix);
+}
