@@ -125,6 +125,10 @@ pub enum Code {
     StMxcsr,
     /// `ldmxcsr`/`vldmxcsr m32`.
     LdMxcsr,
+    /// `fnstcw m16`: the x87 control word (strtod and fegetround read the rounding mode).
+    FnstCw,
+    /// `fldcw m16`.
+    FldCw,
     // Bit manipulation (BMI1, BMI2, LZCNT, MOVBE, and the older bsf/bsr).
     /// Run on the host with the tracee's flags (their undefined bits come out as this CPU
     /// leaves them).
@@ -327,6 +331,8 @@ impl Code {
                 | Code::XInsert
                 | Code::StMxcsr
                 | Code::LdMxcsr
+                | Code::FnstCw
+                | Code::FldCw
         )
     }
 
@@ -897,6 +903,14 @@ fn sse_move_code(i: &Instruction, op: &mut Op) -> Option<Code> {
         M::Ldmxcsr | M::Vldmxcsr if n == 1 && is_mem(&o0) => {
             op.size = 4;
             Code::LdMxcsr
+        }
+        M::Fnstcw | M::Fldcw if n == 1 && is_mem(&o0) => {
+            op.size = 2;
+            if m == M::Fnstcw {
+                Code::FnstCw
+            } else {
+                Code::FldCw
+            }
         }
         M::Movaps | M::Movups | M::Movapd | M::Movupd | M::Movdqa | M::Movdqu | M::Lddqu
             if n == 2 =>

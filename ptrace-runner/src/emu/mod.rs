@@ -129,7 +129,9 @@ enum FpState {
 /// The FXSAVE area's size, and where in it the xmm registers are.
 const FXSAVE_BYTES: usize = 512;
 const XMM_OFFSET: usize = 160;
-/// XSTATE_BV bits (in the XSAVE header at byte 512): SSE state, AVX state (ymm upper halves).
+/// XSTATE_BV bits (in the XSAVE header at byte 512): x87 state, SSE state, AVX state (ymm
+/// upper halves).
+const XFEATURE_X87: u64 = 1 << 0;
 const XFEATURE_SSE: u64 = 1 << 1;
 const XFEATURE_AVX: u64 = 1 << 2;
 
@@ -154,6 +156,11 @@ struct FpImage {
 }
 
 impl FpImage {
+    /// The x87 control word (the FXSAVE area's first two bytes).
+    fn control_word(&self) -> u16 {
+        u16::from_le_bytes([self.bytes[0], self.bytes[1]])
+    }
+
     /// The MXCSR bits this CPU implements (0 in the image means the default, 0xffbf).
     fn mxcsr_mask(&self) -> u32 {
         match u32::from_le_bytes(self.bytes[28..32].try_into().unwrap_or_default()) {
@@ -296,7 +303,8 @@ impl Emulate {
         b[24..28].copy_from_slice(&self.mxcsr.to_le_bytes());
         if img.xsave {
             let mut features = u64::from_le_bytes(b[512..520].try_into().unwrap_or_default());
-            features |= XFEATURE_SSE;
+            // x87 too: `fldcw` may have changed the control word.
+            features |= XFEATURE_X87 | XFEATURE_SSE;
             if img.avx != 0 && img.len >= img.avx + 256 {
                 for k in 0..16 {
                     let at = img.avx + 16 * k;
@@ -917,6 +925,15 @@ impl Emulate {
                 let mxcsr = self.mxcsr as u64;
                 self.wr(r, o0, mxcsr)?;
             }
+            Code::FnstCw => {
+                let cw = self.fpimage.control_word();
+                self.wr(r, o0, cw as u64)?;
+            }
+            Code::FldCw => {
+                let cw = self.rd(r, o0)? as u16;
+                self.fpimage.bytes[..2].copy_from_slice(&cw.to_le_bytes());
+                self.fp = FpState::Dirty;
+            }
             Code::LdMxcsr => {
                 let v = self.rd(r, o0)? as u32;
                 // Bits this CPU does not have (MXCSR_MASK, in the FXSAVE area) fault natively
@@ -1235,6 +1252,7 @@ impl Emulate {
     ) -> Option<(Regs, u64)> {
         let back_rsp = regs.rsp.wrapping_add(8);
         let saved = (self.xmm, self.ymm_hi, self.mxcsr, self.fp, self.fp_masked);
+        let control_word = self.fpimage.control_word();
         self.mem.journal_start();
         let mut r = *regs;
         let mut n = 0;
@@ -1265,6 +1283,7 @@ impl Emulate {
         } else {
             self.mem.journal_undo();
             (self.xmm, self.ymm_hi, self.mxcsr, self.fp, self.fp_masked) = saved;
+            self.fpimage.bytes[..2].copy_from_slice(&control_word.to_le_bytes());
             None
         }
     }
