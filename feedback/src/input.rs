@@ -220,6 +220,9 @@ pub struct SharedVariable {
     pub loops: Vec<String>,
     /// Source lines (`file.c:12`) of its assignments.
     pub lines: Vec<String>,
+    /// Ids of the loops whose code assigns it on the `for` statement of a loop around the one
+    /// they are named after (so which source loop they are is uncertain): (loop id, line).
+    pub merged: Vec<(String, String)>,
 }
 
 impl SharedVariable {

@@ -529,6 +529,9 @@ impl<'a> Ctx<'a> {
             theta,
             rel: self.relation(&carried_at(self.n, lvl))?,
         };
+        if let Some(why) = self.merged_with_enclosing(l) {
+            return Ok(Verdict::Blocked(why));
+        }
         let mut within = self.deps_within(l);
         let mut needs = match self.reductions_for(&carried, &mut within)? {
             Ok(needs) => needs,
@@ -550,6 +553,22 @@ impl<'a> Ctx<'a> {
             }
         }
         Ok(Verdict::Legal(merge(needs)))
+    }
+
+    /// Why loop `l` cannot be named in a pragma: its code assigns the counter of a `for`
+    /// statement above its own line, so it holds an enclosing source loop's code too (gcc -O3
+    /// merges a loop with the short loops inside it) and is named after an inner loop: advice
+    /// applied at that line would go to the wrong loop.
+    fn merged_with_enclosing(&self, l: usize) -> Option<String> {
+        let id = &self.region.loops[l].id;
+        self.region.shared_variables.iter().find_map(|v| {
+            let (_, line) = v.merged.iter().find(|(loop_id, _)| loop_id == id)?;
+            Some(format!(
+                "its code also runs the loop statement at {line} (it assigns `{}` there): the \
+                 compiler merged the loops, and which source loop this is cannot be told",
+                v.name
+            ))
+        })
     }
 
     /// The reductions a loop's carried flow dependences (among `within`) belong to. A carried

@@ -1999,6 +1999,9 @@ impl Scope<'_> {
                     name: a.name,
                     ..SharedVariable::default()
                 });
+            if a.encloses {
+                v.merged.push((a.loop_id.clone(), a.line.clone()));
+            }
             v.loops.push(a.loop_id);
             v.lines.push(a.line);
         }

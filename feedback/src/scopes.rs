@@ -148,6 +148,10 @@ pub(crate) struct SourceAssignment {
     pub(crate) loop_id: String,
     /// `file.c:12`.
     pub(crate) line: String,
+    /// The line is a `for` statement above the loop's own whose counter this is: the loop's
+    /// code holds that enclosing loop's too (gcc merged them at -O3), and the loop is named by
+    /// an inner loop's line.
+    pub(crate) encloses: bool,
 }
 
 /// The variables each loop of `all` assigns on its source lines (the lines of the
@@ -194,10 +198,11 @@ pub(crate) fn assigned_in_source(
                 if var.decl_line.is_some_and(|d| *line <= d) {
                     continue;
                 }
-                if sources
-                    .line(file, *line)
-                    .is_some_and(|t| assigns(t, &var.name))
-                {
+                let text = sources.line(file, *line).map(str::to_string);
+                if text.as_deref().is_some_and(|t| assigns(t, &var.name)) {
+                    let encloses = l.file.as_ref() == Some(file)
+                        && l.line.is_some_and(|own| *line < own)
+                        && text.as_deref().and_then(loop_counter) == Some(var.name.as_str());
                     let short = symbols::Loc {
                         file: file.clone(),
                         line: *line,
@@ -207,6 +212,7 @@ pub(crate) fn assigned_in_source(
                         name: var.name.clone(),
                         loop_id: l.id.clone(),
                         line: short,
+                        encloses,
                     });
                 }
             }
