@@ -1007,6 +1007,13 @@ apply_and_run_tests! {
     apply_and_run_unrolled => "legal_unrolled",
 }
 
+/// trmm's init_array at -O3, where gcc merges the i loop with the j loops inside and the
+/// merged loop is named after the inner loop's line: no advice may send a pragma there.
+#[test]
+fn apply_and_run_merged_o3() {
+    apply_and_run_at("legal_merged", &["-O2", "-O3"]);
+}
+
 /// The same on AVX2 builds (vector accumulators in ymm registers, inner loops unrolled
 /// away, `vzeroupper` after loops), where the CPU has AVX2.
 macro_rules! apply_and_run_avx2_tests {
