@@ -4,10 +4,11 @@
 
 use super::*;
 
-/// Runs `template` (operands `{d}` in/out, `{a}`, `{b}`) with the status flags `$fl` loaded,
-/// leaving the flags after it in `$fl`. Skips the red zone before pushing the flags.
-macro_rules! with_flags {
-    ($template:expr, $d:ident, $a:ident, $b:ident, $fl:ident) => {
+/// Runs `template` with the status flags `$fl` loaded, leaving the flags after it in `$fl`;
+/// `$operands` are the template's other asm operands. Skips the red zone before pushing the
+/// flags.
+macro_rules! under_flags {
+    ($template:expr, $fl:ident, $($operands:tt)*) => {
         // SAFETY: a register-only instruction the host CPU has (the tracee, on this CPU, was
         // about to run it); the stack below the red zone is restored before the block ends,
         // and only the status flags are loaded from the tracee's.
@@ -19,18 +20,28 @@ macro_rules! with_flags {
                 "or qword ptr [rsp], {fl}",
                 "popfq",
                 $template,
-                // (`{a}` is unused by one-source forms.)
-                "# {a}",
                 "pushfq",
                 "pop {fl}",
                 "add rsp, 128",
-                d = inout(reg) $d,
-                a = in(reg) $a,
-                b = in(reg) $b,
                 fl = inout(reg) $fl,
                 keep = in(reg) !STATUS,
+                $($operands)*
             );
         }
+    };
+}
+
+/// Runs `template` (operands `{d}` in/out, `{a}`, `{b}`) under the flags `$fl`.
+macro_rules! with_flags {
+    ($template:expr, $d:ident, $a:ident, $b:ident, $fl:ident) => {
+        // (`{a}` is unused by one-source forms: named in a comment.)
+        under_flags!(
+            concat!($template, "\n# {a}"),
+            $fl,
+            d = inout(reg) $d,
+            a = in(reg) $a,
+            b = in(reg) $b,
+        )
     };
 }
 
@@ -126,26 +137,7 @@ pub(super) fn host_double_shift(
     let (mut d, mut fl) = (d, flags & STATUS);
     macro_rules! go {
         ($template:literal) => {
-            // SAFETY: as in `with_flags` (a register-only instruction; the stack below the red
-            // zone restored; only the status flags loaded).
-            unsafe {
-                asm!(
-                    "sub rsp, 128",
-                    "pushfq",
-                    "and qword ptr [rsp], {keep}",
-                    "or qword ptr [rsp], {fl}",
-                    "popfq",
-                    $template,
-                    "pushfq",
-                    "pop {fl}",
-                    "add rsp, 128",
-                    d = inout(reg) d,
-                    s = in(reg) s,
-                    in("cl") count,
-                    fl = inout(reg) fl,
-                    keep = in(reg) !STATUS,
-                );
-            }
+            under_flags!($template, fl, d = inout(reg) d, s = in(reg) s, in("cl") count,)
         };
     }
     match (left, size) {
