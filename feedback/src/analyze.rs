@@ -921,7 +921,6 @@ fn metrics(
     Metrics {
         mem_ops_percent: pct(nest.ops_where(|s| !s.accesses.is_empty()), total),
         fp_ops_percent: pct(nest.ops_where(|s| s.fp), total),
-        affine_percent: pct(nest.ops_where(|s| s.exact), total),
         parallel_ops_percent: pct(
             nest.ops_where(|s| s.loops.iter().any(|l| parallel_loops.contains(l))),
             total,

@@ -180,24 +180,8 @@ impl Suggestion {
     }
 }
 
-/// The metrics of Tables 3 and 5.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Metrics {
-    pub mem_ops_percent: f64,
-    pub fp_ops_percent: f64,
-    pub affine_percent: f64,
-    pub parallel_ops_percent: f64,
-    pub simd_ops_percent: f64,
-    pub reuse_percent: f64,
-    pub preuse_percent: f64,
-    pub tile_depth: usize,
-    pub tile_ops_percent: f64,
-    pub components_before: usize,
-    pub components_after: usize,
-    pub skew: bool,
-    /// Deepest loop nesting of the region in the binary.
-    pub loop_depth: usize,
-}
+/// The metrics of the POLY-PROF paper's Tables 3 and 5: report.json's own type.
+pub use reports::Metrics;
 
 /// The feedback for one region.
 #[derive(Clone, Debug, Default, PartialEq)]

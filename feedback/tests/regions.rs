@@ -86,11 +86,7 @@ fn one_loop(deps: Vec<Dependence>) -> Region {
             vec![acc(&[8], 8, false), acc(&[8], 8, true)],
         )],
         dependences: deps,
-        library_calls: vec![],
         trips: vec![Some(16)],
-        live_in: vec![],
-        live_out: vec![],
-        rewritten_after: vec![],
         ..Region::default()
     }
 }
@@ -301,11 +297,6 @@ fn matmul() -> Region {
             "S0",
             "{ S0[i0, i1, i2] -> S0[i0, i1, i2 - 1] : 0 <= i0 <= 7 and 0 <= i1 <= 7 and 1 <= i2 <= 7 }",
         )],
-        library_calls: vec![],
-        trips: vec![],
-        live_in: vec![],
-        live_out: vec![],
-        rewritten_after: vec![],
         ..Region::default()
     }
 }
@@ -345,12 +336,6 @@ fn column_wise_traversal_is_interchanged() {
             256,
             vec![acc(&[4, 64], 4, false), acc(&[4, 64], 4, true)],
         )],
-        dependences: vec![],
-        library_calls: vec![],
-        trips: vec![],
-        live_in: vec![],
-        live_out: vec![],
-        rewritten_after: vec![],
         ..Region::default()
     };
     let f = analyze_region(&r, &Options::default()).unwrap();
@@ -381,11 +366,6 @@ fn gauss_seidel_needs_skewing_then_tiling() {
             "S0",
             "{ S0[t, i] -> S0[t, i - 1] : 0 <= t <= 7 and 1 <= i <= 29; S0[t, i] -> S0[t - 1, i] : 1 <= t <= 7 and 0 <= i <= 29; S0[t, i] -> S0[t - 1, i + 1] : 1 <= t <= 7 and 0 <= i <= 28 }",
         )],
-        library_calls: vec![],
-        trips: vec![],
-        live_in: vec![],
-        live_out: vec![],
-        rewritten_after: vec![],
         ..Region::default()
     };
     let f = analyze_region(&r, &Options::default()).unwrap();
@@ -417,11 +397,6 @@ fn jacobi_spatial_loops_are_parallel() {
                 "{ S0[t, i] -> S1[t2, i2] : t2 = t - 1 and i - 1 <= i2 <= i + 1 and 1 <= t <= 7 and 1 <= i <= 30 and 1 <= i2 <= 30 }",
             ),
         ],
-        library_calls: vec![],
-        trips: vec![],
-        live_in: vec![],
-        live_out: vec![],
-        rewritten_after: vec![],
         ..Region::default()
     };
     let f = analyze_region(&r, &Options::default()).unwrap();
@@ -444,11 +419,6 @@ fn a_recurrence_is_not_parallel_and_says_why() {
             vec![acc(&[4], 4, true)],
         )],
         dependences: vec![dep("S0", "S0", "{ S0[i] -> S0[i - 1] : 2 <= i <= 31 }")],
-        library_calls: vec![],
-        trips: vec![],
-        live_in: vec![],
-        live_out: vec![],
-        rewritten_after: vec![],
         ..Region::default()
     };
     let f = analyze_region(&r, &Options::default()).unwrap();

@@ -4,8 +4,8 @@
 use feedback::legality::Change;
 use feedback::pipeline::RegionReport;
 use reports::{
-    Dependence, FrameStyle, Gain, LoopEntry, Mapping, Metrics, Reduction, Region, Requirement,
-    Skipped, Statement, Suggestion, GREY, HIGHLIGHT,
+    Dependence, FrameStyle, Gain, LoopEntry, Mapping, Reduction, Region, Requirement, Skipped,
+    Statement, Suggestion, GREY, HIGHLIGHT,
 };
 use std::collections::BTreeMap;
 use tracer::{Naming, NodeKind, ScheduleTree};
@@ -179,7 +179,7 @@ pub fn region_json(
         .iter()
         .map(|s| suggestion_json(s, &fb.suggestions, run_share))
         .collect();
-    let m = &fb.metrics;
+    let metrics = fb.metrics.clone();
     Region {
         id: r.id.clone(),
         function: function_of(tree, naming, r.root),
@@ -194,20 +194,7 @@ pub fn region_json(
         statements,
         dependences,
         suggestions,
-        metrics: Metrics {
-            parallel_ops_percent: m.parallel_ops_percent,
-            simd_ops_percent: m.simd_ops_percent,
-            reuse_percent: m.reuse_percent,
-            preuse_percent: m.preuse_percent,
-            tile_depth: m.tile_depth,
-            tile_ops_percent: m.tile_ops_percent,
-            components_before: m.components_before,
-            components_after: m.components_after,
-            skew: m.skew,
-            mem_ops_percent: m.mem_ops_percent,
-            fp_ops_percent: m.fp_ops_percent,
-            loop_depth: m.loop_depth,
-        },
+        metrics,
         ast_before: fb.ast_before.clone(),
         ast_after: fb.ast_after.clone(),
         code_before: fb.code_before.clone(),
