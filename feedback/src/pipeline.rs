@@ -1292,45 +1292,30 @@ pub fn profile(
     bias: u64,
     opts: &PipelineOptions,
 ) -> Result<Profile, PipelineError> {
-    profile_observing(source, exe, bias, opts, &mut |_| {})
+    profile_with(source, None, exe, bias, opts, &mut |_| {})
 }
 
-/// [`profile`], showing `on_dep` every dynamic dependence as the analysis finds it (for a
-/// dump of them, without a pass of its own).
-pub fn profile_observing(
+/// [`profile`], after `first` when the first pass ran as the program was traced (else it
+/// replays `source` for it), showing `on_dep` every dynamic dependence as the analysis finds
+/// it (for a dump of them, without a pass of its own).
+pub fn profile_with(
     source: &(impl EventSource + ?Sized),
+    first: Option<FirstPass>,
     exe: &symbols::ElfFile,
     bias: u64,
     opts: &PipelineOptions,
     on_dep: &mut dyn FnMut(&tracer::Dep<'_>),
 ) -> Result<Profile, PipelineError> {
-    let mut first = FirstPass::new(exe, bias);
-    source
-        .replay_into(&mut first)
-        .map_err(tracer::Error::from)?;
-    profile_after_observing(first, source, exe, bias, opts, on_dep)
-}
-
-/// Runs the back end on a recording whose first pass is done.
-pub fn profile_after(
-    first: FirstPass,
-    source: &(impl EventSource + ?Sized),
-    exe: &symbols::ElfFile,
-    bias: u64,
-    opts: &PipelineOptions,
-) -> Result<Profile, PipelineError> {
-    profile_after_observing(first, source, exe, bias, opts, &mut |_| {})
-}
-
-/// [`profile_after`], showing `on_dep` every dynamic dependence (see [`profile_observing`]).
-pub fn profile_after_observing(
-    first: FirstPass,
-    source: &(impl EventSource + ?Sized),
-    exe: &symbols::ElfFile,
-    bias: u64,
-    opts: &PipelineOptions,
-    on_dep: &mut dyn FnMut(&tracer::Dep<'_>),
-) -> Result<Profile, PipelineError> {
+    let first = match first {
+        Some(first) => first,
+        None => {
+            let mut first = FirstPass::new(exe, bias);
+            source
+                .replay_into(&mut first)
+                .map_err(tracer::Error::from)?;
+            first
+        }
+    };
     let entries = tracer::function_entries(exe, bias);
     let FirstPass { builder, code } = first;
     let (analysis, c) = second_pass(source, builder.finish(), &entries, &opts.fold, on_dep)?;

@@ -795,14 +795,7 @@ impl StreamFolder {
             absorb(&mut self.inner_box, w, d - 1, &self.lay, &mut self.s);
         } else {
             self.slice_runs += 1;
-            deliver(
-                &mut self.levels,
-                &mut self.top,
-                w,
-                &self.lay,
-                &self.opts,
-                &mut self.s,
-            );
+            self.deliver(w);
         }
     }
 
@@ -810,15 +803,20 @@ impl StreamFolder {
         self.slice_runs = 0;
         if let Some(mut b) = self.inner_box.take() {
             b.seal_box(&self.lay, self.lay.d - 1);
-            deliver(
-                &mut self.levels,
-                &mut self.top,
-                b,
-                &self.lay,
-                &self.opts,
-                &mut self.s,
-            );
+            self.deliver(b);
         }
+    }
+
+    /// Hands a closed piece to the innermost level (the top when there is none).
+    fn deliver(&mut self, item: Wp) {
+        deliver(
+            &mut self.levels,
+            &mut self.top,
+            item,
+            &self.lay,
+            &self.opts,
+            &mut self.s,
+        );
     }
 
     fn flush_level(&mut self, k: usize) {

@@ -65,10 +65,14 @@ pub(crate) fn check(cmd: &CheckCmd, ui: Ui) -> anyhow::Result<i32> {
         signals::analysing();
         let source = crate::pipeline::analyse::Cancellable::new(&rec.recording);
         let bias = rec.info.load_bias;
-        let profiled = match rec.first {
-            Some(f) => feedback::pipeline::profile_after(f, &source, &rec.exe, bias, &popts),
-            None => feedback::pipeline::profile(&source, &rec.exe, bias, &popts),
-        };
+        let profiled = feedback::pipeline::profile_with(
+            &source,
+            rec.first,
+            &rec.exe,
+            bias,
+            &popts,
+            &mut |_| {},
+        );
         profiled.map(|p| (p, rec.exe, bias))
     };
     let (profile, exe, bias) = match profile {

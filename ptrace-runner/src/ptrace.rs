@@ -217,16 +217,7 @@ pub fn hw_breakpoint_hit(pid: pid_t) -> io::Result<bool> {
 
 /// Reads up to `buf.len()` bytes of the tracee's memory; returns how many were readable.
 pub fn read_memory(pid: pid_t, addr: u64, buf: &mut [u8]) -> usize {
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr() as *mut c_void,
-        iov_len: buf.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut c_void,
-        iov_len: buf.len(),
-    };
-    // SAFETY: the local iovec points into `buf`, which outlives the call.
-    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    let n = vm_readv(pid, addr, buf);
     if n > 0 {
         return n as usize;
     }
@@ -247,6 +238,12 @@ pub fn read_memory(pid: pid_t, addr: u64, buf: &mut [u8]) -> usize {
 /// Reads exactly `buf.len()` bytes of the tracee's memory with one `process_vm_readv`;
 /// false when any byte is unreadable.
 pub fn read_exact(pid: pid_t, addr: u64, buf: &mut [u8]) -> bool {
+    let n = vm_readv(pid, addr, buf);
+    n >= 0 && n as usize == buf.len()
+}
+
+/// One `process_vm_readv` of `buf.len()` bytes at `addr`: the bytes read, or -1.
+fn vm_readv(pid: pid_t, addr: u64, buf: &mut [u8]) -> isize {
     let local = libc::iovec {
         iov_base: buf.as_mut_ptr() as *mut c_void,
         iov_len: buf.len(),
@@ -256,8 +253,7 @@ pub fn read_exact(pid: pid_t, addr: u64, buf: &mut [u8]) -> bool {
         iov_len: buf.len(),
     };
     // SAFETY: the local iovec points into `buf`, which outlives the call.
-    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
-    n >= 0 && n as usize == buf.len()
+    unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) }
 }
 
 /// Writes `(remote address, bytes)` pieces into the tracee's memory with `process_vm_writev`.

@@ -254,7 +254,7 @@ impl<const G: usize, const N: usize> Shadow<G, N> {
     /// Forgets the writer and the readers of bytes `off..off + n`.
     fn clear(&mut self, splits: &mut Splits<G>, records: &mut Records, off: usize, n: usize) {
         for slots in [&mut self.writer, &mut self.first, &mut self.reader] {
-            shadow::overwrite(slots, splits, records, off, n, 0);
+            shadow::overwrite(slots, splits, records, off, n, 0, false);
         }
     }
 }
@@ -639,8 +639,15 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
         }
         self.report(&sh.writer, splits, b, DepKind::Flow);
         if readers {
-            let n =
-                shadow::fill_empty(&mut sh.first, splits, self.records, b.off, b.len, self.mine);
+            let n = shadow::overwrite(
+                &mut sh.first,
+                splits,
+                self.records,
+                b.off,
+                b.len,
+                self.mine,
+                true,
+            );
             self.records.retain(self.mine, n);
             let n = shadow::overwrite(
                 &mut sh.reader,
@@ -649,6 +656,7 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
                 b.off,
                 b.len,
                 self.mine,
+                false,
             );
             self.records.retain(self.mine, n);
         }
@@ -689,8 +697,8 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
             self.report(&sh.reader, splits, b, DepKind::Anti);
             self.report(&sh.writer, splits, b, DepKind::Output);
         }
-        shadow::overwrite(&mut sh.first, splits, self.records, b.off, b.len, 0);
-        shadow::overwrite(&mut sh.reader, splits, self.records, b.off, b.len, 0);
+        shadow::overwrite(&mut sh.first, splits, self.records, b.off, b.len, 0, false);
+        shadow::overwrite(&mut sh.reader, splits, self.records, b.off, b.len, 0, false);
         let n = shadow::overwrite(
             &mut sh.writer,
             splits,
@@ -698,6 +706,7 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
             b.off,
             b.len,
             self.mine,
+            false,
         );
         self.records.retain(self.mine, n);
     }

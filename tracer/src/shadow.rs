@@ -147,9 +147,11 @@ fn for_each_slow<const G: usize>(
     }
 }
 
-/// Sets bytes `off..off + len` to `h`, releasing the handles they held; returns how many
-/// bytes changed (the references `h` gains). (The dependence tracker handles whole unsplit
-/// granules itself; this is the general walk.)
+/// Sets bytes `off..off + len` to `h` (with `only_empty`, only those that hold no handle, 0),
+/// releasing the handles they held; returns how many bytes changed (the references `h`
+/// gains). (The dependence tracker handles whole unsplit granules itself; this is the
+/// general walk.)
+#[inline(always)]
 pub(crate) fn overwrite<const G: usize>(
     slots: &mut [u32],
     splits: &mut Splits<G>,
@@ -157,34 +159,7 @@ pub(crate) fn overwrite<const G: usize>(
     off: usize,
     len: usize,
     h: Handle,
-) -> u32 {
-    overwrite_where(slots, splits, rel, off, len, h, |_| true)
-}
-
-/// Sets the bytes of `off..off + len` that hold no handle (0) to `h`; returns how many bytes
-/// changed (the references `h` gains).
-pub(crate) fn fill_empty<const G: usize>(
-    slots: &mut [u32],
-    splits: &mut Splits<G>,
-    rel: &mut impl Release,
-    off: usize,
-    len: usize,
-    h: Handle,
-) -> u32 {
-    overwrite_where(slots, splits, rel, off, len, h, |old| old == 0)
-}
-
-/// Sets the bytes of `off..off + len` whose handle satisfies `pred` to `h`, releasing the
-/// handles they held; returns how many bytes changed.
-#[inline(always)]
-fn overwrite_where<const G: usize>(
-    slots: &mut [u32],
-    splits: &mut Splits<G>,
-    rel: &mut impl Release,
-    off: usize,
-    len: usize,
-    h: Handle,
-    pred: impl Fn(Handle) -> bool,
+    only_empty: bool,
 ) -> u32 {
     debug_assert!(h & SPLIT == 0, "record handles stay below 2^31");
     let end = off + len;
@@ -197,7 +172,7 @@ fn overwrite_where<const G: usize>(
         let slot = &mut slots[g];
         let s = *slot;
         if s & SPLIT == 0 {
-            if s != h && pred(s) {
+            if s != h && (!only_empty || s == 0) {
                 if lo == 0 && hi == G {
                     batch.add(s, G as u32);
                     changed += G as u32;
@@ -215,7 +190,7 @@ fn overwrite_where<const G: usize>(
             let i = (s & !SPLIT) as usize;
             let bytes = &mut splits.bytes[i];
             for b in &mut bytes[lo..hi] {
-                if *b != h && pred(*b) {
+                if *b != h && (!only_empty || *b == 0) {
                     batch.add(*b, 1);
                     changed += 1;
                     *b = h;
@@ -269,11 +244,15 @@ mod tests {
             let h = next(4) as u32;
             // A third of the time, only the bytes that hold no handle.
             let only_empty = next(3) == 0;
-            let changed = if only_empty {
-                fill_empty(&mut slots, &mut splits, &mut counts, off, len, h)
-            } else {
-                overwrite(&mut slots, &mut splits, &mut counts, off, len, h)
-            };
+            let changed = overwrite(
+                &mut slots,
+                &mut splits,
+                &mut counts,
+                off,
+                len,
+                h,
+                only_empty,
+            );
             *counts.0.entry(h).or_default() += i64::from(changed);
             let mut expect = 0;
             for b in &mut bytes[off..off + len] {
@@ -310,8 +289,8 @@ mod tests {
         let mut slots = vec![0u32; 4];
         let mut splits = Splits::<4>::default();
         let mut counts = Counts::default();
-        overwrite(&mut slots, &mut splits, &mut counts, 0, 16, 1);
-        overwrite(&mut slots, &mut splits, &mut counts, 5, 2, 2);
+        overwrite(&mut slots, &mut splits, &mut counts, 0, 16, 1, false);
+        overwrite(&mut slots, &mut splits, &mut counts, 5, 2, 2, false);
         let mut seen = Vec::new();
         for_each(&slots, &splits, 0, 16, |h| seen.push(h));
         assert_eq!(seen, vec![1, 2, 1]);

@@ -144,12 +144,7 @@ pub fn analyse(
             dump.add(d)
         }
     };
-    let profiled = match first {
-        Some(first) => {
-            feedback::pipeline::profile_after_observing(first, &*source, exe, bias, &popts, on_dep)
-        }
-        None => feedback::pipeline::profile_observing(&*source, exe, bias, &popts, on_dep),
-    };
+    let profiled = feedback::pipeline::profile_with(&*source, first, exe, bias, &popts, on_dep);
     source.progress = None;
     if let Some(p) = &progress {
         p.finish_and_clear();
