@@ -1095,20 +1095,17 @@ mod tests {
     /// Values no model predicts fill several chunks: still every event, in order.
     #[test]
     fn recording_thread_many_chunks() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rng = fastrand::Rng::with_seed(1);
         let mut events = affine_loop(1000);
         events.pop();
         for _ in 0..200_000 {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
             events.push(OwnedEvent::Insn(Insn {
                 pc: 0x401006,
                 len: 3,
                 mem: vec![],
                 regs: vec![RegWrite {
                     reg: Register::RAX,
-                    value: seed,
+                    value: rng.u64(..),
                 }],
                 transfer: Some(Transfer {
                     kind: TransferKind::Jump,

@@ -411,25 +411,7 @@ fn garbage_dwarf_is_none() {
     // overwritten with junk.
     let dir = tempfile::tempdir().unwrap();
     let exe = cc(dir.path(), "prog", PROG_C, &["-O0", "-g"]);
-    let mut data = std::fs::read(&exe).unwrap();
-    let ranges: Vec<(u64, u64)> = {
-        use object::{Object, ObjectSection};
-        let file = object::File::parse(&*data).unwrap();
-        [".debug_info", ".debug_line", ".debug_abbrev"]
-            .iter()
-            .filter_map(|n| file.section_by_name(n)?.file_range())
-            .collect()
-    };
-    for (off, size) in ranges {
-        for (i, b) in data[off as usize..(off + size) as usize]
-            .iter_mut()
-            .enumerate()
-        {
-            *b = (i as u8).wrapping_mul(37).wrapping_add(0x91);
-        }
-    }
-    let junk = dir.path().join("junk");
-    std::fs::write(&junk, &data).unwrap();
+    let junk = junk_copy(&exe, &[".debug_info", ".debug_line", ".debug_abbrev"]);
     let f = open(&junk);
     let compute = f.symbol_address("compute").unwrap();
     for a in compute..compute + 16 {
@@ -748,4 +730,28 @@ fn separate_debug_file_by_build_id() {
     let bytes = f.bytes_at(compute, 4).expect("code bytes");
     assert_eq!(bytes.len(), 4);
     assert_eq!(full.bytes_at(compute, 4), Some(bytes));
+}
+
+/// A copy of binary `exe` (beside it, named `junk`) whose `sections` hold junk.
+fn junk_copy(exe: &Path, sections: &[&str]) -> PathBuf {
+    let mut data = std::fs::read(exe).unwrap();
+    let ranges: Vec<(u64, u64)> = {
+        use object::{Object, ObjectSection};
+        let file = object::File::parse(&*data).unwrap();
+        sections
+            .iter()
+            .filter_map(|n| file.section_by_name(n)?.file_range())
+            .collect()
+    };
+    for (off, size) in ranges {
+        for (i, b) in data[off as usize..(off + size) as usize]
+            .iter_mut()
+            .enumerate()
+        {
+            *b = (i as u8).wrapping_mul(37).wrapping_add(0x91);
+        }
+    }
+    let junk = exe.with_file_name("junk");
+    std::fs::write(&junk, &data).unwrap();
+    junk
 }

@@ -71,6 +71,15 @@ fn recorded(name: &'static str) -> &'static Recorded {
     })
 }
 
+/// `transform` on kernel `name` is refused (exit status 1), naming a `kind` dependence
+/// through `storage`; returns the verdict.
+fn assert_illegal(name: &'static str, transform: &str, kind: &str, storage: &str) -> Value {
+    let (code, v) = verdict(name, transform);
+    assert_eq!(code, 1, "{v:#}");
+    assert!(!violations(&v, kind, storage).is_empty(), "{v:#}");
+    v
+}
+
 /// `file:line` of the loop marked `/* loop <var> */` in kernel `name`.
 fn loop_at(name: &str, var: &str) -> String {
     format!("{name}.c:{}", line_of(name, &format!("/* loop {var} */")))
@@ -273,9 +282,12 @@ fn seidel_interchange_is_illegal_and_legal_after_skew() {
         loop_at("check_seidel1d", "t"),
         loop_at("check_seidel1d", "i"),
     );
-    let (code, v) = verdict("check_seidel1d", &format!("interchange {t} {i}"));
-    assert_eq!(code, 1, "{v:#}");
-    assert!(!violations(&v, "flow", "`a`").is_empty(), "{v:#}");
+    assert_illegal(
+        "check_seidel1d",
+        &format!("interchange {t} {i}"),
+        "flow",
+        "`a`",
+    );
     assert_other_output("check_seidel1d", "INTERCHANGE");
     // Tiling without the skew: the band is not permutable.
     let (code, v) = verdict("check_seidel1d", &format!("tile {t} {i} 16"));
@@ -375,9 +387,7 @@ fn fusion_needs_a_shift() {
         loop_at("check_fuse", "first"),
         loop_at("check_fuse", "second"),
     );
-    let (code, v) = verdict("check_fuse", &format!("fuse {a} {b}"));
-    assert_eq!(code, 1, "{v:#}");
-    assert!(!violations(&v, "flow", "`b`").is_empty(), "{v:#}");
+    assert_illegal("check_fuse", &format!("fuse {a} {b}"), "flow", "`b`");
     assert_other_output("check_fuse", "FUSED");
     let (code, v) = verdict(
         "check_fuse",
@@ -486,57 +496,22 @@ fn scripts_programs_and_isl_schedules() {
         .filter_map(|p| p.trim().trim_start_matches('{').trim().split('[').next())
         .map(str::to_string)
         .collect();
-    let map: Vec<String> = stmts
-        .iter()
-        .enumerate()
-        .map(|(n, s)| format!("{s}[i] -> [-i, {n}]"))
-        .collect();
-    let o = check(
-        rec,
-        &[
-            "--region",
-            &region,
-            "--format",
-            "json",
-            "-t",
-            &format!("schedule \"{{ {} }}\"", map.join("; ")),
-        ],
-    );
-    assert_eq!(o.code(), 1, "{}{}", o.stdout, o.stderr);
-    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    // A schedule of the region made of one piece per statement (`n`-th statement `s`).
+    let check_schedule = |piece: &dyn Fn(usize, &str) -> String| {
+        let map: Vec<String> = stmts.iter().enumerate().map(|(n, s)| piece(n, s)).collect();
+        let t = format!("schedule \"{{ {} }}\"", map.join("; "));
+        let o = check(rec, &["--region", &region, "--format", "json", "-t", &t]);
+        let v: Value = serde_json::from_str(&o.stdout).unwrap();
+        (o.code(), v)
+    };
+    let (code, v) = check_schedule(&|n, s| format!("{s}[i] -> [-i, {n}]"));
+    assert_eq!(code, 1, "{v:#}");
     assert!(!violations(&v, "anti", "`a`").is_empty(), "{v:#}");
     // The same order forwards is the original: legal.
-    let map: Vec<String> = stmts
-        .iter()
-        .enumerate()
-        .map(|(n, s)| format!("{s}[i] -> [i, {n}]"))
-        .collect();
-    let o = check(
-        rec,
-        &[
-            "--region",
-            &region,
-            "-t",
-            &format!("schedule \"{{ {} }}\"", map.join("; ")),
-        ],
-    );
-    assert_eq!(o.code(), 0, "{}{}", o.stdout, o.stderr);
+    let (code, v) = check_schedule(&|n, s| format!("{s}[i] -> [i, {n}]"));
+    assert_eq!(code, 0, "{v:#}");
     // Two statements at one time: not one-to-one.
-    let map: Vec<String> = stmts.iter().map(|s| format!("{s}[i] -> [i, 0]")).collect();
-    let (code, v) = {
-        let o = check(
-            rec,
-            &[
-                "--region",
-                &region,
-                "--format",
-                "json",
-                "-t",
-                &format!("schedule \"{{ {} }}\"", map.join("; ")),
-            ],
-        );
-        (o.code(), serde_json::from_str::<Value>(&o.stdout).unwrap())
-    };
+    let (code, v) = check_schedule(&|_, s| format!("{s}[i] -> [i, 0]"));
     assert_eq!(code, 1);
     assert_eq!(v["one_to_one"], false, "{v:#}");
 }

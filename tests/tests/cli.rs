@@ -128,8 +128,7 @@ fn output_files_follow_the_contract() {
     let k = compile("loop", &["-O1", "-g", "-fno-tree-vectorize"]);
     let run = run(&[], &k.path, &[], b"");
     let out = &run.output;
-    assert_eq!(out.stdout, "a[63] = 189\n", "stderr:\n{}", out.stderr);
-    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
+    assert_ran(&run, "a[63] = 189\n", 0);
     let r = check_report(&run, &k.path, &[]);
     // flamegraph.svg and stacks.folded come with the control-structure stage (issue 3); the
     // flame-graph assertions belong there.
@@ -166,13 +165,7 @@ fn arguments_with_spaces_and_empty_arguments() {
     let k = compile("args", &["-O1", "-g"]);
     let args = ["a b", "", "c"];
     let run = run(&[], &k.path, &args, b"");
-    let out = &run.output;
-    assert_eq!(
-        out.stdout, "argc=4\n[a b]\n[]\n[c]\n",
-        "stderr:\n{}",
-        out.stderr
-    );
-    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
+    assert_ran(&run, "argc=4\n[a b]\n[]\n[c]\n", 0);
     let r = check_report(&run, &k.path, &args);
     assert_eq!(r["program"]["exit_code"], 0);
     assert_eq!(r["trace"]["complete"], true);
@@ -183,13 +176,7 @@ fn options_after_the_program_belong_to_the_program() {
     let k = compile("args", &["-O1", "-g"]);
     let args = ["--max-instructions", "5", "-o", "x"];
     let run = run(&[], &k.path, &args, b"");
-    let out = &run.output;
-    assert_eq!(
-        out.stdout, "argc=5\n[--max-instructions]\n[5]\n[-o]\n[x]\n",
-        "stderr:\n{}",
-        out.stderr
-    );
-    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
+    assert_ran(&run, "argc=5\n[--max-instructions]\n[5]\n[-o]\n[x]\n", 0);
     let r = check_report(&run, &k.path, &args);
     assert_eq!(r["trace"]["complete"], true);
 }
@@ -198,9 +185,7 @@ fn options_after_the_program_belong_to_the_program() {
 fn crashing_kernel_reports_sigsegv() {
     let k = compile("crash", &["-O0", "-g"]);
     let run = run(&[], &k.path, &[], b"");
-    let out = &run.output;
-    assert_eq!(out.stdout, "before crash: 45\n", "stderr:\n{}", out.stderr);
-    assert_eq!(out.code(), 128 + libc::SIGSEGV, "stderr:\n{}", out.stderr);
+    assert_ran(&run, "before crash: 45\n", 128 + libc::SIGSEGV);
     let r = check_report(&run, &k.path, &[]);
     assert_eq!(r["program"]["signal"], "SIGSEGV", "{r:#}");
     assert_eq!(r["program"]["exit_code"], Value::Null, "{r:#}");
@@ -225,8 +210,7 @@ fn crash_report_names_the_faulting_line_and_loops() {
     let k = compile("segv_loop", &["-O1", "-g"]);
     let run = run(&[], &k.path, &[], b"");
     let out = &run.output;
-    assert_eq!(out.stdout, "summing\n", "stderr:\n{}", out.stderr);
-    assert_eq!(out.code(), 128 + libc::SIGSEGV, "stderr:\n{}", out.stderr);
+    assert_ran(&run, "summing\n", 128 + libc::SIGSEGV);
     let r = check_report(&run, &k.path, &[]);
     let crash = &r["crash"];
     let ctx = format!("{r:#}\nstderr:\n{}", out.stderr);
@@ -288,9 +272,7 @@ fn crash_report_names_the_faulting_line_and_loops() {
 fn signal_handlers_run() {
     let k = compile("signal", &["-O0", "-g"]);
     let run = run(&[], &k.path, &[], b"");
-    let out = &run.output;
-    assert_eq!(out.stdout, "counter=20\n", "stderr:\n{}", out.stderr);
-    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
+    assert_ran(&run, "counter=20\n", 0);
     let r = check_report(&run, &k.path, &[]);
     assert_eq!(r["trace"]["complete"], true);
     assert_eq!(r["program"]["exit_code"], 0);
@@ -301,8 +283,7 @@ fn threaded_program_is_warned_about_not_hung() {
     let k = compile("threads", &["-O1", "-g", "-pthread"]);
     let run = run(&[], &k.path, &[], b"");
     let out = &run.output;
-    assert_eq!(out.stdout, "total=79800\n", "stderr:\n{}", out.stderr);
-    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
+    assert_ran(&run, "total=79800\n", 0);
     assert!(
         out.polyprof_lines().iter().any(|l| l.contains("thread")),
         "no polyprof: warning about threads on stderr:\n{}",
@@ -351,6 +332,13 @@ fn forked_child_is_warned_about() {
 
 /// polyprof refused to run `run`'s program: status 2, one `polyprof:` message mentioning one
 /// of `words` (case-insensitive), and no report.
+/// The program ran through polyprof as alone: its standard output and exit status.
+fn assert_ran(run: &Run, stdout: impl AsRef<str>, code: i32) {
+    let out = &run.output;
+    assert_eq!(out.stdout, stdout.as_ref(), "stderr:\n{}", out.stderr);
+    assert_eq!(out.code(), code, "stderr:\n{}", out.stderr);
+}
+
 fn assert_refused(run: &Run, words: &[&str]) {
     let out = &run.output;
     assert_eq!(
@@ -375,9 +363,13 @@ fn assert_refused(run: &Run, words: &[&str]) {
     assert_eq!(out.stdout, "", "something ran");
 }
 
-fn write_file(path: &Path, content: &[u8], mode: u32) {
-    std::fs::write(path, content).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+/// polyprof refuses a program file `name` holding `content`, naming one of `words`.
+fn assert_refuses_file(name: &str, content: &[u8], words: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, content).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_refused(&run(&[], &path, &[], b""), words);
 }
 
 #[test]
@@ -390,26 +382,18 @@ fn bad_input_missing_file() {
 #[test]
 fn bad_input_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let run = run(&[], dir.path(), &[], b"");
-    assert_refused(&run, &["directory"]);
+    assert_refused(&run(&[], dir.path(), &[], b""), &["directory"]);
 }
 
 #[test]
 fn bad_input_not_an_elf_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("text");
-    write_file(&path, b"echo this is not a program\n", 0o755);
-    let run = run(&[], &path, &[], b"");
-    assert_refused(&run, &["not an ELF"]);
+    assert_refuses_file("text", b"echo this is not a program\n", &["not an ELF"]);
 }
 
 #[test]
 fn bad_input_shebang_script() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("script.sh");
-    write_file(&path, b"#!/bin/sh\necho hello from the script\n", 0o755);
-    let run = run(&[], &path, &[], b"");
-    assert_refused(&run, &["interpreter"]);
+    let script = b"#!/bin/sh\necho hello from the script\n";
+    assert_refuses_file("script.sh", script, &["interpreter"]);
 }
 
 #[test]
@@ -426,14 +410,7 @@ fn bad_input_non_executable_elf() {
 fn max_instructions_detaches_and_the_program_finishes() {
     let k = compile("busy", &["-O0", "-g"]);
     let run = run(&["--max-instructions", "50"], &k.path, &[], b"");
-    let out = &run.output;
-    assert_eq!(
-        out.stdout,
-        format!("h={}\n", busy_hash()),
-        "stderr:\n{}",
-        out.stderr
-    );
-    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
+    assert_ran(&run, format!("h={}\n", busy_hash()), 0);
     let r = check_report(&run, &k.path, &[]);
     assert_eq!(r["trace"]["complete"], false, "{r:#}");
     assert_eq!(instructions(&r), 50, "{r:#}");
@@ -446,13 +423,7 @@ fn stripped_binary_runs_with_a_warning() {
     assert!(!k.elf().has_symtab(), "cc -s left a symbol table");
     let run = run(&[], &k.path, &[], b"");
     let out = &run.output;
-    assert_eq!(
-        out.stdout,
-        format!("h={}\n", busy_hash()),
-        "stderr:\n{}",
-        out.stderr
-    );
-    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
+    assert_ran(&run, format!("h={}\n", busy_hash()), 0);
     assert!(
         out.polyprof_lines()
             .iter()

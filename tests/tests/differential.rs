@@ -195,18 +195,14 @@ fn floats() {
 // reproduces), after each SSE instruction the written xmm register is moved into r14 (both
 // halves), and the harness prints the scratch buffer's hash and a final register dump.
 
-struct Rng(u64);
+struct Rng(fastrand::Rng);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.u64(..)
     }
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.0.u64(..n)
     }
     fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
         &xs[self.below(xs.len() as u64) as usize]
@@ -1136,7 +1132,7 @@ fn is_amd() -> bool {
 /// Generates `count` sequences of `elements` random elements from `seed` as an assembly file.
 fn random_program(seed: u64, count: usize, elements: usize) -> String {
     let mut g = SeqGen {
-        rng: Rng(seed),
+        rng: Rng(fastrand::Rng::with_seed(seed)),
         out: String::from(".intel_syntax noprefix\n.text\n"),
         exact: is_amd(),
         label: 0,

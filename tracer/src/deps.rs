@@ -1311,13 +1311,8 @@ mod tests {
     /// boundary): the granule shadow reports exactly the dependences of a per-byte shadow.
     #[test]
     fn granule_shadow_matches_a_byte_shadow() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % m
-        };
+        let mut rng = fastrand::Rng::with_seed(1);
+        let mut next = |m: u64| rng.u64(..m);
         let mut tracker = DepTracker::new(DepOptions::default());
         let mut info = InstructionInfoFactory::new();
         let mut uses = Vec::new();

@@ -227,13 +227,8 @@ mod tests {
     /// split granule left whose bytes agree.
     #[test]
     fn matches_a_byte_array() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % m
-        };
+        let mut rng = fastrand::Rng::with_seed(1);
+        let mut next = |m: u64| rng.u64(..m);
         let mut slots = vec![0u32; 16];
         let mut splits = Splits::<4>::default();
         let mut bytes = [0u32; 64];

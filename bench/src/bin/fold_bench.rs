@@ -76,13 +76,7 @@ enum Shape {
 fn generate(shape: Shape, a: i64, b: i64, c: i64, mut sink: impl FnMut(&[i64], &[i64])) -> u64 {
     let base = 0x7fff_0000_0000_i64;
     let mut n = 0u64;
-    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-    let mut xorshift = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut rng = fastrand::Rng::with_seed(1);
     let mut ptr = 0i64;
     for i in 0..a {
         let rows = match shape {
@@ -91,13 +85,13 @@ fn generate(shape: Shape, a: i64, b: i64, c: i64, mut sink: impl FnMut(&[i64], &
         };
         for j in 0..rows {
             let len = match shape {
-                Shape::Csr => (xorshift() % (2 * c as u64)) as i64,
+                Shape::Csr => rng.i64(0..2 * c),
                 _ => c,
             };
             for k in 0..len {
                 let addr = base + 8 * (k + c * j + b.max(a) * c * i);
                 match shape {
-                    Shape::BoxValue => sink(&[i, j, k], &[addr, (xorshift() >> 40) as i64]),
+                    Shape::BoxValue => sink(&[i, j, k], &[addr, rng.i64(0..1 << 24)]),
                     Shape::Csr => sink(&[i, j, k], &[base + 8 * (ptr + k)]),
                     _ => sink(&[i, j, k], &[addr]),
                 }

@@ -3,29 +3,25 @@
 
 use folder::{FoldOptions, Folded, StreamFolder};
 
-/// SplitMix64: small, deterministic, good enough for test generation.
-pub struct Rng(u64);
+/// A deterministic generator for test cases.
+pub struct Rng(fastrand::Rng);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng(seed)
+        Rng(fastrand::Rng::with_seed(seed))
     }
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.u64(..)
     }
     /// Uniform in lo..=hi.
     pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next_u64() % ((hi - lo + 1) as u64)) as i64
+        self.0.i64(lo..=hi)
     }
     pub fn chance(&mut self, percent: u64) -> bool {
-        self.next_u64() % 100 < percent
+        self.0.u64(..100) < percent
     }
     pub fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
-        xs[(self.next_u64() % xs.len() as u64) as usize]
+        xs[self.0.usize(..xs.len())]
     }
 }
 

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register};
 
-use super::{cc, open, INLINE_C};
+use super::{cc, junk_copy, open, INLINE_C};
 use crate::regs::{RBP, RDI, RSI, RSP};
 use crate::*;
 
@@ -128,6 +128,16 @@ fn mem_operand(ins: &Instruction, base: Register) -> Option<(u16, i64)> {
     let has_mem = (0..ins.op_count()).any(|k| ins.op_kind(k) == OpKind::Memory);
     (has_mem && ins.memory_base() == base)
         .then(|| (dwarf_of(base), ins.memory_displacement64() as i64))
+}
+
+/// The rsp-based load of `a` on the line marked READ in `fill`, and its displacement.
+fn load_of_a(f: &ElfFile) -> (Instruction, i64) {
+    let read = line_of(VARS_C, "READ");
+    insns(f, "fill")
+        .into_iter()
+        .filter(|ins| f.location(ins.ip()).is_some_and(|l| l.line == read))
+        .find_map(|ins| mem_operand(&ins, Register::RSP).map(|(_, d)| (ins, d)))
+        .expect("an rsp-based load of a")
 }
 
 fn name(v: &Option<Variable>) -> Option<&str> {
@@ -413,12 +423,7 @@ fn o2_registers() {
 
         // `t += a[(j * 7) & 15]`: the array stays in the frame, addressed
         // from rsp (no frame pointer): the CFA rule relates the two.
-        let read = line_of(VARS_C, "READ");
-        let (ins, disp) = insns(&f, "fill")
-            .into_iter()
-            .filter(|ins| f.location(ins.ip()).is_some_and(|l| l.line == read))
-            .find_map(|ins| mem_operand(&ins, Register::RSP).map(|(_, d)| (ins, d)))
-            .expect("an rsp-based load of a");
+        let (ins, disp) = load_of_a(&f);
         let a = f.stack_variable(ins.ip(), RSP, disp).expect("a");
         assert_eq!(a.name, "a", "{version}");
         assert_eq!((a.size, a.elem_size, a.offset), (Some(64), Some(4), 0));
@@ -532,12 +537,7 @@ fn separate_debug_file() {
     assert!(run(&["--strip-debug".as_ref(), link.as_ref(), &os(&exe)]));
     let f = open(&exe);
     assert!(f.has_debug_info());
-    let read = line_of(VARS_C, "READ");
-    let (ins, disp) = insns(&f, "fill")
-        .into_iter()
-        .filter(|ins| f.location(ins.ip()).is_some_and(|l| l.line == read))
-        .find_map(|ins| mem_operand(&ins, Register::RSP).map(|(_, d)| (ins, d)))
-        .expect("an rsp-based load of a");
+    let (ins, disp) = load_of_a(&f);
     let a = f.stack_variable(ins.ip(), RSP, disp).expect("a");
     assert_eq!((a.name.as_str(), a.offset), ("a", 0));
     let pick = on_line(&f, "pick", line_of(VARS_C, "PICK"));
@@ -556,30 +556,13 @@ fn no_or_bad_debug_info() {
     let stripped = cc(dir.path(), "stripped", VARS_C, &["-O0", "-g", "-s"]);
     let with_debug = cc(dir.path(), "dbg", VARS_C, &["-O2", "-g"]);
     // Junk over the variable-related sections of a real binary.
-    let mut data = std::fs::read(&with_debug).unwrap();
-    let ranges: Vec<(u64, u64)> = {
-        use object::{Object, ObjectSection};
-        let file = object::File::parse(&*data).unwrap();
-        [
-            ".debug_info",
-            ".debug_loclists",
-            ".debug_abbrev",
-            ".eh_frame",
-        ]
-        .iter()
-        .filter_map(|n| file.section_by_name(n)?.file_range())
-        .collect()
-    };
-    for (off, size) in ranges {
-        for (i, b) in data[off as usize..(off + size) as usize]
-            .iter_mut()
-            .enumerate()
-        {
-            *b = (i as u8).wrapping_mul(37).wrapping_add(0x91);
-        }
-    }
-    let junk = dir.path().join("junk");
-    std::fs::write(&junk, &data).unwrap();
+    let sections = [
+        ".debug_info",
+        ".debug_loclists",
+        ".debug_abbrev",
+        ".eh_frame",
+    ];
+    let junk = junk_copy(&with_debug, &sections);
 
     for path in [&plain, &stripped, &junk] {
         let f = open(path);
