@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind};
+use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind};
 
 use crate::*;
 
@@ -105,8 +105,8 @@ fn open(path: &Path) -> ElfFile {
     ElfFile::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()))
 }
 
-/// Direct call targets and `call [rip+disp]` GOT slots in function `name`.
-fn calls_in(file: &ElfFile, name: &str) -> (Vec<u64>, Vec<u64>) {
+/// The instructions of function `name`, decoded from the file.
+fn insns(file: &ElfFile, name: &str) -> Vec<Instruction> {
     let start = file.symbol_address(name).expect("function");
     let f = file.function_at(start).expect("function symbol");
     let data = std::fs::read(file.path()).expect("read");
@@ -117,9 +117,16 @@ fn calls_in(file: &ElfFile, name: &str) -> (Vec<u64>, Vec<u64>) {
         .expect("segment");
     let off = (start - seg.vaddr + seg.offset) as usize;
     let bytes = &data[off..off + f.size as usize];
+    Decoder::with_ip(64, bytes, start, DecoderOptions::NONE)
+        .into_iter()
+        .collect()
+}
+
+/// Direct call targets and `call [rip+disp]` GOT slots in function `name`.
+fn calls_in(file: &ElfFile, name: &str) -> (Vec<u64>, Vec<u64>) {
     let mut direct = Vec::new();
     let mut got = Vec::new();
-    for ins in Decoder::with_ip(64, bytes, start, DecoderOptions::NONE) {
+    for ins in insns(file, name) {
         if ins.mnemonic() != Mnemonic::Call {
             continue;
         }

@@ -69,14 +69,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Instructions polyprof traced and the seconds tracing took, from its report.
 fn traced(out: &Path) -> Result<(u64, f64)> {
     let text = std::fs::read_to_string(out.join("report.json"))?;
-    let v: serde_json::Value = serde_json::from_str(&text)?;
-    let n = v["trace"]["instructions"]
-        .as_u64()
-        .context("no trace.instructions in report.json")?;
-    let secs = v["trace"]["seconds"]
-        .as_f64()
-        .context("no trace.seconds in report.json")?;
-    Ok((n, secs))
+    let trace = reports::read_json(&text)?.trace;
+    Ok((trace.instructions, trace.seconds))
 }
 
 /// Medians of polyprof runs.

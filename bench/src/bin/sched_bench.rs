@@ -5,8 +5,7 @@
 //!
 //! Usage: `cargo build --release -p polyprof && cargo run --release -p bench --bin sched_bench`
 
-use anyhow::{bail, Context, Result};
-use std::process::Command;
+use anyhow::Result;
 
 fn main() -> Result<()> {
     let bin = bench::polyprof_binary()?;
@@ -31,17 +30,7 @@ fn main() -> Result<()> {
             let mut flags = vec!["-g", opt];
             flags.extend_from_slice(defs);
             bench::compile_c(&src, &exe, &flags)?;
-            let out = exe.with_extension("out");
-            let run = Command::new(&bin).arg("-o").arg(&out).arg(&exe).output()?;
-            if !run.status.success() {
-                bail!(
-                    "polyprof failed on {name}: {}",
-                    String::from_utf8_lossy(&run.stderr)
-                );
-            }
-            let text = std::fs::read_to_string(out.join("report.json"))
-                .with_context(|| format!("reading the report of {name}"))?;
-            let report = reports::read_json(&text)?;
+            let report = bench::profile(&bin, &exe, &[])?;
             for reg in &report.regions {
                 let kinds: Vec<&str> = reg.suggestions.iter().map(|s| s.kind.as_str()).collect();
                 let strategy = match &reg.scheduler {

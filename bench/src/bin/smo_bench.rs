@@ -5,8 +5,7 @@
 //!
 //! Usage: `cargo build --release -p polyprof && cargo run --release -p bench --bin smo_bench`
 
-use anyhow::{bail, Context, Result};
-use std::process::Command;
+use anyhow::Result;
 
 fn main() -> Result<()> {
     let bin = bench::polyprof_binary()?;
@@ -31,39 +30,16 @@ fn main() -> Result<()> {
         let mut flags = vec!["-g", "-O1"];
         flags.extend_from_slice(defs);
         bench::compile_c(&src, &exe, &flags)?;
-        let out = exe.with_extension("out");
-        let run = Command::new(&bin)
-            .arg("-o")
-            .arg(&out)
-            .arg(&exe)
-            .args(*args)
-            .output()?;
-        if !run.status.success() {
-            bail!(
-                "polyprof failed on {name}: {}",
-                String::from_utf8_lossy(&run.stderr)
-            );
-        }
-        let text = std::fs::read_to_string(out.join("report.json"))
-            .with_context(|| format!("reading the report of {name}"))?;
-        let report: serde_json::Value = serde_json::from_str(&text)?;
-        for reg in report["regions"].as_array().into_iter().flatten() {
-            let advice: Vec<String> = reg["suggestions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|s| matches!(s["kind"].as_str(), Some("contract_array" | "share_storage")))
+        let report = bench::profile(&bin, &exe, args)?;
+        for reg in &report.regions {
+            let advice: Vec<String> = reg
+                .suggestions
+                .iter()
+                .filter(|s| matches!(s.kind.as_str(), "contract_array" | "share_storage"))
                 .map(|s| {
-                    let sizes = &s["sizes"];
-                    match s["mapping"]["isl"].as_str() {
-                        Some(m) => format!("{m} ({} -> {} bytes)", sizes[0], sizes[1]),
-                        None => format!(
-                            "{} ({} -> {} bytes)",
-                            s["kind"].as_str().unwrap_or("?"),
-                            sizes[0],
-                            sizes[1]
-                        ),
-                    }
+                    let what = s.mapping.as_ref().map_or(s.kind.as_str(), |m| &m.isl);
+                    let size = |k: usize| s.sizes.get(k).copied().unwrap_or(0);
+                    format!("{what} ({} -> {} bytes)", size(0), size(1))
                 })
                 .collect();
             println!(
@@ -74,10 +50,10 @@ fn main() -> Result<()> {
                 } else {
                     args.join(" ")
                 },
-                reg["id"].as_str().unwrap_or("?"),
-                reg["ops_percent"].as_f64().unwrap_or(0.0),
-                reg["scheduler"]["seconds"].as_f64().unwrap_or(0.0),
-                reg["storage_seconds"].as_f64().unwrap_or(0.0),
+                reg.id,
+                reg.ops_percent,
+                reg.scheduler.as_ref().map_or(0.0, |s| s.seconds),
+                reg.storage_seconds.unwrap_or(0.0),
                 if advice.is_empty() {
                     "-".to_string()
                 } else {

@@ -8,9 +8,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register};
+use iced_x86::{Instruction, Mnemonic, OpKind, Register};
 
-use super::{cc, junk_copy, open, INLINE_C};
+use super::{cc, insns, junk_copy, open, INLINE_C};
 use crate::regs::{RBP, RDI, RSI, RSP};
 use crate::*;
 
@@ -91,23 +91,6 @@ fn line_of(src: &str, tag: &str) -> u32 {
         .position(|l| l.contains(&marker))
         .unwrap_or_else(|| panic!("no {marker}"));
     u32::try_from(i + 1).unwrap()
-}
-
-/// The instructions of function `name`, decoded from the file.
-fn insns(file: &ElfFile, name: &str) -> Vec<Instruction> {
-    let start = file.symbol_address(name).expect("function");
-    let f = file.function_at(start).expect("function symbol");
-    let data = std::fs::read(file.path()).expect("read");
-    let seg = file
-        .segments()
-        .iter()
-        .find(|s| s.range().contains(&start))
-        .expect("segment");
-    let off = (start - seg.vaddr + seg.offset) as usize;
-    let bytes = &data[off..off + f.size as usize];
-    Decoder::with_ip(64, bytes, start, DecoderOptions::NONE)
-        .into_iter()
-        .collect()
 }
 
 /// The instructions of `name` that DWARF places on source line `line`.
