@@ -8,6 +8,13 @@ fn folded(pts: &Pts) -> folder::Folded {
     fold(pts, pts[0].0.len(), pts[0].1.len(), &FoldOptions::default())
 }
 
+/// `pts` fold into the set `set` of statement `stmt` and the map `map` to `target`.
+fn assert_strings(pts: &Pts, stmt: &str, set: &str, target: &str, map: &str) {
+    let f = folded(pts);
+    assert_eq!(f.to_isl_set(stmt), set);
+    assert_eq!(f.to_isl_map(stmt, target), map);
+}
+
 #[test]
 fn rectangle() {
     let mut pts = Pts::new();
@@ -16,14 +23,12 @@ fn rectangle() {
             pts.push((vec![i, j], vec![i, j - 1]));
         }
     }
-    let f = folded(&pts);
-    assert_eq!(
-        f.to_isl_set("S3"),
-        "{ S3[i0, i1] : 0 <= i0 <= 15 and 0 <= i1 <= 42 }"
-    );
-    assert_eq!(
-        f.to_isl_map("S3", "S1"),
-        "{ S3[i0, i1] -> S1[i0, i1 - 1] : 0 <= i0 <= 15 and 0 <= i1 <= 42 }"
+    assert_strings(
+        &pts,
+        "S3",
+        "{ S3[i0, i1] : 0 <= i0 <= 15 and 0 <= i1 <= 42 }",
+        "S1",
+        "{ S3[i0, i1] -> S1[i0, i1 - 1] : 0 <= i0 <= 15 and 0 <= i1 <= 42 }",
     );
 }
 
@@ -35,14 +40,12 @@ fn triangle() {
             pts.push((vec![i, j], vec![0x7fff_0000_0000 + 8 * j + 128 * i]));
         }
     }
-    let f = folded(&pts);
-    assert_eq!(
-        f.to_isl_set("S3"),
-        "{ S3[i0, i1] : 0 <= i0 <= 15 and 0 <= i1 <= i0 }"
-    );
-    assert_eq!(
-        f.to_isl_map("S3", "A"),
-        "{ S3[i0, i1] -> A[128i0 + 8i1 + 140733193388032] : 0 <= i0 <= 15 and 0 <= i1 <= i0 }"
+    assert_strings(
+        &pts,
+        "S3",
+        "{ S3[i0, i1] : 0 <= i0 <= 15 and 0 <= i1 <= i0 }",
+        "A",
+        "{ S3[i0, i1] -> A[128i0 + 8i1 + 140733193388032] : 0 <= i0 <= 15 and 0 <= i1 <= i0 }",
     );
 }
 
@@ -52,14 +55,12 @@ fn strided_1d() {
         .step_by(2)
         .map(|i| (vec![i], vec![100 - 2 * i]))
         .collect();
-    let f = folded(&pts);
-    assert_eq!(
-        f.to_isl_set("S"),
-        "{ S[i0] : 0 <= i0 <= 10 and i0 mod 2 = 0 }"
-    );
-    assert_eq!(
-        f.to_isl_map("S", "T"),
-        "{ S[i0] -> T[-2i0 + 100] : 0 <= i0 <= 10 and i0 mod 2 = 0 }"
+    assert_strings(
+        &pts,
+        "S",
+        "{ S[i0] : 0 <= i0 <= 10 and i0 mod 2 = 0 }",
+        "T",
+        "{ S[i0] -> T[-2i0 + 100] : 0 <= i0 <= 10 and i0 mod 2 = 0 }",
     );
     let pts: Pts = (1..=11).step_by(2).map(|i| (vec![i], vec![])).collect();
     assert_eq!(
@@ -88,14 +89,12 @@ fn union_of_pieces_and_ranges() {
     // A peeled first iteration, then a box with a range label.
     let mut pts: Pts = vec![(vec![0], vec![50])];
     pts.extend((1..10).map(|i| (vec![i], vec![3 * i])));
-    let f = folded(&pts);
-    assert_eq!(
-        f.to_isl_set("S"),
-        "{ S[i0] : i0 = 0; S[i0] : 1 <= i0 <= 9 }"
-    );
-    assert_eq!(
-        f.to_isl_map("S", "T"),
-        "{ S[i0] -> T[50] : i0 = 0; S[i0] -> T[3i0] : 1 <= i0 <= 9 }"
+    assert_strings(
+        &pts,
+        "S",
+        "{ S[i0] : i0 = 0; S[i0] : 1 <= i0 <= 9 }",
+        "T",
+        "{ S[i0] -> T[50] : i0 = 0; S[i0] -> T[3i0] : 1 <= i0 <= 9 }",
     );
     let opts = FoldOptions {
         max_pieces_per_slice: 1,

@@ -47,6 +47,13 @@ pub struct Cli {
     #[command(flatten)]
     pub ui: UiArgs,
 
+    #[command(flatten)]
+    pub program: ProgramArgs,
+}
+
+/// The program to run: the last of the command line.
+#[derive(ClapArgs, Debug)]
+pub struct ProgramArgs {
     /// The program to profile, then its arguments. Everything after the program belongs to
     /// it, options included.
     #[arg(
@@ -96,14 +103,8 @@ pub struct RecordCmd {
     #[command(flatten)]
     pub ui: UiArgs,
 
-    /// The program to profile, then its arguments.
-    #[arg(
-        value_name = "PROGRAM [ARGS]",
-        required = true,
-        num_args = 1..,
-        trailing_var_arg = true
-    )]
-    pub command: Vec<OsString>,
+    #[command(flatten)]
+    pub program: ProgramArgs,
 }
 
 /// `polyprof report`.
@@ -361,13 +362,13 @@ impl Cli {
                 run: self.run,
                 report: Some(self.report),
                 ui: self.ui,
-                command: self.command,
+                command: self.program.command,
             },
             Some(Sub::Record(r)) => Action::Profile {
                 run: r.run,
                 report: None,
                 ui: r.ui,
-                command: r.command,
+                command: r.program.command,
             },
             Some(Sub::Report(r)) => Action::Report {
                 dir: r.dir,
