@@ -168,7 +168,7 @@ fn structure_vs_length(exe: &Path, runs: &[&str]) -> Result<()> {
         let mut rec = Recorder::new_temp(None)?;
         let summary = engine.run(&mut rec)?;
         let recording = rec.finish()?;
-        let entries = tracer::function_entries(&elf, summary.load_bias);
+        let entries = tracer::function_entries(symbols::Loaded::new(&elf, summary.load_bias));
         // Best of five runs each, interleaved so that a slow spell of the machine hits both:
         // the difference is the dependence stage's own cost.
         let mut dt = Duration::MAX;

@@ -1269,10 +1269,10 @@ pub struct FirstPass {
 }
 
 impl FirstPass {
-    /// A first pass over the events of `exe` loaded at `bias`.
-    pub fn new(exe: &symbols::ElfFile, bias: u64) -> FirstPass {
+    /// A first pass over the events of executable `bin`.
+    pub fn new(bin: Loaded<'_>) -> FirstPass {
         FirstPass {
-            builder: tracer::StructureBuilder::new(tracer::function_entries(exe, bias)),
+            builder: tracer::StructureBuilder::new(tracer::function_entries(bin)),
             code: Code::default(),
         }
     }
@@ -1288,11 +1288,10 @@ impl EventSink for FirstPass {
 /// Runs the whole back end on a recording.
 pub fn profile(
     source: &(impl EventSource + ?Sized),
-    exe: &symbols::ElfFile,
-    bias: u64,
+    bin: Loaded<'_>,
     opts: &PipelineOptions,
 ) -> Result<Profile, PipelineError> {
-    profile_with(source, None, exe, bias, opts, &mut |_| {})
+    profile_with(source, None, bin, opts, &mut |_| {})
 }
 
 /// [`profile`], after `first` when the first pass ran as the program was traced (else it
@@ -1301,26 +1300,25 @@ pub fn profile(
 pub fn profile_with(
     source: &(impl EventSource + ?Sized),
     first: Option<FirstPass>,
-    exe: &symbols::ElfFile,
-    bias: u64,
+    bin: Loaded<'_>,
     opts: &PipelineOptions,
     on_dep: &mut dyn FnMut(&tracer::Dep<'_>),
 ) -> Result<Profile, PipelineError> {
     let first = match first {
         Some(first) => first,
         None => {
-            let mut first = FirstPass::new(exe, bias);
+            let mut first = FirstPass::new(bin);
             source
                 .replay_into(&mut first)
                 .map_err(tracer::Error::from)?;
             first
         }
     };
-    let entries = tracer::function_entries(exe, bias);
+    let entries = tracer::function_entries(bin);
     let FirstPass { builder, code } = first;
     let (analysis, c) = second_pass(source, builder.finish(), &entries, &opts.fold, on_dep)?;
     let (folded, streams) = finish_folding(c);
-    let naming = tracer::Naming::new(exe, bias, &analysis.structure);
+    let naming = tracer::Naming::new(bin, &analysis.structure);
     let regions = build_regions(&analysis, &naming, &folded, &code, opts)?;
     Ok(Profile {
         analysis,

@@ -55,7 +55,8 @@ pub(crate) fn check(cmd: &CheckCmd, ui: Ui) -> anyhow::Result<i32> {
             Err(e) => return Ok(usage(cmd, ui, &e.to_string())),
         };
         let source = crate::pipeline::analyse::Cancellable::new(&loaded.recording);
-        feedback::pipeline::profile(&source, &loaded.exe, loaded.info.load_bias, &popts)
+        let bin = symbols::Loaded::new(&loaded.exe, loaded.info.load_bias);
+        feedback::pipeline::profile(&source, bin, &popts)
             .map(|p| (p, loaded.exe, loaded.info.load_bias))
     } else {
         let rec = match crate::pipeline::record(&cmd.run, true, ui, &cmd.target)? {
@@ -65,14 +66,9 @@ pub(crate) fn check(cmd: &CheckCmd, ui: Ui) -> anyhow::Result<i32> {
         signals::analysing();
         let source = crate::pipeline::analyse::Cancellable::new(&rec.recording);
         let bias = rec.info.load_bias;
-        let profiled = feedback::pipeline::profile_with(
-            &source,
-            rec.first,
-            &rec.exe,
-            bias,
-            &popts,
-            &mut |_| {},
-        );
+        let bin = symbols::Loaded::new(&rec.exe, bias);
+        let profiled =
+            feedback::pipeline::profile_with(&source, rec.first, bin, &popts, &mut |_| {});
         profiled.map(|p| (p, rec.exe, bias))
     };
     let (profile, exe, bias) = match profile {
@@ -106,8 +102,7 @@ pub(crate) fn check(cmd: &CheckCmd, ui: Ui) -> anyhow::Result<i32> {
     };
     let located = locate(
         &profile,
-        &exe,
-        bias,
+        symbols::Loaded::new(&exe, bias),
         &steps,
         only,
         cmd.analysis.region_threshold,
@@ -152,8 +147,7 @@ fn names_loop(name: &str, id: &str, label: &str) -> bool {
 /// `Err`: the sentence for the user.
 fn locate(
     profile: &Profile,
-    exe: &symbols::ElfFile,
-    bias: u64,
+    bin: symbols::Loaded<'_>,
     steps: &[Step],
     only: Option<usize>,
     threshold: f64,
@@ -162,7 +156,7 @@ fn locate(
     names.sort_unstable();
     names.dedup();
     let tree = &profile.analysis.tree;
-    let naming = tracer::Naming::new(exe, bias, &profile.analysis.structure);
+    let naming = tracer::Naming::new(bin, &profile.analysis.structure);
     let label = |r: &RegionReport, l: usize| {
         naming.node_location(tree, r.loop_nodes[l]).map_or_else(
             || r.input.loops[l].label.clone(),

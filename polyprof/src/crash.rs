@@ -16,14 +16,13 @@ fn loc(l: symbols::Loc) -> reports::Loc {
 /// analysis ran (without it, the loops are not known).
 pub fn describe(
     fault: &Fault,
-    exe: &symbols::ElfFile,
-    bias: u64,
+    bin: symbols::Loaded<'_>,
     analysis: Option<(&ScheduleTree, &Naming<'_>)>,
 ) -> reports::Crash {
     let info = fault.info();
-    let bin = symbols::Loaded::new(exe, bias);
     let link = bin.link(fault.pc).0;
-    let in_exe = exe
+    let in_exe = bin
+        .exe
         .sections()
         .iter()
         .any(|s| s.exec && link >= s.address && link - s.address < s.size);

@@ -15,10 +15,10 @@ pub struct EventDump<'a, W: Write> {
 }
 
 impl<'a, W: Write> EventDump<'a, W> {
-    pub fn new(out: W, exe: &'a symbols::ElfFile, bias: u64) -> Self {
+    pub fn new(out: W, bin: symbols::Loaded<'a>) -> Self {
         EventDump {
             out,
-            bin: symbols::Loaded::new(exe, bias),
+            bin,
             code: HashMap::new(),
             formatter: IntelFormatter::new(),
             index: 0,

@@ -48,8 +48,8 @@ impl Deps {
 
 fn deps_of(k: &Kernel, t: &Traced) -> Deps {
     let elf = k.elf();
-    let bias = t.summary.load_bias;
-    let entries = tracer::function_entries(&elf, bias);
+    let bin = symbols::Loaded::new(&elf, t.summary.load_bias);
+    let entries = tracer::function_entries(bin);
     let mut deps = Vec::new();
     let mut values: HashMap<u64, Vec<u64>> = HashMap::new();
     tracer::analyze_with_deps(
@@ -82,7 +82,7 @@ fn deps_of(k: &Kernel, t: &Traced) -> Deps {
     let lines = t
         .insns()
         .map(|i| {
-            let l = elf.location(i.pc - bias).map_or(0, |l| l.line);
+            let l = bin.location(i.pc).map_or(0, |l| l.line);
             (i.pc, l)
         })
         .collect();

@@ -20,7 +20,7 @@ fn tiny_loop_events() {
     assert_eq!(t.summary.engine, "step");
     assert_eq!(t.summary.instructions, t.insns().count() as u64);
     let bias = t.summary.load_bias;
-    let ranges = exec_ranges(&elf, bias);
+    let ranges = exec_ranges(symbols::Loaded::new(&elf, bias));
     check_events_against_code(&t, Some(&ranges));
 
     // The first traced instruction is main.
@@ -140,7 +140,7 @@ fn signal_handler_is_traced() {
         .count();
     assert_eq!(signals, 2, "SIGUSR1 deliveries seen");
 
-    check_events_against_code(&t, Some(&exec_ranges(&elf, bias)));
+    check_events_against_code(&t, Some(&exec_ranges(symbols::Loaded::new(&elf, bias))));
 }
 
 /// Library calls run natively by default; with `trace_libs` they are stepped.
@@ -152,14 +152,14 @@ fn library_calls_are_not_stepped_by_default() {
     assert_eq!(t.summary.exit, Some(ExitStatus::Code(0)), "{:?}", t.summary);
     assert!(t.summary.complete, "{:?}", t.summary);
     let bias = t.summary.load_bias;
-    let ranges = exec_ranges(&elf, bias);
+    let ranges = exec_ranges(symbols::Loaded::new(&elf, bias));
 
     for i in t.insns() {
         assert!(
             in_ranges(&ranges, i.pc),
             "instruction at {:#x} (link-time {:#x}) is outside the executable's code",
             i.pc,
-            i.pc.wrapping_sub(bias)
+            symbols::Loaded::new(&elf, bias).link(i.pc)
         );
     }
     let names: Vec<&str> = t.lib_calls().filter_map(|c| c.name.as_deref()).collect();
@@ -275,5 +275,5 @@ fn rep_string_instructions_one_event_per_iteration() {
         .collect();
     assert_eq!(mems, want, "rep movsb with rcx = 7");
 
-    check_events_against_code(&t, Some(&exec_ranges(&elf, bias)));
+    check_events_against_code(&t, Some(&exec_ranges(symbols::Loaded::new(&elf, bias))));
 }

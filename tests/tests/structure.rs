@@ -13,14 +13,14 @@ struct Analyzed {
 
 fn analyze(k: &Kernel, t: &Traced) -> Analyzed {
     let elf = k.elf();
-    let bias = t.summary.load_bias;
-    let entries = tracer::function_entries(&elf, bias);
+    let bin = symbols::Loaded::new(&elf, t.summary.load_bias);
+    let entries = tracer::function_entries(bin);
     let mut steps = Vec::new();
     let analysis = tracer::analyze(t.events.as_slice(), &entries, |s| {
         steps.push((s.insn.pc, s.context, s.coords.to_vec()))
     })
     .expect("analysis");
-    let naming = tracer::Naming::new(&elf, bias, &analysis.structure);
+    let naming = tracer::Naming::new(bin, &analysis.structure);
     let folded = naming.folded(&analysis.tree);
     Analyzed {
         analysis,

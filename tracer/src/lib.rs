@@ -39,9 +39,9 @@ pub struct Analysis {
 }
 
 /// Runtime start addresses of the executable's function symbols: jumps to them are tail calls.
-pub fn function_entries(exe: &symbols::ElfFile, bias: u64) -> Vec<u64> {
-    let bin = symbols::Loaded::new(exe, bias);
-    exe.functions()
+pub fn function_entries(bin: symbols::Loaded<'_>) -> Vec<u64> {
+    bin.exe
+        .functions()
         .iter()
         .map(|f| bin.runtime(symbols::LinkAddr(f.address)))
         .collect()

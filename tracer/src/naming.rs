@@ -3,7 +3,7 @@
 use crate::schedule::{NodeId, NodeKind, ScheduleTree};
 use crate::structure::{FuncId, Structure};
 use std::collections::HashSet;
-use symbols::{ElfFile, Loaded, Loc};
+use symbols::{Loaded, Loc};
 
 /// Names tree nodes from the executable's symbols and debug information.
 pub struct Naming<'a> {
@@ -16,12 +16,9 @@ fn basename(file: &str) -> &str {
 }
 
 impl<'a> Naming<'a> {
-    /// `bias`: the executable's load bias (runtime = link-time + bias).
-    pub fn new(exe: &'a ElfFile, bias: u64, structure: &'a Structure) -> Naming<'a> {
-        Naming {
-            bin: Loaded::new(exe, bias),
-            structure,
-        }
+    /// Names from executable `bin` (loaded at its bias) for the nodes of `structure`.
+    pub fn new(bin: Loaded<'a>, structure: &'a Structure) -> Naming<'a> {
+        Naming { bin, structure }
     }
 
     /// The executable and its load bias.

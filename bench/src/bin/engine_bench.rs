@@ -66,8 +66,7 @@ fn main() -> Result<()> {
     let t1 = Instant::now();
     let profile = feedback::pipeline::profile(
         &recording,
-        &elf,
-        s.load_bias,
+        symbols::Loaded::new(&elf, s.load_bias),
         &feedback::pipeline::PipelineOptions::default(),
     )?;
     let analysis_secs = t1.elapsed().as_secs_f64();

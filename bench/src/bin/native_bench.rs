@@ -25,7 +25,7 @@ fn polyprof(exe: &Path, args: &[&str]) -> Result<(String, f64, f64, Option<f64>)
     let mut rec = Recorder::new_temp(None)?;
     let s = engine.run(&mut rec)?;
     let recording = rec.finish()?;
-    let entries = tracer::function_entries(&elf, s.load_bias);
+    let entries = tracer::function_entries(symbols::Loaded::new(&elf, s.load_bias));
     let tree = tracer::analyze(&recording, &entries, |_| {})?.tree;
     let all = tree.total_run_weights()[ScheduleTree::ROOT].max(1) as f64;
     let (mut qsort, mut calls, mut native) = (0u64, 0u64, 0u64);

@@ -92,8 +92,7 @@ fn analysis_progress(ui: Ui) -> Option<indicatif::ProgressBar> {
 /// in the returned warnings.
 pub fn dumps(
     source: &Cancellable<'_>,
-    exe: &symbols::ElfFile,
-    bias: u64,
+    bin: symbols::Loaded<'_>,
     opts: &ReportArgs,
     out: &Path,
     ui: Ui,
@@ -108,7 +107,7 @@ pub fn dumps(
         let path = out.join("events.txt");
         let file =
             std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-        let mut dump = dump::EventDump::new(io::BufWriter::new(file), exe, bias);
+        let mut dump = dump::EventDump::new(io::BufWriter::new(file), bin);
         let replayed = tracer::EventSource::replay_into(source, &mut dump);
         let finished = dump.finish();
         match replayed {
@@ -129,8 +128,7 @@ pub fn dumps(
 pub fn analyse(
     source: &mut Cancellable<'_>,
     first: Option<feedback::pipeline::FirstPass>,
-    exe: &symbols::ElfFile,
-    bias: u64,
+    bin: symbols::Loaded<'_>,
     opts: &ReportArgs,
     ui: Ui,
     mut deps: Option<&mut depdump::DepDump>,
@@ -144,7 +142,7 @@ pub fn analyse(
             dump.add(d)
         }
     };
-    let profiled = feedback::pipeline::profile_with(&*source, first, exe, bias, &popts, on_dep);
+    let profiled = feedback::pipeline::profile_with(&*source, first, bin, &popts, on_dep);
     source.progress = None;
     if let Some(p) = &progress {
         p.finish_and_clear();
@@ -164,13 +162,12 @@ pub fn analyse(
 /// statements. One cut short by a signal is kept, and said in the returned warnings.
 pub fn write_deps(
     deps: &depdump::DepDump,
-    exe: &symbols::ElfFile,
-    bias: u64,
+    bin: symbols::Loaded<'_>,
     out: &Path,
     ui: Ui,
 ) -> anyhow::Result<Vec<String>> {
     let path = out.join("deps.txt");
-    write_dep_dump(deps, exe, bias, &path)?;
+    write_dep_dump(deps, bin, &path)?;
     say!(ui, "dependences: {}", path.display());
     let mut warnings = Vec::new();
     if signals::skipping() {
@@ -183,14 +180,12 @@ pub fn write_deps(
 
 fn write_dep_dump(
     deps: &depdump::DepDump,
-    exe: &symbols::ElfFile,
-    bias: u64,
+    bin: symbols::Loaded<'_>,
     path: &Path,
 ) -> anyhow::Result<()> {
     let file =
         std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     let mut w = io::BufWriter::new(file);
-    let bin = symbols::Loaded::new(exe, bias);
     let describe = |s: tracer::Stmt| {
         let loc = bin
             .location(s.pc)

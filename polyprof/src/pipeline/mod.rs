@@ -150,20 +150,13 @@ fn report_stages(
     };
     let mut source = analyse::Cancellable::new(recording);
     source.instructions = info.trace.instructions;
-    let cut_short = analyse::dumps(&source, exe, info.load_bias, opts, out, ui)?;
+    let bin = symbols::Loaded::new(exe, info.load_bias);
+    let cut_short = analyse::dumps(&source, bin, opts, out, ui)?;
     report.trace.warnings.extend(cut_short);
     let mut deps = opts.dump_deps.then(crate::depdump::DepDump::default);
-    let profiled = analyse::analyse(
-        &mut source,
-        first,
-        exe,
-        info.load_bias,
-        opts,
-        ui,
-        deps.as_mut(),
-    );
+    let profiled = analyse::analyse(&mut source, first, bin, opts, ui, deps.as_mut());
     if let Some(deps) = &deps {
-        let cut_short = analyse::write_deps(deps, exe, info.load_bias, out, ui)?;
+        let cut_short = analyse::write_deps(deps, bin, out, ui)?;
         report.trace.warnings.extend(cut_short);
     }
     watchdog.writing();

@@ -39,7 +39,8 @@ pub fn skipped_warning(what: &str) -> String {
 pub fn of_trace(info: &RunInfo, exe: &symbols::ElfFile) -> reports::Report {
     let mut report = reports::Report::new(info.program.clone(), info.trace.clone());
     if let Some(fault) = &info.fault {
-        report.crash = Some(crash::describe(fault, exe, info.load_bias, None));
+        let bin = symbols::Loaded::new(exe, info.load_bias);
+        report.crash = Some(crash::describe(fault, bin, None));
     }
     report
 }
@@ -53,16 +54,12 @@ pub fn of_analysis(
     profile: &feedback::pipeline::Profile,
     ui: Ui,
 ) {
-    let bias = info.load_bias;
+    let bin = symbols::Loaded::new(exe, info.load_bias);
     let analysis = &profile.analysis;
-    let naming = tracer::Naming::new(exe, bias, &analysis.structure);
+    let naming = tracer::Naming::new(bin, &analysis.structure);
     if let Some(fault) = &info.fault {
-        report.crash = Some(crash::describe(
-            fault,
-            exe,
-            bias,
-            Some((&analysis.tree, &naming)),
-        ));
+        let tree = Some((&analysis.tree, &naming));
+        report.crash = Some(crash::describe(fault, bin, tree));
     }
     report.trace.native_cost = regions::native_functions(&info.trace.native_cost, &analysis.tree);
     for w in regions::native_warnings(&report.trace.native_cost) {
@@ -91,7 +88,10 @@ pub fn write(
     let svg = out.join("flamegraph.svg");
     if opts.format == Format::All {
         let analysis = &profile.analysis;
-        let naming = tracer::Naming::new(exe, info.load_bias, &analysis.structure);
+        let naming = tracer::Naming::new(
+            symbols::Loaded::new(exe, info.load_bias),
+            &analysis.structure,
+        );
         let native = &report.trace.native_cost;
         let styles = regions::frame_styles(
             &report.regions,

@@ -232,9 +232,9 @@ pub fn trace(
     signals::set_child(engine.pid());
 
     // The first pass of the analysis runs on the recording thread while the program is traced.
-    let consumer = MaybeFirst(
-        first_pass.then(|| feedback::pipeline::FirstPass::new(&p.exe, engine.load_bias())),
-    );
+    let consumer = MaybeFirst(first_pass.then(|| {
+        feedback::pipeline::FirstPass::new(symbols::Loaded::new(&p.exe, engine.load_bias()))
+    }));
     let recorder = Recorder::spawn_into(events_file, consumer)
         .with_context(|| format!("creating the event recording in {}", p.out_dir.display()))?;
     let mut counters = Counters::new(ui);
