@@ -737,10 +737,96 @@ fn full_name(r: iced_x86::Register) -> Option<String> {
 /// accumulated value in is named; an instruction reading one register twice (`add eax, eax`,
 /// `xor eax, eax`) is no link: its result is not `acc op other`.
 fn update_of(insn: &iced_x86::Instruction) -> Option<Update> {
-    use iced_x86::OpKind;
-    use Mnemonic as M;
     let m = insn.mnemonic();
-    let copy = matches!(
+    let copy = is_copy(m);
+    let op = operator_of(m);
+    if !copy && op.is_none() {
+        return None;
+    }
+    let (acc_registers, acc_memory) = if m == Mnemonic::Lea {
+        (lea_addends(insn)?, false)
+    } else {
+        let commutative = op.is_none_or(|(_, c)| c);
+        accumulators(insn, &combined_operands(insn, copy)?, commutative)?
+    };
+    Some(Update {
+        op: op.map(|(o, _)| o),
+        acc_registers,
+        acc_memory,
+    })
+}
+
+/// The operands whose values an arithmetic instruction combines (or a copy copies).
+fn combined_operands(insn: &iced_x86::Instruction, copy: bool) -> Option<Vec<u32>> {
+    let m = insn.mnemonic();
+    let count = insn.op_count();
+    Some(if copy {
+        vec![1]
+    } else if count == 1 {
+        // `inc`, `dec`; the one-operand `imul` writes rdx:rax, no link.
+        if m == Mnemonic::Imul {
+            return None;
+        }
+        vec![0]
+    } else if count == 3 && m == Mnemonic::Imul {
+        // `imul r, r/m, imm`: the product of the second operand and a constant.
+        vec![1]
+    } else if count == 3 {
+        // VEX forms: `vaddsd xmm0, xmm1, xmm2`.
+        vec![1, 2]
+    } else {
+        vec![0, 1]
+    })
+}
+
+/// `lea d, [b + i*1 + c]`: the addends are the base and an unscaled index.
+fn lea_addends(insn: &iced_x86::Instruction) -> Option<Vec<String>> {
+    let base = full_name(insn.memory_base());
+    let index = (insn.memory_index_scale() == 1)
+        .then(|| full_name(insn.memory_index()))
+        .flatten();
+    if (base.is_some() && base == index) || insn.memory_base() == iced_x86::Register::RIP {
+        return None;
+    }
+    let addends: Vec<String> = base.into_iter().chain(index).collect();
+    (!addends.is_empty()).then_some(addends)
+}
+
+/// The registers among `sources` that may hold the accumulator (the first operand only, when
+/// the operation does not commute), and whether a memory operand may; `None` when a register
+/// is combined with itself.
+fn accumulators(
+    insn: &iced_x86::Instruction,
+    sources: &[u32],
+    commutative: bool,
+) -> Option<(Vec<String>, bool)> {
+    let mut registers: Vec<String> = Vec::new();
+    let mut memory = false;
+    let mut seen: Vec<String> = Vec::new();
+    for (k, &o) in sources.iter().enumerate() {
+        let may_acc = commutative || k == 0;
+        match insn.op_kind(o) {
+            iced_x86::OpKind::Register => {
+                let r = full_name(insn.op_register(o))?;
+                if seen.contains(&r) {
+                    return None;
+                }
+                seen.push(r.clone());
+                if may_acc {
+                    registers.push(r);
+                }
+            }
+            iced_x86::OpKind::Memory => memory |= may_acc,
+            _ => {}
+        }
+    }
+    Some((registers, memory))
+}
+
+/// Moves between registers and memory that copy a value unchanged (or widened).
+fn is_copy(m: Mnemonic) -> bool {
+    use Mnemonic as M;
+    matches!(
         m,
         M::Mov
             | M::Movsd
@@ -766,9 +852,13 @@ fn update_of(insn: &iced_x86::Instruction) -> Option<Update> {
             | M::Vmovdqu
             | M::Vmovq
             | M::Vmovd
-    );
-    // (operator, commutative)
-    let op = match m {
+    )
+}
+
+/// The operator an instruction applies, and whether its operands commute.
+fn operator_of(m: Mnemonic) -> Option<(ReduceOp, bool)> {
+    use Mnemonic as M;
+    match m {
         M::Add
         | M::Inc
         | M::Lea
@@ -859,75 +949,7 @@ fn update_of(insn: &iced_x86::Instruction) -> Option<Update> {
             Some((ReduceOp::Xor, true))
         }
         _ => None,
-    };
-    if !copy && op.is_none() {
-        return None;
     }
-    // The operands whose values are combined (or copied).
-    let count = insn.op_count();
-    let sources: Vec<u32> = if copy {
-        vec![1]
-    } else if m == M::Lea {
-        Vec::new()
-    } else if count == 1 {
-        // `inc`, `dec`; the one-operand `imul` writes rdx:rax, no link.
-        if m == M::Imul {
-            return None;
-        }
-        vec![0]
-    } else if count == 3 && m == M::Imul {
-        // `imul r, r/m, imm`: the product of the second operand and a constant.
-        vec![1]
-    } else if count == 3 {
-        // VEX forms: `vaddsd xmm0, xmm1, xmm2`.
-        vec![1, 2]
-    } else {
-        vec![0, 1]
-    };
-    let commutative = op.is_none_or(|(_, c)| c);
-    let mut acc_registers: Vec<String> = Vec::new();
-    let mut acc_memory = false;
-    let mut seen: Vec<String> = Vec::new();
-    if m == M::Lea {
-        // `lea d, [b + i*1 + c]`: the addends are the base and an unscaled index.
-        let base = full_name(insn.memory_base());
-        let index = (insn.memory_index_scale() == 1)
-            .then(|| full_name(insn.memory_index()))
-            .flatten();
-        if base.is_some() && base == index {
-            return None;
-        }
-        if insn.memory_base() == iced_x86::Register::RIP {
-            return None;
-        }
-        acc_registers.extend(base.into_iter().chain(index));
-        if acc_registers.is_empty() {
-            return None;
-        }
-    } else {
-        for (k, &o) in sources.iter().enumerate() {
-            let may_acc = commutative || k == 0;
-            match insn.op_kind(o) {
-                OpKind::Register => {
-                    let r = full_name(insn.op_register(o))?;
-                    if seen.contains(&r) {
-                        return None;
-                    }
-                    seen.push(r.clone());
-                    if may_acc {
-                        acc_registers.push(r);
-                    }
-                }
-                OpKind::Memory => acc_memory |= may_acc,
-                _ => {}
-            }
-        }
-    }
-    Some(Update {
-        op: op.map(|(o, _)| o),
-        acc_registers,
-        acc_memory,
-    })
 }
 
 fn fp_op(m: Mnemonic) -> bool {
