@@ -759,7 +759,8 @@ fn shift(sched: &mut Sched, a: usize, by: i64) -> Result<(), String> {
             } = r
             {
                 if *tag == a {
-                    *expr = format!("({expr}) + {by}");
+                    let sign = if by >= 0 { '+' } else { '-' };
+                    *expr = format!("{} {sign} {}", operand(expr), by.unsigned_abs());
                     any = true;
                 }
             }
@@ -782,10 +783,12 @@ fn skew(sched: &mut Sched, outer: usize, inner: usize, factor: i64) -> Result<()
             let by = sched.expr(s, a).clone();
             let e = sched.expr(s, b);
             // isl takes a constant factor, not a parenthesised one.
-            *e = match factor {
-                f if f >= 0 => format!("({e}) + {f}*({by})"),
-                f => format!("({e}) - {}*({by})", f.unsigned_abs()),
+            let times = match factor.unsigned_abs() {
+                1 => String::new(),
+                f => format!("{f}*"),
             };
+            let sign = if factor >= 0 { '+' } else { '-' };
+            *e = format!("{} {sign} {times}{}", operand(e), operand(&by));
             any = true;
         }
     }
@@ -793,6 +796,15 @@ fn skew(sched: &mut Sched, outer: usize, inner: usize, factor: i64) -> Result<()
         Ok(())
     } else {
         Err("no statement runs inside both loops: they are not nested".into())
+    }
+}
+
+/// `e` as an operand of a sum: in parentheses unless it is one name or number.
+fn operand(e: &str) -> String {
+    if e.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        e.to_string()
+    } else {
+        format!("({e})")
     }
 }
 

@@ -1,7 +1,8 @@
 //! Snapshot tests of what users read, pinned in `tests/tests/snapshots/` (insta): report.txt,
 //! report.json, report.html (without its inline flame graph), the flame graph's frame titles
 //! (what a browser shows on hovering a frame) and stacks.folded, of the bundled example and a
-//! few kernels. A change to a report's wording, ids, lines, ranking or trees shows as a diff.
+//! few kernels, and `polyprof check`'s verdicts (text and JSON). A change to a report's
+//! wording, ids, lines, ranking or trees shows as a diff.
 //!
 //! What differs from run to run or machine to machine is redacted first: paths (the checkout
 //! and the temporary build directory), every decimal number (timings, measured native costs,
@@ -312,4 +313,67 @@ fn shift_loop_o0() {
 fn storage_names_o2() {
     let src = kernels_dir().join("names.c");
     snapshot("names_O2", &src, "-O2", &["--region-threshold", "0.01"]);
+}
+
+/// `polyprof check`'s verdicts, in sentences and in JSON, on seidel-1d built -O0: the
+/// time/space interchange (illegal: the dependences it breaks, with instances) and the same
+/// after a skew (legal).
+#[test]
+fn check_verdicts_seidel_o0() {
+    let dir = tempfile::Builder::new()
+        .prefix("polyprof-snapshot-")
+        .tempdir()
+        .expect("a temporary directory");
+    let src = kernels_dir().join("check_seidel1d.c");
+    let bin = dir.path().join("check_seidel1d");
+    let cc = Command::new("cc")
+        .args(["-O0", "-g", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .expect("running cc");
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let out = dir.path().join("out");
+    let record = Command::new(polyprof_bin!())
+        .arg("record")
+        .arg("-o")
+        .arg(&out)
+        .arg(&bin)
+        .output()
+        .expect("running polyprof record");
+    assert!(
+        record.status.success(),
+        "{}",
+        String::from_utf8_lossy(&record.stderr)
+    );
+    let line = |tag: &str| tests::line_of("check_seidel1d", tag);
+    let (t, i) = (line("/* loop t */"), line("/* loop i */"));
+    let (t, i) = (
+        format!("check_seidel1d.c:{t}"),
+        format!("check_seidel1d.c:{i}"),
+    );
+    let check = |format: &str, transform: &str| {
+        let o = Command::new(polyprof_bin!())
+            .args(["check", "--format", format, "-t", transform])
+            .arg(&out)
+            .output()
+            .expect("running polyprof check");
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        format!("exit status {:?}\n{text}", o.status.code())
+    };
+    let illegal = format!("interchange {t} {i}");
+    let legal = format!("skew {t} {i} 1; interchange {t} {i}");
+    let mut settings = insta::Settings::clone_current();
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_snapshot_path("snapshots");
+    settings.bind(|| {
+        insta::assert_snapshot!("check_seidel_O0.illegal.txt", check("text", &illegal));
+        insta::assert_snapshot!("check_seidel_O0.illegal.json", check("json", &illegal));
+        insta::assert_snapshot!("check_seidel_O0.legal.txt", check("text", &legal));
+        insta::assert_snapshot!("check_seidel_O0.legal.json", check("json", &legal));
+    });
 }
