@@ -21,8 +21,10 @@ use std::collections::BTreeMap;
 /// pointer copies in loops.
 const MAX_HOLDERS: usize = 16;
 
-/// Addresses a holder is known at.
-pub(crate) const WATCHED: usize = 4;
+/// Addresses a holder is known at: the 1st, 2nd, 4th, ... 128th instruction of its function
+/// run while it held the block (gcc may describe a register as the variable only some
+/// instructions after it is filled: PolyBench's `B` at -O2, 30 bytes later).
+pub(crate) const WATCHED: usize = 8;
 
 /// Where a block's start was put.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,7 +38,7 @@ pub(crate) enum Place {
 
 /// Where traced code put a block's start: the instruction at `pc` did, at call depth `depth`.
 /// `at`: addresses of that function executed while the place still held it, the first just
-/// after `pc` (0: none). Debug information's location ranges often start a little after the
+/// after `pc`, then ever further apart (0: none). Debug information's location ranges often start a little after the
 /// instruction that fills the place (gcc starts the range of a value returned by one call at
 /// the next call's last byte), so naming tries each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +47,8 @@ pub(crate) struct Holder {
     pub depth: u32,
     pub place: Place,
     pub at: [u64; WATCHED],
+    /// Instructions of its function run since `pc` while it held the block.
+    steps: u32,
 }
 
 /// One allocated block.
@@ -224,6 +228,7 @@ impl HeapBlocks {
                 depth,
                 place,
                 at,
+                steps: 0,
             });
             self.watching.push((start, b.holders.len() - 1));
         }
@@ -250,16 +255,15 @@ impl HeapBlocks {
                 // In a callee (a PLT stub too): its addresses are not the holder's function's.
                 return held && h.depth < now;
             }
-            match h.at.iter().position(|&a| a == 0) {
-                Some(free) if held || matches!(h.place, Place::Memory { .. }) => {
-                    // Before a store over the place executes, the place still holds.
-                    if h.at[free - 1] != pc {
-                        h.at[free] = pc;
-                    }
-                    held && free + 1 < WATCHED
-                }
-                _ => false,
+            // Before a store over the place executes, the place still holds.
+            if !held && !matches!(h.place, Place::Memory { .. }) {
+                return false;
             }
+            h.steps += 1;
+            if h.steps.is_power_of_two() {
+                h.at[h.steps.trailing_zeros() as usize] = pc;
+            }
+            held && h.steps < 1 << (WATCHED - 1)
         });
     }
 

@@ -77,3 +77,22 @@ fn heap_and_local_arrays_keep_their_names_at_o2() {
         );
     }
 }
+
+/// PolyBench's allocation at -O2 (trmm's `main`): two blocks back to back through an
+/// out-of-line wrapper, `B` kept in a register that debug information describes as `B` only
+/// some instructions after it is filled. The kernel's array is `B`, not the wrapper's `p`.
+#[test]
+fn arrays_named_where_debug_information_describes_them_late_o2() {
+    let run = profile_every_loop(polyprof_bin!(), "names_pair", &["-O2", "-g"], &[]);
+    let r = run.report();
+    let names: Vec<String> = region_at_mark(&r, "names_pair", "kernel")["dependences"]
+        .as_array()
+        .expect("dependences")
+        .iter()
+        .map(|d| d["storage"].as_str().expect("a storage name").to_string())
+        .collect();
+    let alloc = line_of("names_pair", "double(*B)[N] = alloc_data");
+    let b = format!("array `B` (heap block allocated at names_pair.c:{alloc})");
+    assert!(has(&names, &b), "{names:?}");
+    assert!(!names.iter().any(|n| n.contains("`p`")), "{names:?}");
+}
