@@ -1,7 +1,7 @@
 //! The feedback of one region: loop properties, suggestions checked against the observed
 //! dependences, metrics and annotated ASTs.
 
-use crate::input::{Polyhedra, Region, Statement};
+use crate::input::{DepKind, Polyhedra, Region, Statement, Storage};
 use crate::islx::{self, union_map, Tree};
 use crate::legality::{
     kelly_map, negative_up_to, pct, sched_len, schedule_map, Change, Ctx, Requirement, Verdict,
@@ -746,6 +746,24 @@ fn skew_and_tile(
     Ok(tiling)
 }
 
+/// Whether statements `names` do work the program sees: write memory, act on a library's
+/// hidden state (the output stream), leave a value read after the region, or produce a value
+/// another statement of the region reads.
+fn does_work(region: &Region, names: &[String]) -> bool {
+    let inside = |s: &str| names.iter().any(|n| n == s);
+    let writes = region
+        .statements
+        .iter()
+        .filter(|s| inside(&s.name))
+        .any(|s| s.accesses.iter().any(|a| a.write));
+    let used = region.dependences.iter().any(|d| {
+        inside(&d.source)
+            && (matches!(d.storage, Storage::Effect { .. })
+                || (d.kind == DepKind::Flow && !inside(&d.sink)))
+    });
+    writes || used || region.live_out.iter().any(|b| inside(&b.stmt))
+}
+
 /// Fusion and distribution of the outermost loops with a real share of the work: the number
 /// of such nests before and after isl's schedule.
 fn fusion(
@@ -767,16 +785,31 @@ fn fusion(
         .iter()
         .filter(|(l, ops)| l.is_some() && share_min(**ops))
         .count();
-    let components_after = match &scheduled.tree {
-        Tree::Sequence(children) => children
-            .iter()
-            .filter(|(names, sub)| {
-                matches!(sub, Tree::Band { .. })
-                    && share_min(nest.ops_where(|s| names.contains(&s.name)))
-            })
-            .count(),
-        Tree::Band { .. } => 1,
-        Tree::Leaf => 0,
+    let (components_after, idle) = match &scheduled.tree {
+        Tree::Sequence(children) => {
+            let nests: Vec<&Vec<String>> = children
+                .iter()
+                .filter(|(names, sub)| {
+                    matches!(sub, Tree::Band { .. })
+                        && share_min(nest.ops_where(|s| names.contains(&s.name)))
+                })
+                .map(|(names, _)| names)
+                .collect();
+            let idle = nests.iter().find(|names| !does_work(region, names));
+            let described = |names: &&Vec<String>| {
+                let lines: BTreeSet<&str> = region
+                    .statements
+                    .iter()
+                    .filter(|s| names.contains(&s.name))
+                    .flat_map(|s| s.lines())
+                    .collect();
+                let lines: Vec<&str> = lines.into_iter().collect();
+                format!("{} at {}", names.join(", "), lines.join(", "))
+            };
+            (nests.len(), idle.map(described))
+        }
+        Tree::Band { .. } => (1, None),
+        Tree::Leaf => (0, None),
     };
     let outer: Vec<usize> = before.keys().flatten().copied().collect();
     let maps = &scheduled.maps;
@@ -785,7 +818,17 @@ fn fusion(
         // Fusion is suggested as a person applies it: the outermost loops fused, each iteration
         // running the first nest's body, then the second's. isl may find a fused schedule that
         // also reorders the loops inside; "fuse" would not say that, so its fusion is not taken.
-        if components_after > components_before && components_before >= 1 {
+        let distributes = components_after > components_before && components_before >= 1;
+        if let (true, Some(idle)) = (distributes, &idle) {
+            // Without control dependences, a branch's condition looks independent of what
+            // the branch guards: isl may set it apart, in a nest of its own whose results
+            // nothing reads. No source loop can be split so.
+            fb.why_not.get_or_insert(format!(
+                "isl's schedule distributes the loops, but one of the nests ({idle}) would only \
+                 compute values no other statement reads (the conditions of branches, whose \
+                 control dependences polyprof does not model): not advised"
+            ));
+        } else if distributes {
             let text = format!(
                 "Distribute the loop nest into {components_after} nests so that each can be optimised on its own."
             );
@@ -878,7 +921,8 @@ fn explain(
             let reason = format!("loop {} cannot run in parallel: {why}", nest.label(*l));
             fb.why_not = Some(match fb.why_not.take() {
                 Some(w) if fb.suggestions.is_empty() => format!("{w}; {reason}"),
-                _ => format!("no parallel loop: {reason}"),
+                Some(w) => format!("no parallel loop: {reason}; {w}"),
+                None => format!("no parallel loop: {reason}"),
             });
         }
     }

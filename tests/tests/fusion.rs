@@ -2,11 +2,12 @@
 //! scheduled together, and their outer loops are suggested fused when that is legal, with the
 //! data passed from one to the other. The fused source (`-DFUSED`) prints the same bytes.
 //! When the second nest reads rows the first has not written yet (`-DCOLUMN`), fusion is not
-//! suggested.
+//! suggested. A print loop (PolyBench's print_array) is not advised distributed apart from
+//! its branch conditions.
 
 use serde_json::Value;
 use std::process::Command;
-use tests::{compile_linked, line_of, polyprof, polyprof_bin};
+use tests::{compile_linked, line_of, polyprof, polyprof_bin, profile_every_loop, region_at_mark};
 
 const KERNEL: &str = "fuse_2mm";
 
@@ -95,5 +96,29 @@ fn fusion_that_reads_unwritten_rows_is_not_suggested() {
             output(&[opt, "-DCOLUMN"]),
             output(&[opt, "-DCOLUMN", "-DFUSED"])
         );
+    }
+}
+
+/// PolyBench's print_array: gcc computes `(i * m + j) % 20 == 0` in instructions that only the
+/// branch reads. Without control dependences, isl sets them apart in a nest of their own; no
+/// source loop splits so, and the distribution is not advised (it was, before), saying why.
+#[test]
+fn branch_conditions_are_not_distributed_apart() {
+    for opt in ["-O0", "-O2"] {
+        let run = profile_every_loop(polyprof_bin!(), "print_rows", &[opt, "-g"], &[]);
+        let r = run.report();
+        let region = region_at_mark(&r, "print_rows", "print");
+        let kinds: Vec<&str> = region["suggestions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s["kind"].as_str())
+            .collect();
+        assert!(
+            !kinds.contains(&"distribute"),
+            "{opt}: {kinds:?}\n{region:#}"
+        );
+        let why = region["why_not"].as_str().unwrap_or("");
+        assert!(why.contains("control dependences"), "{opt}: {why}");
     }
 }
