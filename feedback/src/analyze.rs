@@ -191,6 +191,7 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
 
     timing.mark("tile");
     layout_advice(&nest, skewed, &mut fb);
+    withhold_on_merged_loops(region, &mut fb);
     explain(
         &nest,
         parallel.first_blocked.as_ref(),
@@ -896,6 +897,40 @@ fn layout_advice(nest: &Nest<'_>, skewed: bool, fb: &mut Feedback) {
     fb.suggestions.extend(tiled);
     fb.suggestions
         .extend(crate::storage::contraction(region, chain));
+}
+
+/// Advice naming a loop the compiler merged with an enclosing one is withheld, as its
+/// parallelization is ([`Ctx::parallel`]): the line the loop is named by is an inner loop's,
+/// so the advice would be applied to the wrong source loop (trmm's `init_array` at -O3).
+fn withhold_on_merged_loops(region: &Region, fb: &mut Feedback) {
+    for v in &region.shared_variables {
+        for (id, line) in &v.merged {
+            let mut kinds: Vec<&str> = Vec::new();
+            fb.suggestions.retain(|s| {
+                let hit = s.loops.contains(id);
+                if hit && !kinds.contains(&s.kind.as_str()) {
+                    kinds.push(s.kind.as_str());
+                }
+                !hit
+            });
+            if kinds.is_empty() {
+                continue;
+            }
+            let label = region
+                .loops
+                .iter()
+                .find(|l| &l.id == id)
+                .map_or(id.clone(), |l| format!("{} ({id})", l.label));
+            let w = format!(
+                "{} on loop {label} withheld: the compiler merged it with the loop at {line}",
+                kinds.join(" and ")
+            );
+            fb.why_not = Some(match fb.why_not.take() {
+                Some(x) => format!("{x}; {w}"),
+                None => w,
+            });
+        }
+    }
 }
 
 /// Why nothing, or nothing more, could be done: `fb.why_not`.

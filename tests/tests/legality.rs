@@ -1014,6 +1014,35 @@ fn apply_and_run_merged_o3() {
     apply_and_run_at("legal_merged", &["-O2", "-O3"]);
 }
 
+/// Nor does any other advice name the merged loop at -O3 (a distribution and a storage
+/// mapping were suggested on it, under the inner loop's line): they are withheld, saying why.
+#[test]
+fn merged_loop_gets_no_advice_o3() {
+    let p = profile("legal_merged", "-O3");
+    let inner = u64::from(tests::line_of("legal_merged", "for (j = 0; j < i; j++)"));
+    let mut withheld = false;
+    for reg in regions(&p) {
+        let merged: Vec<&str> = reg["all_loops"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|l| l["location"]["line"].as_u64() == Some(inner))
+            .filter_map(|l| l["id"].as_str())
+            .collect();
+        for s in suggestions(reg) {
+            let ids = loop_ids(s);
+            assert!(
+                !ids.iter().any(|id| merged.contains(&id.as_str())),
+                "advice on the merged loop: {s:#}"
+            );
+        }
+        withheld |= reg["why_not"]
+            .as_str()
+            .is_some_and(|w| w.contains("withheld: the compiler merged it"));
+    }
+    assert!(withheld, "{:#}", p.report);
+}
+
 /// The same on AVX2 builds (vector accumulators in ymm registers, inner loops unrolled
 /// away, `vzeroupper` after loops), where the CPU has AVX2.
 macro_rules! apply_and_run_avx2_tests {
