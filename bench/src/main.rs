@@ -32,7 +32,7 @@ fn raw_stepping(exe: &Path, steps: &str, limit: u64) -> Result<(u64, Duration)> 
     let pid = ptrace_runner::step::spawn_traced(&opts)?;
     ptrace::wait(pid)?;
     ptrace::set_options(pid, libc::PTRACE_O_EXITKILL)?;
-    let maps = symbols::parse_proc_maps(&std::fs::read_to_string(format!("/proc/{pid}/maps"))?);
+    let maps = symbols::read_proc_maps(pid)?;
     let elf = symbols::ElfFile::open(exe)?;
     let exe_path = std::fs::read_link(format!("/proc/{pid}/exe"))?;
     let bias = elf.load_bias(&maps, &exe_path).context("no load bias")?;

@@ -255,8 +255,7 @@ impl PageCache {
     }
 
     fn read_maps(&mut self) -> io::Result<()> {
-        let text = std::fs::read_to_string(format!("/proc/{}/maps", self.pid))?;
-        self.maps = symbols::parse_proc_maps(&text)
+        self.maps = symbols::read_proc_maps(self.pid)?
             .iter()
             .map(|m| (m.start, m.end, m.is_write()))
             .collect();

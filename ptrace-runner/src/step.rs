@@ -293,9 +293,8 @@ impl<X: Executor> Runner<X> {
 
     /// Reads /proc/PID/maps: load bias, the executable's code ranges, libraries for naming.
     fn read_maps(&mut self) -> Result<(), Error> {
-        let text = std::fs::read_to_string(format!("/proc/{}/maps", self.pid))
-            .map_err(Error::trace("reading /proc/PID/maps"))?;
-        let maps = symbols::parse_proc_maps(&text);
+        let maps =
+            symbols::read_proc_maps(self.pid).map_err(Error::trace("reading /proc/PID/maps"))?;
         if let Ok(p) = std::fs::read_link(format!("/proc/{}/exe", self.pid)) {
             self.exe_path = p;
         }
@@ -480,8 +479,7 @@ impl<X: Executor> Runner<X> {
 
     /// The address of a `syscall` instruction (bytes 0f 05) in the tracee's libraries or vDSO.
     fn syscall_instruction(&self) -> Option<u64> {
-        let text = std::fs::read_to_string(format!("/proc/{}/maps", self.pid)).ok()?;
-        let maps = symbols::parse_proc_maps(&text);
+        let maps = symbols::read_proc_maps(self.pid).ok()?;
         let mut buf = vec![0u8; 1 << 16];
         maps.iter()
             .filter(|m| m.is_exec() && !self.in_traced(m.start))

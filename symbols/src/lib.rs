@@ -44,7 +44,7 @@ pub use demangle::demangle;
 pub use elf::{ElfFile, FunctionSym, LoadSegment, OpenOptions, PltStub, SectionInfo};
 pub use error::Error;
 pub use loaded::{LinkAddr, Loaded};
-pub use maps::{parse_proc_maps, Mapping};
+pub use maps::{parse_proc_maps, read_proc_maps, Mapping};
 pub use symbolizer::{Resolved, Symbolizer};
 pub use vars::{dwarf_register, dwarf_register_name, regs, Variable, VariableKind};
 

@@ -51,6 +51,13 @@ impl Mapping {
     }
 }
 
+/// The mappings of process `pid`, from `/proc/PID/maps`.
+pub fn read_proc_maps(pid: i32) -> std::io::Result<Vec<Mapping>> {
+    Ok(parse_proc_maps(&std::fs::read_to_string(format!(
+        "/proc/{pid}/maps"
+    ))?))
+}
+
 /// Parse the text of `/proc/PID/maps`. Lines that do not parse are skipped.
 pub fn parse_proc_maps(text: &str) -> Vec<Mapping> {
     text.lines().filter_map(parse_line).collect()

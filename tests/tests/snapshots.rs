@@ -232,9 +232,8 @@ struct Outputs {
     folded: String,
 }
 
-/// Compiles `src` at `opt` into a temporary directory, profiles it, and returns its redacted
-/// outputs.
-fn reports(src: &Path, opt: &str, extra: &[&str]) -> Outputs {
+/// Compiles `src` at `opt` (with debug information) into a new temporary directory.
+fn build(src: &Path, opt: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::Builder::new()
         .prefix("polyprof-snapshot-")
         .tempdir()
@@ -255,6 +254,13 @@ fn reports(src: &Path, opt: &str, extra: &[&str]) -> Outputs {
         "{}",
         String::from_utf8_lossy(&cc.stderr)
     );
+    (dir, bin)
+}
+
+/// Compiles `src` at `opt` into a temporary directory, profiles it, and returns its redacted
+/// outputs.
+fn reports(src: &Path, opt: &str, extra: &[&str]) -> Outputs {
+    let (dir, bin) = build(src, opt);
     let mut args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
     args.push(bin.display().to_string());
     let run = polyprof(polyprof_bin!(), &args, b"");
@@ -320,23 +326,7 @@ fn storage_names_o2() {
 /// after a skew (legal).
 #[test]
 fn check_verdicts_seidel_o0() {
-    let dir = tempfile::Builder::new()
-        .prefix("polyprof-snapshot-")
-        .tempdir()
-        .expect("a temporary directory");
-    let src = kernels_dir().join("check_seidel1d.c");
-    let bin = dir.path().join("check_seidel1d");
-    let cc = Command::new("cc")
-        .args(["-O0", "-g", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .output()
-        .expect("running cc");
-    assert!(
-        cc.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
+    let (dir, bin) = build(&kernels_dir().join("check_seidel1d.c"), "-O0");
     let out = dir.path().join("out");
     let record = Command::new(polyprof_bin!())
         .arg("record")
