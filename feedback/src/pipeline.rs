@@ -425,6 +425,9 @@ struct InsnStream {
     nval: usize,
     sizes: Vec<u32>,
     writes: Vec<bool>,
+    /// Per register write: the instruction writes its 32-bit form, whose value is folded
+    /// sign-extended (a counter gcc runs down to -1 in `r11d` is affine only so).
+    narrow: Vec<bool>,
     last: Vec<u64>,
     /// The dependence streams this statement consumes: (producer, kind, through, slot, index
     /// in `Collect::deps`). A handful each, searched before the hash index.
@@ -482,6 +485,8 @@ impl<K: std::hash::Hash + Eq + Copy, V> Streams<K, V> {
 
 struct Collect<'o> {
     opts: &'o FoldOptions,
+    /// The code the first pass saw, to decode an instruction when its stream starts.
+    code: &'o Code,
     insns: Streams<(NodeId, u64), InsnStream>,
     deps: Streams<DepKey, DepStream>,
     /// The index in `insns` of the instruction being processed (its dependences follow it).
@@ -503,7 +508,7 @@ impl Collect<'_> {
         // The index of this instruction, the clock of the schedule tree's `first` and `last`.
         let clock = self.clock;
         self.clock += 1;
-        let opts = self.opts;
+        let (opts, code) = (self.opts, self.code);
         let i = self.insns.index_of((s.context, insn.pc), || {
             let naddr = insn.mem.len();
             let nval = insn.regs.len();
@@ -518,6 +523,7 @@ impl Collect<'_> {
                     .iter()
                     .map(|m| m.kind == AccessKind::Write)
                     .collect(),
+                narrow: narrow_writes(code, insn),
                 last: Vec::new(),
                 consumes: Vec::new(),
             }
@@ -538,8 +544,12 @@ impl Collect<'_> {
                 .push(insn.mem.get(k).map_or(0, |m| m.addr as i64));
         }
         for k in 0..st.nval {
-            self.label
-                .push(insn.regs.get(k).map_or(0, |r| r.value as i64));
+            let v = insn.regs.get(k).map_or(0, |r| r.value);
+            self.label.push(if st.narrow[k] {
+                i64::from(v as u32 as i32)
+            } else {
+                v as i64
+            });
         }
         st.folder.push(&self.point, &self.label);
     }
@@ -679,18 +689,8 @@ fn is_scev(meta: &InsnStream2, f: &Folded, nval: usize, insn: &iced_x86::Instruc
         ) && immediate;
         return steps && meta.naddr > 0 && (0..meta.naddr).all(|j| fixed_address(f, j));
     }
-    // A 32-bit register holds its value zero-extended: a counter that steps below zero
-    // (`sub r11d, 1` from 17 to -2) jumps by 2^32 there and folds into two pieces. In
-    // 32-bit arithmetic both are one function: compare the labels modulo 2^32, as signed.
-    let narrow = insn.op0_kind() == iced_x86::OpKind::Register && insn.op0_register().is_gpr32();
-    let wrap = |l: &Label| match l {
-        Label::Affine { coeffs, constant } if narrow => Label::Affine {
-            coeffs: coeffs.iter().map(|&c| i64::from(c as i32)).collect(),
-            constant: i64::from(*constant as i32),
-        },
-        l => l.clone(),
-    };
-    let values = |p: &folder::Piece| p.labels[meta.naddr..].iter().map(wrap).collect::<Vec<_>>();
+    // (A 32-bit destination's values were folded sign-extended: see `narrow_writes`.)
+    let values = |p: &folder::Piece| p.labels[meta.naddr..].to_vec();
     let Some(first) = f.pieces.first().map(values) else {
         return false;
     };
@@ -991,6 +991,20 @@ fn with_offset(var: &str, off: u64) -> String {
 }
 
 /// The instruction at run-time address `pc`, if it ran.
+/// Which of `insn`'s register writes write a 32-bit register: the destination operand's
+/// (`ecx`, which the engine reports as the whole `rcx`; iced lists that write as `rcx`'s).
+fn narrow_writes(code: &Code, insn: &ptrace_runner::Insn) -> Vec<bool> {
+    let narrow = insn_at(code, insn.pc).and_then(|d| {
+        (d.op_count() > 0 && d.op0_kind() == iced_x86::OpKind::Register)
+            .then(|| d.op0_register())
+            .filter(|r| r.is_gpr32())
+    });
+    insn.regs
+        .iter()
+        .map(|r| narrow.is_some_and(|n| n.full_register() == r.reg))
+        .collect()
+}
+
 fn insn_at(code: &Code, pc: u64) -> Option<iced_x86::Instruction> {
     let bytes = code.bytes.get(&pc)?;
     Some(Decoder::with_ip(64, bytes, pc, DecoderOptions::NONE).decode())
@@ -1338,7 +1352,14 @@ pub fn profile_with(
     };
     let entries = tracer::function_entries(bin);
     let FirstPass { builder, code } = first;
-    let (analysis, c) = second_pass(source, builder.finish(), &entries, &opts.fold, on_dep)?;
+    let (analysis, c) = second_pass(
+        source,
+        builder.finish(),
+        &entries,
+        &opts.fold,
+        &code,
+        on_dep,
+    )?;
     let (folded, streams) = finish_folding(c);
     let naming = tracer::Naming::new(bin, &analysis.structure);
     let regions = build_regions(&analysis, &naming, &folded, &code, opts)?;
@@ -1356,6 +1377,7 @@ fn second_pass<'o>(
     structure: tracer::Structure,
     entries: &[u64],
     fold: &'o FoldOptions,
+    code: &'o Code,
     on_dep: &mut dyn FnMut(&tracer::Dep<'_>),
 ) -> Result<(tracer::Analysis, Collect<'o>), PipelineError> {
     let started = std::time::Instant::now();
@@ -1368,6 +1390,7 @@ fn second_pass<'o>(
             .spawn_scoped(scope, || {
                 let mut c = Collect {
                     opts: fold,
+                    code,
                     insns: Streams::new(),
                     deps: Streams::new(),
                     current: None,

@@ -1043,6 +1043,31 @@ fn merged_loop_gets_no_advice_o3() {
     assert!(withheld, "{:#}", p.report);
 }
 
+/// trmm's kernel at -O3: the k loop's bound, run down to -1 in a 32-bit register, is a scalar
+/// evolution (it was a statement carrying a dependence across i, and the i loop had no
+/// advice): the i loop is advised parallel, with B read from a copy, as at -O2. (Applied by
+/// hand with the copy and 4 OpenMP threads, the output is the same.)
+#[test]
+fn narrow_counter_is_a_scalar_evolution_o3() {
+    apply_and_run_at("legal_trmm", &["-O2", "-O3"]);
+    let p = profile("legal_trmm", "-O3");
+    let outer = u64::from(tests::line_of("legal_trmm", "for (i = 0; i < m; i++)"));
+    let advised = regions(&p).iter().any(|reg| {
+        let at_outer: Vec<&str> = reg["all_loops"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|l| l["location"]["line"].as_u64() == Some(outer))
+            .filter_map(|l| l["id"].as_str())
+            .collect();
+        suggestions(reg).iter().any(|s| {
+            s["kind"] == "parallelize"
+                && loop_ids(s).iter().any(|id| at_outer.contains(&id.as_str()))
+        })
+    });
+    assert!(advised, "{:#}", p.report);
+}
+
 /// The same on AVX2 builds (vector accumulators in ymm registers, inner loops unrolled
 /// away, `vzeroupper` after loops), where the CPU has AVX2.
 macro_rules! apply_and_run_avx2_tests {
