@@ -425,9 +425,9 @@ struct InsnStream {
     nval: usize,
     sizes: Vec<u32>,
     writes: Vec<bool>,
-    /// Per register write: the instruction writes its 32-bit form, whose value is folded
-    /// sign-extended (a counter gcc runs down to -1 in `r11d` is affine only so).
-    narrow: Vec<bool>,
+    /// Bit k: register write k is of a 32-bit form, whose value is folded sign-extended (a
+    /// counter gcc runs down to -1 in `r11d` is affine only so).
+    narrow: u64,
     last: Vec<u64>,
     /// The dependence streams this statement consumes: (producer, kind, through, slot, index
     /// in `Collect::deps`). A handful each, searched before the hash index.
@@ -545,7 +545,7 @@ impl Collect<'_> {
         }
         for k in 0..st.nval {
             let v = insn.regs.get(k).map_or(0, |r| r.value);
-            self.label.push(if st.narrow[k] {
+            self.label.push(if k < 64 && st.narrow >> k & 1 == 1 {
                 i64::from(v as u32 as i32)
             } else {
                 v as i64
@@ -991,18 +991,24 @@ fn with_offset(var: &str, off: u64) -> String {
 }
 
 /// The instruction at run-time address `pc`, if it ran.
-/// Which of `insn`'s register writes write a 32-bit register: the destination operand's
-/// (`ecx`, which the engine reports as the whole `rcx`; iced lists that write as `rcx`'s).
-fn narrow_writes(code: &Code, insn: &ptrace_runner::Insn) -> Vec<bool> {
+/// Which of `insn`'s register writes (bit k for the k-th, of the first 64) write a 32-bit
+/// register: the destination operand's (`ecx`, which the engine reports as the whole `rcx`;
+/// iced lists that write as `rcx`'s).
+fn narrow_writes(code: &Code, insn: &ptrace_runner::Insn) -> u64 {
     let narrow = insn_at(code, insn.pc).and_then(|d| {
         (d.op_count() > 0 && d.op0_kind() == iced_x86::OpKind::Register)
             .then(|| d.op0_register())
             .filter(|r| r.is_gpr32())
     });
+    let Some(n) = narrow else {
+        return 0;
+    };
     insn.regs
         .iter()
-        .map(|r| narrow.is_some_and(|n| n.full_register() == r.reg))
-        .collect()
+        .take(64)
+        .enumerate()
+        .filter(|(_, r)| n.full_register() == r.reg)
+        .fold(0, |bits, (k, _)| bits | 1 << k)
 }
 
 fn insn_at(code: &Code, pc: u64) -> Option<iced_x86::Instruction> {
