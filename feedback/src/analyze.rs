@@ -824,11 +824,14 @@ fn fusion(
             // Without control dependences, a branch's condition looks independent of what
             // the branch guards: isl may set it apart, in a nest of its own whose results
             // nothing reads. No source loop can be split so.
-            fb.why_not.get_or_insert(format!(
-                "isl's schedule distributes the loops, but one of the nests ({idle}) would only \
-                 compute values no other statement reads (the conditions of branches, whose \
-                 control dependences polyprof does not model): not advised"
-            ));
+            add_why_not(
+                fb,
+                format!(
+                    "isl's schedule distributes the loops, but one of the nests ({idle}) would \
+                     only compute values no other statement reads (the conditions of branches, \
+                     whose control dependences polyprof does not model): not advised"
+                ),
+            );
         } else if distributes {
             let text = format!(
                 "Distribute the loop nest into {components_after} nests so that each can be optimised on its own."
@@ -925,12 +928,17 @@ fn withhold_on_merged_loops(region: &Region, fb: &mut Feedback) {
                 "{} on loop {label} withheld: the compiler merged it with the loop at {line}",
                 kinds.join(" and ")
             );
-            fb.why_not = Some(match fb.why_not.take() {
-                Some(x) => format!("{x}; {w}"),
-                None => w,
-            });
+            add_why_not(fb, w);
         }
     }
+}
+
+/// Adds `reason` to what `fb.why_not` says.
+fn add_why_not(fb: &mut Feedback, reason: String) {
+    fb.why_not = Some(match fb.why_not.take() {
+        Some(w) => format!("{w}; {reason}"),
+        None => reason,
+    });
 }
 
 /// Why nothing, or nothing more, could be done: `fb.why_not`.
@@ -941,12 +949,6 @@ fn explain(
     schedule_failure: Option<&str>,
     fb: &mut Feedback,
 ) {
-    let then = |fb: &mut Feedback, reason: String| {
-        fb.why_not = Some(match fb.why_not.take() {
-            Some(w) => format!("{w}; {reason}"),
-            None => reason,
-        });
-    };
     if !fb
         .suggestions
         .iter()
@@ -962,7 +964,7 @@ fn explain(
         }
     }
     if !skipped.is_empty() {
-        then(
+        add_why_not(
             fb,
             format!(
                 "the checks of {} stopped at isl's budget (raise it with --isl-max-operations)",
@@ -971,7 +973,7 @@ fn explain(
         );
     }
     if let Some(e) = schedule_failure {
-        then(fb, format!("no tiling, skewing or fusion advice: {e}"));
+        add_why_not(fb, format!("no tiling, skewing or fusion advice: {e}"));
     }
     let region = nest.region;
     if fb.suggestions.is_empty() && fb.why_not.is_none() {
