@@ -434,6 +434,17 @@ fn suggestions(reg: &Value) -> &[Value] {
     reg["suggestions"].as_array().map_or(&[], Vec::as_slice)
 }
 
+/// Ids of the region's loops named after source line `line`.
+fn loops_on_line(reg: &Value, line: u64) -> Vec<&str> {
+    reg["all_loops"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|l| l["location"]["line"].as_u64() == Some(line))
+        .filter_map(|l| l["id"].as_str())
+        .collect()
+}
+
 fn loop_ids(s: &Value) -> Vec<String> {
     s["loops"]
         .as_array()
@@ -1022,13 +1033,7 @@ fn merged_loop_gets_no_advice_o3() {
     let inner = u64::from(tests::line_of("legal_merged", "for (j = 0; j < i; j++)"));
     let mut withheld = false;
     for reg in regions(&p) {
-        let merged: Vec<&str> = reg["all_loops"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|l| l["location"]["line"].as_u64() == Some(inner))
-            .filter_map(|l| l["id"].as_str())
-            .collect();
+        let merged = loops_on_line(reg, inner);
         for s in suggestions(reg) {
             let ids = loop_ids(s);
             assert!(
@@ -1053,13 +1058,7 @@ fn narrow_counter_is_a_scalar_evolution_o3() {
     let p = profile("legal_trmm", "-O3");
     let outer = u64::from(tests::line_of("legal_trmm", "for (i = 0; i < m; i++)"));
     let advised = regions(&p).iter().any(|reg| {
-        let at_outer: Vec<&str> = reg["all_loops"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|l| l["location"]["line"].as_u64() == Some(outer))
-            .filter_map(|l| l["id"].as_str())
-            .collect();
+        let at_outer = loops_on_line(reg, outer);
         suggestions(reg).iter().any(|s| {
             s["kind"] == "parallelize"
                 && loop_ids(s).iter().any(|id| at_outer.contains(&id.as_str()))
