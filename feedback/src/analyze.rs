@@ -297,7 +297,7 @@ fn schedule_region(
             });
             Scheduled {
                 tree: s.tree,
-                maps: Some((union_map(isl, &s.map)?, union_map(isl, &s.tiled)?)),
+                maps: Some((union_map(isl, &s.map)?, union_map(isl, &s.tiled_check)?)),
                 failure: None,
             }
         }
@@ -522,6 +522,9 @@ fn interchange(
         nest.share_along(b),
         nest.share_along(c)
     );
+    if let Some(first) = distributed_first(region, chain, &new_order) {
+        text = format!("{text} {first}");
+    }
     if !fix.needs.is_empty() {
         text = format!("{text} Legal after {}.", phrases(&fix.needs));
     }
@@ -587,6 +590,15 @@ fn parallel_advice(
             Verdict::Blocked(why) => Some((l, why.clone())),
             Verdict::Legal(_) => None,
         });
+    // Advice computed in the interchanged order holds only there: say so, since the loop it
+    // names is also a loop of the program's order (where it may be outer).
+    let holds_after = match (order == chain, ic.needs.is_empty()) {
+        (true, _) => "",
+        (false, true) => " This holds once the loops are interchanged as advised.",
+        (false, false) => {
+            " This holds once the loops are interchanged as advised, with the storage changes that needs."
+        }
+    };
     let after_interchange = |needs: &[Requirement]| -> Vec<Requirement> {
         let mut all = ic.needs.clone();
         all.extend(needs.iter().cloned());
@@ -628,7 +640,10 @@ fn parallel_advice(
             .zip(&verdicts[lvl + 1..])
             .find(|(_, v)| matches!(v, Verdict::Legal(n) if split_reductions(n).0.is_empty()))
             .map(|(&inner, _)| nest.label(inner));
-        let text = parallel_text(&nest.label(l), &inside, needs, plain);
+        let mut text = parallel_text(&nest.label(l), &inside, needs, plain);
+        if !standalone {
+            text.push_str(holds_after);
+        }
         fb.suggestions.push(Suggestion {
             kind: SuggestionKind::Parallelize,
             loops: vec![region.loops[l].id.clone()],
@@ -650,7 +665,7 @@ fn parallel_advice(
             fb.suggestions.push(Suggestion {
                 kind: SuggestionKind::Vectorize,
                 loops: vec![region.loops[inner].id.clone()],
-                text: vectorize_text(&nest.label(inner), needs, share),
+                text: vectorize_text(&nest.label(inner), needs, share) + holds_after,
                 sizes: Vec::new(),
                 requires: after_interchange(needs),
                 array: None,
@@ -929,6 +944,11 @@ fn withhold_on_merged_loops(region: &Region, fb: &mut Feedback) {
                 kinds.join(" and ")
             );
             add_why_not(fb, w);
+            // And what only made the withheld advice legal ("expand ... for the interchange").
+            let left: Vec<SuggestionKind> = fb.suggestions.iter().map(|s| s.kind).collect();
+            fb.suggestions.retain(|s| {
+                s.rating.enables.is_empty() || s.rating.enables.iter().any(|k| left.contains(k))
+            });
         }
     }
 }
@@ -1091,12 +1111,20 @@ fn from_schedule(
     } else {
         map
     };
-    let fix = crate::storage::for_schedule(cx, along, theta, what, false)?;
+    // Tiles of a band every statement of which runs in all its loops keep each iteration's
+    // body whole: temporaries that stay within one iteration rename freely.
+    let region = cx.region;
+    let whole = kind == SuggestionKind::Tile
+        && region
+            .statements
+            .iter()
+            .filter(|s| s.loops.contains(&along[0]))
+            .all(|s| along.iter().all(|l| s.loops.contains(l)));
+    let fix = crate::storage::for_schedule(cx, along, theta, what, whole)?;
     if let Some(why) = fix.blocked {
         fb.why_not.get_or_insert(format!("no {what} advice: {why}"));
         return Ok(());
     }
-    let region = cx.region;
     let text = match fix.needs.is_empty() {
         true => text,
         false => format!("{text} Legal after {}.", phrases(&fix.needs)),
@@ -1403,46 +1431,99 @@ fn permuted(region: &Region, chain: &[usize], order: &[usize]) -> Vec<Polyhedra>
         .collect()
 }
 
+/// How an imperfect nest splits when the loops `chain` follow `order`: the first level whose
+/// loop changes place, and per statement 1 for those running the whole chain (and those
+/// outside that loop), 0 or 2 for the others that loop holds (code before or after the inner
+/// loops), which go to copies of it before or after the permuted nest, as their position in
+/// the program says. `None` when no loop changes place.
+fn split_groups(region: &Region, chain: &[usize], order: &[usize]) -> Option<(usize, Vec<u32>)> {
+    let f = (0..chain.len().min(order.len())).find(|&k| chain[k] != order[k])?;
+    let member = |s: &Statement| s.loops.len() >= chain.len() && s.loops[..chain.len()] == *chain;
+    let chain_pos = region
+        .statements
+        .iter()
+        .find(|s| member(s))
+        .and_then(|s| s.positions.get(f + 1).copied());
+    let groups = region
+        .statements
+        .iter()
+        .map(|s| {
+            let shares = s.loops.len() > f && s.loops[..=f] == chain[..=f];
+            if member(s) || !shares {
+                1
+            } else if s.positions.get(f + 1).copied() > chain_pos {
+                2
+            } else {
+                0
+            }
+        })
+        .collect();
+    Some((f, groups))
+}
+
+/// The source lines an interchange moves to loops of their own (an imperfect nest), in
+/// words: the user distributes them first (see [`split_groups`]).
+fn distributed_first(region: &Region, chain: &[usize], order: &[usize]) -> Option<String> {
+    let (f, groups) = split_groups(region, chain, order)?;
+    // A loop header's own code (its counter's start, its trip count) is not the user's to move.
+    let headers: BTreeSet<&str> = region.loops.iter().map(|l| l.label.as_str()).collect();
+    let lines = |g: u32| {
+        let mut out: Vec<&str> = Vec::new();
+        for (s, _) in region
+            .statements
+            .iter()
+            .zip(&groups)
+            .filter(|(_, &x)| x == g)
+        {
+            for l in s.lines() {
+                if !out.contains(&l) && !headers.contains(l) {
+                    out.push(l);
+                }
+            }
+        }
+        // By file, then line number.
+        out.sort_by_key(|l| {
+            let (file, line) = l.rsplit_once(':').unwrap_or((l, ""));
+            (file, line.parse::<u64>().unwrap_or(u64::MAX))
+        });
+        out
+    };
+    let (before, after) = (lines(0), lines(2));
+    let label = &region.loops[chain[f]].label;
+    let place = match (before.is_empty(), after.is_empty()) {
+        (true, true) => return None,
+        (false, true) => format!("{} to a copy of loop {label} before it", before.join(", ")),
+        (true, false) => format!("{} to a copy of loop {label} after it", after.join(", ")),
+        (false, false) => format!(
+            "{} to a copy of loop {label} before it and {} to one after it",
+            before.join(", "),
+            after.join(", ")
+        ),
+    };
+    Some(format!("The nest is not perfect: first move {place}."))
+}
+
 /// Each statement's place once the statements running the whole `chain` follow `order`:
 /// (static positions, loops, and which of its dimensions runs at each level). The first loop
-/// that changes place is distributed first: the statements it holds besides the chain's
-/// (code before or after the inner loops of an imperfect nest) go to nests of their own,
-/// before or after the permuted one, as their position in the program says.
+/// that changes place is distributed first (see [`split_groups`]).
 pub(crate) fn layout(
     region: &Region,
     chain: &[usize],
     order: &[usize],
 ) -> Vec<(Vec<u32>, Vec<usize>, Vec<usize>)> {
-    let f = (0..chain.len().min(order.len())).find(|&k| chain[k] != order[k]);
+    let split = split_groups(region, chain, order);
     let member = |s: &Statement| s.loops.len() >= chain.len() && s.loops[..chain.len()] == *chain;
-    let chain_pos = f.and_then(|f| {
-        region
-            .statements
-            .iter()
-            .find(|s| member(s))
-            .and_then(|s| s.positions.get(f + 1).copied())
-    });
     region
         .statements
         .iter()
-        .map(|s| {
+        .enumerate()
+        .map(|(k, s)| {
             let identity: Vec<usize> = (0..s.loops.len()).collect();
-            let Some(f) = f else {
+            let Some((f, groups)) = &split else {
                 let pos = (0..=s.loops.len())
                     .map(|l| s.positions.get(l).copied().unwrap_or(0))
                     .collect();
                 return (pos, s.loops.clone(), identity);
-            };
-            let shares = s.loops.len() > f && s.loops[..=f] == chain[..=f];
-            let group = if member(s) {
-                1
-            } else if shares {
-                match s.positions.get(f + 1).copied().cmp(&chain_pos) {
-                    std::cmp::Ordering::Greater => 2,
-                    _ => 0,
-                }
-            } else {
-                1
             };
             let (dims, loops) = if member(s) {
                 let mut d = identity.clone();
@@ -1460,8 +1541,8 @@ pub(crate) fn layout(
             let pos = (0..=s.loops.len())
                 .map(|lvl| {
                     let p = s.positions.get(lvl).copied().unwrap_or(0);
-                    if lvl == f {
-                        p * 3 + group
+                    if lvl == *f {
+                        p * 3 + groups[k]
                     } else {
                         p * 3 + 1
                     }

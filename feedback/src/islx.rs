@@ -409,9 +409,17 @@ pub(crate) struct Scheduled {
     /// The schedule as one map from statement instances to times.
     pub map: String,
     /// The same after tiling every permutable band of two or more members: what the tiling
-    /// advice asks for, to be checked against the dependences the scheduler did not see.
+    /// advice asks for.
     pub tiled: String,
+    /// The same with tiles of [`CHECK_TILE`] iterations: what the tiling advice is checked
+    /// with against the dependences the scheduler did not see. Tiles of the advised size can
+    /// hold a whole loop of the profiled input and reorder nothing there, which a larger
+    /// input's tiles would.
+    pub tiled_check: String,
 }
+
+/// Iterations per loop of the tiles a tiling is checked with (see [`Scheduled::tiled_check`]).
+const CHECK_TILE: i64 = 2;
 
 /// Schedules `domain` under the dependences `validity` (source → sink, also the proximity
 /// and coincidence constraints), trying each [`Strategy`] in turn, each on a fresh isl
@@ -440,7 +448,7 @@ pub(crate) fn schedule(
         let attempt = limited(&share, |ctx| {
             strategy.configure(ctx)?;
             let validity = union_map(ctx, validity)?;
-            let (text, tree, map, tiled) =
+            let (text, tree, map, [tiled, tiled_check]) =
                 schedule_in(ctx, domain, &validity, params, opts.tile_size)?;
             Ok(Scheduled {
                 text,
@@ -448,6 +456,7 @@ pub(crate) fn schedule(
                 strategy,
                 map,
                 tiled,
+                tiled_check,
             })
         });
         match attempt {
@@ -463,15 +472,15 @@ pub(crate) fn schedule(
     Err(first_error.unwrap_or(Error::TooComplex))
 }
 
-/// One scheduler run on a configured context: the schedule's text, tree, map, and map once
-/// tiled by `tile`.
+/// One scheduler run on a configured context: the schedule's text, tree, map, and maps once
+/// tiled by `tile` and by [`CHECK_TILE`].
 fn schedule_in(
     ctx: &Context,
     domain: &str,
     validity: &UnionMap,
     params: &Parameterizer,
     tile: u32,
-) -> Result<(String, Tree, String, String), Error> {
+) -> Result<(String, Tree, String, [String; 2]), Error> {
     // A parameter the problem does not use (a large constant of another relation of the
     // region) still enters isl's ILP as a dimension of every schedule row: lu's main region
     // took 0.9 s without one, and over a minute with it.
@@ -503,12 +512,16 @@ fn schedule_in(
         text(&m)
     };
     let map = map_of(&s)?;
-    let root = s.get_root().map_err(isl("reading the schedule"))?;
-    let tree = read_tree(&root)?;
-    let tiled = tile_bands(ctx, root, i64::from(tile.max(1)))?
-        .get_schedule()
-        .map_err(isl("reading the tiled schedule"))?;
-    Ok((printed, tree, map, map_of(&tiled)?))
+    let root = || s.get_root().map_err(isl("reading the schedule"));
+    let tree = read_tree(&root()?)?;
+    let tiled = |size: i64| -> Result<String, Error> {
+        let t = tile_bands(ctx, root()?, size)?
+            .get_schedule()
+            .map_err(isl("reading the tiled schedule"))?;
+        map_of(&t)
+    };
+    let tiled = [tiled(i64::from(tile.max(1)))?, tiled(CHECK_TILE)?];
+    Ok((printed, tree, map, tiled))
 }
 
 /// The names of a space's parameters.

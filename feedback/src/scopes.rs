@@ -150,7 +150,7 @@ pub(crate) struct SourceAssignment {
     pub(crate) line: String,
     /// The line is a `for` statement above the loop's own whose counter this is: the loop's
     /// code holds that enclosing loop's too (gcc merged them at -O3), and the loop is named by
-    /// an inner loop's line.
+    /// an inner loop's line. (A loop named by a line of its body is its nearest `for` above.)
     pub(crate) encloses: bool,
 }
 
@@ -185,6 +185,19 @@ pub(crate) fn assigned_in_source(
             _ => None,
         }
         .map(str::to_string);
+        // The line of the loop's own `for`: its own line, or, when gcc names the loop by a
+        // line of its body (the last statement, which its latch shares at -O2), the nearest
+        // `for` above that among its lines. Only counters of loops above that one tell a merge.
+        let own_for = match (&l.file, l.line) {
+            (Some(file), Some(own)) if counter.is_none() => lines
+                .iter()
+                .filter(|(f, n)| f == file && *n < own)
+                .map(|(_, n)| *n)
+                .filter(|&n| sources.line(file, n).and_then(loop_counter).is_some())
+                .max()
+                .or(Some(own)),
+            (_, own) => own,
+        };
         for var in exe.locals_within(lo, hi + 1) {
             if !l.declared_outside(&var)
                 || counter.as_deref() == Some(var.name.as_str())
@@ -201,7 +214,7 @@ pub(crate) fn assigned_in_source(
                 let text = sources.line(file, *line).map(str::to_string);
                 if text.as_deref().is_some_and(|t| assigns(t, &var.name)) {
                     let encloses = l.file.as_ref() == Some(file)
-                        && l.line.is_some_and(|own| *line < own)
+                        && own_for.is_some_and(|own| *line < own)
                         && text.as_deref().and_then(loop_counter) == Some(var.name.as_str());
                     let short = symbols::Loc {
                         file: file.clone(),

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Audit polyprof's `parallelize` advice on PolyBench/C.
+"""Audit polyprof's advice on PolyBench/C by applying it to the source.
 
 For every PolyBench kernel: build it (MINI dataset, exact "%a" output), run polyprof on it,
 and for every `parallelize` suggestion insert the OpenMP pragma its `requires` implies before
 the loop's `for` line, build the variant (-fopenmp, -O2 and -O0), run it with 2 threads
 (plain and schedule(static,1)) and compare the dumped arrays (stderr) byte for byte with the
-sequential program's. Also run the loop reversed, sequentially. See README.md beside this file.
+sequential program's. Also run the loop reversed, sequentially. Interchanges and tilings are
+applied where their loops form a perfect nest in the source (headers permuted; tiles of TILE
+iterations), loops said to vectorize are reversed, and each result is run sequentially and
+compared the same way. See README.md beside this file.
 """
 
 import argparse
@@ -205,7 +208,12 @@ def clause_text(c):
 
 def loop_body_span(src, start):
     """(start, end) character offsets of the `for` statement beginning at offset start."""
-    i = src.index("for", start)
+    return statement_span(src, src.index("for", start))
+
+
+def statement_span(src, start):
+    """(start, end) character offsets of the C statement beginning at offset start (after
+    white space and comments)."""
 
     def skip_ws(i):
         while i < len(src):
@@ -257,6 +265,7 @@ def loop_body_span(src, start):
             return src.index(";", i) + 1
         return src.index(";", i) + 1
 
+    i = skip_ws(start)
     return i, stmt(i)
 
 
@@ -286,6 +295,10 @@ def shared_assigned(src_lines, line, clauses, want_all=False):
                   and v not in declared)
 
 
+# Iterations per loop of the tiles the audit applies: small, so that the small dataset's order
+# changes, and not a divisor of its sizes, so that partial tiles run.
+TILE = 3
+
 FOR_HEAD = re.compile(r"for\s*\(\s*([A-Za-z_]\w*)\s*=")
 
 
@@ -314,6 +327,147 @@ def write_variant(src_lines, path, lineno, pragma=None, reverse=False):
         f.write("\n".join(lines) + "\n")
 
 
+COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+
+
+def header_span(line):
+    """(start, end) of the `for (...)` header on a source line, or None."""
+    m = re.search(r"\bfor\s*\(", line)
+    if not m:
+        return None
+    depth, i = 0, m.end() - 1
+    while i < len(line):
+        depth += line[i] == "("
+        depth -= line[i] == ")"
+        i += 1
+        if depth == 0:
+            return m.start(), i
+    return None
+
+
+def sole_child(src_lines, outer, inner):
+    """Is the `for` statement on line `inner` the whole body of the one on line `outer` (a
+    perfect nest: nothing else runs between the two headers)?"""
+    src = "\n".join(src_lines)
+    off = lambda n: sum(len(l) + 1 for l in src_lines[:n - 1])
+    a, b = loop_body_span(src, off(outer))
+    hs = header_span(src_lines[outer - 1])
+    c, d = loop_body_span(src, off(inner))
+    if hs is None or not a < c < d <= b:
+        return False
+    before = COMMENT.sub("", src[off(outer) + hs[1]:c]).split()
+    after = COMMENT.sub("", src[d:b]).split()
+    return (before, after) in (([], []), (["{"], ["}"]))
+
+
+def distributed(src_lines, text):
+    """Moves the statements an interchange's text moves first ("The nest is not perfect: first
+    move k.c:12 to a copy of loop k.c:11 before it [and k.c:15 to one after it].") out of
+    their loop: (lines with those statements blanked, {line: code to put before it},
+    {line: code to put after it}), or (None, why). Line numbers stay the source's."""
+    m = re.search(r"The nest is not perfect: first move (.*?) to a copy of loop (\S+:\d+) "
+                  r"(before it(?: and (.*?) to one after it)?|after it)\.", text)
+    if not m:
+        return list(src_lines), {}, {}
+    if m.group(3) == "after it":
+        before, after = "", m.group(1)
+    else:
+        before, after = m.group(1), m.group(4) or ""
+    loop = int(m.group(2).rsplit(":", 1)[1])
+    lines = list(src_lines)
+    src = "\n".join(src_lines)
+    off = lambda n: sum(len(l) + 1 for l in src_lines[:n - 1])
+    line_at = lambda o: src.count("\n", 0, o) + 1
+    hs = header_span(src_lines[loop - 1])
+    if hs is None:
+        return None, "no `for` on line %d" % loop
+    a, b = loop_body_span(src, off(loop))
+    header = src_lines[loop - 1][hs[0]:hs[1]]
+    pre, post = {}, {}
+    for refs, where, at in ((before, pre, loop), (after, post, line_at(b - 1))):
+        body = []
+        for ref in filter(None, refs.split(", ")):
+            n = int(ref.rsplit(":", 1)[1])
+            c, d = statement_span(src, off(n))
+            if not (a < c and d <= b) or line_at(c) != n:
+                return None, "no statement of loop %d starts on line %d" % (loop, n)
+            body.append(" ".join(src[c:d].split()))
+            first, last = line_at(c), line_at(d - 1)
+            for k in range(first, last + 1):
+                lines[k - 1] = ""
+        if body:
+            where[at] = "%s { %s }" % (header, " ".join(body))
+    if pre and not post:
+        post[line_at(b - 1)] = ""
+    elif post and not pre:
+        pre[loop] = ""
+    return lines, pre, post
+
+
+def interchanged(src_lines, lines_now, lines_new, text=""):
+    """The source with the headers of the nest `lines_now` (outermost first) permuted to
+    `lines_new`, once the statements `text` says to move first are moved (the nest must then
+    be perfect), or (None, why)."""
+    src_lines, pre, post = distributed(src_lines, text)
+    if src_lines is None:
+        return None, pre
+    for o, i in zip(lines_now, lines_now[1:]):
+        if not sole_child(src_lines, o, i):
+            return None, "not a perfect nest in the source between lines %d and %d" % (o, i)
+    heads = {}
+    for n in lines_now:
+        hs = header_span(src_lines[n - 1])
+        m = FOR_HEAD.match(src_lines[n - 1][hs[0]:hs[1]]) if hs else None
+        if not m:
+            return None, "no simple `for` header on line %d" % n
+        heads[n] = (hs, src_lines[n - 1][hs[0]:hs[1]], m.group(1))
+    # A header moved outside a loop whose variable its bounds use would read it unset.
+    for p, n in enumerate(lines_new):
+        text, var = heads[n][1], heads[n][2]
+        for inner in lines_new[p + 1:]:
+            v = heads[inner][2]
+            if v != var and re.search(r"\b%s\b" % re.escape(v), text):
+                return None, "the bounds of line %d use `%s`, which would be inner" % (n, v)
+    out = list(src_lines)
+    for at, n in zip(lines_now, lines_new):
+        (s0, s1), _, _ = heads[at]
+        out[at - 1] = src_lines[at - 1][:s0] + heads[n][1] + src_lines[at - 1][s1:]
+    # One block for the copies and the loop: its parent may be a `for` without braces.
+    for n, code in pre.items():
+        out[n - 1] = "{ " + code + " " + out[n - 1]
+    for n, code in post.items():
+        out[n - 1] = out[n - 1] + " " + code + " }"
+    return out, None
+
+
+def tiled(src_lines, lines_now, lines_band, size):
+    """The source with the perfect, rectangular nest `lines_now` (outermost first) reordered
+    to the band `lines_band` and tiled by `size` iterations per loop, or (None, why)."""
+    out, why = interchanged(src_lines, lines_now, lines_band)
+    if out is None:
+        return None, why
+    parts = []
+    for n in lines_now:
+        m = FOR_RE.search(out[n - 1])
+        if not m:
+            return None, "no simple `for` header on line %d" % n
+        parts.append(m)
+    names = [m.group(1) for m in parts]
+    for m in parts:
+        for v in names:
+            if v != m.group(1) and re.search(r"\b%s\b" % re.escape(v), m.group(0)):
+                return None, "the band is not rectangular (`%s` in `%s`)" % (v, m.group(0))
+    tiles = ["for (int pp_t%d = %s; pp_t%d %s %s; pp_t%d += %d)" % (
+        k, m.group(2), k, m.group(3), m.group(4), k, size) for k, m in enumerate(parts)]
+    for k, (n, m) in enumerate(zip(lines_now, parts)):
+        v = m.group(1)
+        point = "for (%s = pp_t%d; %s %s %s && %s < pp_t%d + %d; %s++)" % (
+            v, k, v, m.group(3), m.group(4), v, k, size, v)
+        head = " ".join(tiles + [point]) if k == 0 else point
+        out[n - 1] = out[n - 1][:m.start()] + head + out[n - 1][m.end():]
+    return out, None
+
+
 class Kernel:
     def __init__(self, args, name, src_dir):
         self.args, self.name, self.src_dir = args, name, src_dir
@@ -321,6 +475,7 @@ class Kernel:
         self.c = os.path.join(self.dir, name + ".c")
         self.ref = None
         self.rows = []          # (region, loop@line, requires, clauses, outcome, detail)
+        self.irows = []         # interchange and tile suggestions, applied to the source
         self.other = {}         # kind -> count
         self.error = None
         self.cache = {}         # variant source text -> outcome
@@ -464,6 +619,9 @@ class Kernel:
             for l in (reg.get("all_loops") or []) + (reg.get("loops") or []):
                 loops[l["id"]] = l
             for s in reg.get("suggestions") or []:
+                if s.get("kind") in ("interchange", "tile", "vectorize"):
+                    self.audit_reorder(reg, loops, s)
+                    continue
                 if s.get("kind") != "parallelize":
                     self.other[s.get("kind")] = self.other.get(s.get("kind"), 0) + 1
                     continue
@@ -477,6 +635,92 @@ class Kernel:
                                       "text": s.get("text", ""), "clauses": "",
                                       "outcome": "unchecked: audit error %r" % ex,
                                       "detail": "", "skipped": ""})
+
+    def audit_reorder(self, reg, loops, s):
+        """Applies an interchange (the headers swapped) or a tiling (tiles of TILE iterations,
+        so that the small dataset's order changes) where the loops form a perfect nest in the
+        source, or reverses a loop said to vectorize (its iterations independent), and runs
+        the result sequentially (-O2, -O0) against the reference output."""
+        kind = s.get("kind")
+        reqs = s.get("requires") or []
+        row = {"kernel": self.name, "kind": kind, "region": reg.get("id"), "loops": "",
+               "requires": "; ".join("%s %s" % (r.get("change"), r.get("storage"))
+                                     for r in reqs) or "-",
+               "text": s.get("text", ""), "outcome": "", "detail": "",
+               "skipped": (s.get("skipped") or {}).get("reason", "")}
+        self.irows.append(row)
+        new = []
+        for lid in s.get("loops") or []:
+            loc = (loops.get(lid) or {}).get("location") or {}
+            if os.path.basename(loc.get("file") or "") != self.name + ".c" or not loc.get("line"):
+                row["outcome"] = "unmapped"
+                row["detail"] = "loop %s at %s:%s" % (lid, loc.get("file"), loc.get("line"))
+                return
+            new.append(loc["line"])
+        row["loops"] = ",".join(map(str, new))
+        now = sorted(new)
+        if kind == "tile" and "after skewing" in row["text"]:
+            row["outcome"] = "not applied"
+            row["detail"] = "tiles a skewed band"
+            return
+        if kind == "vectorize":
+            self.reverse_vectorized(row, reqs, s, new)
+            return
+        if kind == "interchange":
+            # The loops that keep their place stay out of the swap.
+            while now and now[0] == new[0]:
+                now, new = now[1:], new[1:]
+        if len(now) < 2:
+            row["outcome"] = "unmapped"
+            row["detail"] = "fewer than two loops"
+            return
+        try:
+            if kind == "tile":
+                lines, why = tiled(self.src_lines, now, new, TILE)
+            else:
+                lines, why = interchanged(self.src_lines, now, new, row["text"])
+        except (ValueError, IndexError) as ex:
+            lines, why = None, "source not understood (%r)" % ex
+        if lines is None:
+            row["outcome"] = "not applied"
+            row["detail"] = why
+            return
+        tag = "%s_%s_%s" % (reg.get("id"), kind, "_".join(map(str, new)))
+        fails = self.test_variant(tag, "\n".join(lines) + "\n", False, [kind])
+        if not fails:
+            row["outcome"] = "passed"
+        elif [r for r in reqs if r.get("change") in ("expand", "copy_in")]:
+            # The source keeps the scalar the advice expands first.
+            row["outcome"] = "needs storage change"
+            row["detail"] = fails[0]
+        else:
+            row["outcome"] = "FAILED: " + fails[0]
+
+    def reverse_vectorized(self, row, reqs, s, lines):
+        reds = s.get("reduction") or []
+        changes = set(r.get("change") for r in reqs)
+        if len(lines) != 1:
+            row["outcome"] = "unmapped"
+            row["detail"] = "%d loops" % len(lines)
+            return
+        header = reversed_header(self.src_lines[lines[0] - 1])
+        if header is None or changes & {"lastprivate", "expand", "copy_in"}:
+            row["outcome"] = "not applied"
+            row["detail"] = "header not simple" if header is None else \
+                "needs %s" % ", ".join(sorted(changes & {"lastprivate", "expand", "copy_in"}))
+            return
+        out = list(self.src_lines)
+        out[lines[0] - 1] = header
+        fails = self.test_variant("%s_vrev_%d" % (row["region"], lines[0]),
+                                  "\n".join(out) + "\n", False, ["reversed"])
+        reassoc = any(r.get("reassociates") for r in reds + reqs)
+        if not fails:
+            row["outcome"] = "passed"
+        elif reassoc and not [f for f in fails if re.search(r"compile|exit|timed", f)]:
+            row["outcome"] = "reassociates-differs"
+            row["detail"] = fails[0]
+        else:
+            row["outcome"] = "FAILED: " + fails[0]
 
     def audit_one(self, reg, loops, s):
         reqs = s.get("requires") or []
@@ -653,6 +897,21 @@ def main():
             out.append("  %-15s %s" % (k.name, ", ".join("%s %d" % kv
                                                          for kv in sorted(k.other.items()))))
     out.append("")
+    out.append("Interchange, tile and vectorize suggestions (interchanges and tiles applied "
+               "where the loops form a perfect nest, tiles of %d; vectorized loops reversed; run "
+               "sequentially):" % TILE)
+    itotals = {}
+    for k in results:
+        for r in k.irows:
+            key = r["outcome"].split(":")[0]
+            itotals[key] = itotals.get(key, 0) + 1
+            out.append("  %-15s %-4s %-11s %-12s %-40s %s%s%s" % (
+                k.name, r["region"], r["kind"], r["loops"], r["requires"][:40], r["outcome"],
+                "  [skipped: %s]" % r["skipped"] if r["skipped"] else "",
+                "  [%s]" % r["detail"] if r["detail"] else ""))
+    out.append("Totals over %d interchange, tile and vectorize suggestions: %s" % (
+        sum(itotals.values()), ", ".join("%s %d" % kv for kv in sorted(itotals.items()))))
+    out.append("")
     out.append("FAILURES:")
     for k in results:
         for r in k.rows:
@@ -669,12 +928,18 @@ def main():
                     out.append("    %s" % f)
                 if r.get("diagnosis"):
                     out.append("    diagnosis: %s" % r["diagnosis"])
+        for r in k.irows:
+            if r["outcome"].startswith("FAILED"):
+                out.append("- %s %s %s %s: %s" % (k.name, r["region"], r["kind"], r["loops"],
+                                                r["outcome"]))
+                out.append("    text: %s" % r["text"])
     text = "\n".join(out) + "\n"
     print(text)
     with open(table_path, "w") as f:
         f.write(text)
     with open(os.path.join(args.work, "results.json"), "w") as f:
-        json.dump([{"kernel": k.name, "error": k.error, "other": k.other, "rows": k.rows}
+        json.dump([{"kernel": k.name, "error": k.error, "other": k.other, "rows": k.rows,
+                    "interchanges": k.irows}
                    for k in results], f, indent=1)
     return 0
 

@@ -10,6 +10,7 @@
 //!   region's interchange puts other loops around L than the source does (the suggestion was
 //!   computed in the interchanged order), the interchange is applied first.
 //! - `interchange`: the headers of its loops are permuted into the new order, when the nest
+//!   (once the statements its text says to move first are moved to copies of their loop)
 //!   between them is perfect at source level and no bound depends on another permuted loop.
 //! - `tile`: the band is fully permutable, so its reversed order is checked as an interchange
 //!   (not after a skew, which is not applied).
@@ -33,7 +34,7 @@
 //! coverage table of each kernel.
 
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -265,6 +266,11 @@ struct Edit<'a> {
     src: &'a Source,
     lines: Vec<String>,
     pos: Vec<usize>,
+    /// Statement lines moved out of their loop by a distribution (now empty).
+    moved: BTreeSet<usize>,
+    /// Code appended to a line (the loops a distribution creates), kept when the line itself
+    /// is rewritten; line numbers stay those of the source.
+    suffix: Vec<String>,
 }
 
 impl<'a> Edit<'a> {
@@ -273,7 +279,69 @@ impl<'a> Edit<'a> {
             src,
             lines: src.lines.clone(),
             pos: src.headers.iter().map(|h| h.line).collect(),
+            moved: BTreeSet::new(),
+            suffix: vec![String::new(); src.lines.len()],
         }
+    }
+
+    /// Applies the distribution an interchange's text asks for first ("The nest is not
+    /// perfect: first move k.c:12 to a copy of loop k.c:11 before it [and k.c:15 to one after
+    /// it]."): the statements, each on its own line directly in that loop, go to copies of it
+    /// placed just before its header and just after its closing brace.
+    fn distribute(&mut self, text: &str) -> Result<(), String> {
+        let Some((_, rest)) = text.split_once("The nest is not perfect: first move ") else {
+            return Ok(());
+        };
+        let (first, rest) = rest
+            .split_once(" to a copy of loop ")
+            .ok_or("a distribution not understood")?;
+        let (label, rest) = rest
+            .split_once(' ')
+            .ok_or("a distribution not understood")?;
+        let (before, after) = if let Some(r) = rest.strip_prefix("before it and ") {
+            (first, r.split_once(" to one after it").map_or("", |x| x.0))
+        } else if rest.starts_with("after it") {
+            ("", first)
+        } else {
+            (first, "")
+        };
+        let src = self.src;
+        let line_of = |l: &str| -> Result<usize, String> {
+            match l.rsplit_once(':') {
+                Some((file, n)) if file == src.file => n
+                    .parse::<usize>()
+                    .map(|n| n - 1)
+                    .map_err(|_| format!("no line in `{l}`")),
+                _ => Err(format!("`{l}` is not in {}", src.file)),
+            }
+        };
+        let x = src
+            .enclosing(line_of(label)?)
+            .ok_or_else(|| format!("no loop at {label}"))?;
+        let header = &src.headers[x];
+        let deltas = brace_deltas(&src.lines);
+        for (lines, at) in [(before, header.line - 1), (after, header.close)] {
+            if lines.is_empty() {
+                continue;
+            }
+            let mut body = Vec::new();
+            for l in lines.split(", ") {
+                let n = line_of(l)?;
+                if src.enclosing(n) != Some(x)
+                    || src.headers.iter().any(|h| h.line == n)
+                    || deltas[n] != 0
+                {
+                    return Err(format!(
+                        "{l} is not a statement line directly in loop {label}"
+                    ));
+                }
+                body.push(src.lines[n].trim().to_string());
+                self.lines[n].clear();
+                self.moved.insert(n);
+            }
+            self.suffix[at] += &format!(" {} {} }}", header.render(""), body.join(" "));
+        }
+        Ok(())
     }
 
     /// Permutes the headers of `order` (the new order, outermost first) into the places they
@@ -300,11 +368,15 @@ impl<'a> Edit<'a> {
         let mut chain = vec![outer];
         while *chain.last().unwrap() != inner {
             let h = &src.headers[*chain.last().unwrap()];
+            // Lines a distribution emptied may lie between the two.
+            let gap = |a: usize, b: usize| (a..b).all(|n| self.moved.contains(&n));
             let next = src
                 .headers
                 .iter()
-                .position(|g| g.line == h.line + 1)
-                .filter(|&g| src.headers[g].close + 1 == h.close)
+                .position(|g| g.line > h.line && gap(h.line + 1, g.line))
+                .filter(|&g| {
+                    src.headers[g].close < h.close && gap(src.headers[g].close + 1, h.close)
+                })
                 .ok_or_else(|| {
                     format!(
                         "the nest at line {} is not perfect at source level",
@@ -347,13 +419,21 @@ impl<'a> Edit<'a> {
     }
 
     fn text_with_pragma(&self, h: usize, pragma: &str) -> String {
-        let mut lines = self.lines.clone();
+        let mut lines = self.with_suffixes();
         lines.insert(self.pos[h], pragma.to_string());
         lines.join("\n") + "\n"
     }
 
     fn text(&self) -> String {
-        self.lines.join("\n") + "\n"
+        self.with_suffixes().join("\n") + "\n"
+    }
+
+    fn with_suffixes(&self) -> Vec<String> {
+        self.lines
+            .iter()
+            .zip(&self.suffix)
+            .map(|(l, s)| format!("{l}{s}"))
+            .collect()
     }
 }
 
@@ -839,7 +919,10 @@ fn apply(runner: &mut Runner, reg: &Value, s: &Value) -> Outcome {
                     Ok(o) => o,
                     Err(e) => return Outcome::Unchecked(format!("its interchange: {e}")),
                 };
-                if let Err(e) = edit.permute(&order) {
+                if let Err(e) = edit
+                    .distribute(ic["text"].as_str().unwrap_or(""))
+                    .and_then(|()| edit.permute(&order))
+                {
                     return Outcome::Unchecked(format!(
                         "holds in the interchanged order, which is not applied: {e}"
                     ));
@@ -872,7 +955,10 @@ fn apply(runner: &mut Runner, reg: &Value, s: &Value) -> Outcome {
                 order.sort_by_key(|&h| src.headers[h].line);
                 order.reverse();
             }
-            if let Err(e) = edit.permute(&order) {
+            if let Err(e) = edit
+                .distribute(s["text"].as_str().unwrap_or(""))
+                .and_then(|()| edit.permute(&order))
+            {
                 return Outcome::Unchecked(e);
             }
             let lines: Vec<String> = order
@@ -1016,6 +1102,8 @@ apply_and_run_tests! {
     apply_and_run_symm => "legal_symm",
     apply_and_run_c89 => "legal_c89",
     apply_and_run_unrolled => "legal_unrolled",
+    apply_and_run_imperfect => "legal_imperfect",
+    apply_and_run_recur_cols => "legal_recur_cols",
 }
 
 /// trmm's init_array at -O3, where gcc merges the i loop with the j loops inside and the
@@ -1046,6 +1134,29 @@ fn merged_loop_gets_no_advice_o3() {
             .is_some_and(|w| w.contains("withheld: the compiler merged it"));
     }
     assert!(withheld, "{:#}", p.report);
+}
+
+/// deriche's column recurrences at -O2: the i loop is named by its last statement, which its
+/// latch shares; assigning its own counter `i` there is no sign of a merge, and its interchange
+/// (after expanding the recurrence's scalars) is advised, not withheld.
+#[test]
+fn loop_named_by_its_last_statement_is_not_merged_o2() {
+    let p = profile("legal_recur_cols", "-O2");
+    let last = u64::from(tests::line_of("legal_recur_cols", "ym1 = out[i][j];"));
+    let mut advised = false;
+    for reg in regions(&p) {
+        let why = reg["why_not"].as_str().unwrap_or("");
+        assert!(!why.contains("withheld: the compiler merged it"), "{why}");
+        let named = loops_on_line(reg, last);
+        advised |= suggestions(reg).iter().any(|s| {
+            s["kind"] == "interchange" && loop_ids(s).iter().any(|l| named.contains(&l.as_str()))
+        });
+    }
+    assert!(
+        advised,
+        "no interchange of the loop named by line {last}: {:#}",
+        p.report
+    );
 }
 
 /// trmm's kernel at -O3: the k loop's bound, run down to -1 in a 32-bit register, is a scalar
@@ -1430,6 +1541,35 @@ fn legal_matmul_keeps_interchange_and_tile() {
             );
         }
     }
+}
+
+/// An imperfect nest: the interchange says which statements go to loops of their own first,
+/// and applied so (distributed, then the headers swapped) it keeps the output.
+#[test]
+fn legal_imperfect_interchange_names_the_distribution_it_needs() {
+    let p = profile("legal_imperfect", "-O0");
+    let rows = apply_all(&p);
+    let src = &p.source;
+    let line = |snippet: &str| {
+        let n = src.lines.iter().position(|l| l.contains(snippet)).unwrap();
+        format!("legal_imperfect.c:{}", n + 1)
+    };
+    let j = src.header_line(src.header_enclosing("C[i][j] = 0.5;"));
+    let want = format!(
+        "The nest is not perfect: first move {} to a copy of loop legal_imperfect.c:{j} before it and {} to one after it.",
+        line("C[i][j] = 0.5;"),
+        line("C[i][j] = C[i][j] * 0.25;")
+    );
+    let ic = rows
+        .iter()
+        .find(|r| r.kind == "interchange")
+        .unwrap_or_else(|| panic!("no interchange:\n{}", table(&p, &rows)));
+    assert!(ic.text.contains(&want), "{}\nwanted: {want}", ic.text);
+    assert!(
+        matches!(ic.outcome, Outcome::Passed(_)),
+        "the interchange, applied after the distribution:\n{}",
+        table(&p, &rows)
+    );
 }
 
 #[test]
