@@ -1443,6 +1443,28 @@ fn hazard_sse_nest_is_neither_interchanged_nor_parallel() {
     );
 }
 
+/// deriche's column recurrences (ym1, ym2, xm1 carried down each column j by the i loop):
+/// tiling (j, i) interleaves columns, so the scalars must be expanded along j first. At 20
+/// columns the advised tiles of 32 reorder nothing on the profiled input; the tile was called
+/// legal as written until the check used small tiles.
+#[test]
+fn hazard_recurrence_columns_are_not_tiled_as_written() {
+    let src = source("legal_recur_cols");
+    let i = src.header_enclosing("xm1 = in[i][j];");
+    let j = src.enclosing(src.headers[i].line - 1).expect("the j loop");
+    let tiles: Vec<_> = suggested("legal_recur_cols", &["tile", "interchange"], &[j, i])
+        .into_iter()
+        .filter(|(_, s)| !requires(s))
+        .collect();
+    assert!(
+        tiles.is_empty(),
+        "the recurrences of lines {} and {} need expanding along j before any tile or interchange, yet:\n{}",
+        src.header_line(j),
+        src.header_line(i),
+        describe(&tiles)
+    );
+}
+
 #[test]
 fn hazard_library_call_loops_are_not_parallel() {
     let src = source("legal_libcalls");
