@@ -1465,8 +1465,15 @@ fn split_groups(region: &Region, chain: &[usize], order: &[usize]) -> Option<(us
 /// words: the user distributes them first (see [`split_groups`]).
 fn distributed_first(region: &Region, chain: &[usize], order: &[usize]) -> Option<String> {
     let (f, groups) = split_groups(region, chain, order)?;
-    // A loop header's own code (its counter's start, its trip count) is not the user's to move.
-    let headers: BTreeSet<&str> = region.loops.iter().map(|l| l.label.as_str()).collect();
+    // A loop header's own code (its counter's start, its trip count) is not the user's to move,
+    // nor a line that also runs inside the inner loops: its loads and stores outside them are
+    // the compiler's (`x[i] += ...` kept in a register across j, stored after the j loop).
+    let mut headers: BTreeSet<&str> = region.loops.iter().map(|l| l.label.as_str()).collect();
+    for s in &region.statements {
+        if s.loops.len() >= chain.len() && s.loops[..chain.len()] == *chain {
+            headers.extend(s.lines());
+        }
+    }
     let lines = |g: u32| {
         let mut out: Vec<&str> = Vec::new();
         for (s, _) in region
@@ -1784,5 +1791,66 @@ fn render(
                 let _ = writeln!(out, "{pad}{} {}  ({} ops)", s.name, s.label, s.ops);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::Loop;
+
+    fn stmt(name: &str, line: u32, loops: &[usize], positions: &[u32]) -> Statement {
+        Statement {
+            name: name.into(),
+            label: format!("k.c:{line} movsd xmm0, [rax]"),
+            loops: loops.to_vec(),
+            positions: positions.to_vec(),
+            domain: crate::Polyhedra::empty_set(name, loops.len()),
+            ops: 1,
+            accesses: Vec::new(),
+            fp: true,
+            exact: true,
+            update: None,
+        }
+    }
+
+    /// `for i (k.c:1) { for j (k.c:2) { S(k.c:3) ... } }`, with `statements`.
+    fn nest(statements: Vec<Statement>) -> Region {
+        Region {
+            loops: (1..=2)
+                .map(|n| Loop {
+                    id: format!("L{n}"),
+                    label: format!("k.c:{n}"),
+                })
+                .collect(),
+            statements,
+            ..Region::default()
+        }
+    }
+
+    #[test]
+    fn an_interchange_names_the_statements_it_moves() {
+        // `for i { t[i] = 0 (k.c:3); for j { t[i] += ... (k.c:4) } ; u[i] = t[i] (k.c:6) }`
+        let r = nest(vec![
+            stmt("S0", 3, &[0], &[0, 0]),
+            stmt("S1", 4, &[0, 1], &[0, 1, 0]),
+            stmt("S2", 6, &[0], &[0, 2]),
+        ]);
+        assert_eq!(
+            distributed_first(&r, &[0, 1], &[1, 0]).as_deref(),
+            Some("The nest is not perfect: first move k.c:3 to a copy of loop k.c:1 before it and k.c:6 to one after it.")
+        );
+        assert_eq!(distributed_first(&r, &[0, 1], &[0, 1]), None);
+    }
+
+    #[test]
+    fn a_line_inside_the_inner_loops_is_not_moved() {
+        // gemver at -O2: `x[i] = x[i] + ...` (k.c:3) loaded before the j loop, kept in a
+        // register and stored in it: the load is the compiler's, not a statement to move.
+        let r = nest(vec![
+            stmt("S0", 3, &[0], &[0, 0]),
+            stmt("S1", 3, &[0, 1], &[0, 1, 0]),
+        ]);
+        assert_eq!(distributed_first(&r, &[0, 1], &[1, 0]), None);
     }
 }
