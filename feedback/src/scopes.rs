@@ -185,11 +185,17 @@ pub(crate) fn assigned_in_source(
             _ => None,
         }
         .map(str::to_string);
-        // The line of the loop's own `for`: its own line, or, when gcc names the loop by a
-        // line of its body (the last statement, which its latch shares at -O2), the nearest
-        // `for` above that among its lines. Only counters of loops above that one tell a merge.
+        // The line of the loop's own `for`: its own line, or, when gcc names an innermost loop
+        // by a line of its body (the last statement, which its latch shares at -O2), the
+        // nearest `for` above that among its lines (with loops inside, that `for` may be
+        // theirs). Only counters of loops above that one tell a merge.
+        let innermost = !all.iter().any(|m| {
+            m.id != l.id
+                && !m.inside.is_empty()
+                && m.inside.iter().all(|pc| l.inside.binary_search(pc).is_ok())
+        });
         let own_for = match (&l.file, l.line) {
-            (Some(file), Some(own)) if counter.is_none() => lines
+            (Some(file), Some(own)) if counter.is_none() && innermost => lines
                 .iter()
                 .filter(|(f, n)| f == file && *n < own)
                 .map(|(_, n)| *n)
