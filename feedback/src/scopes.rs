@@ -150,7 +150,8 @@ pub(crate) struct SourceAssignment {
     pub(crate) line: String,
     /// The line is a `for` statement above the loop's own whose counter this is: the loop's
     /// code holds that enclosing loop's too (gcc merged them at -O3), and the loop is named by
-    /// an inner loop's line. (A loop named by a line of its body is its nearest `for` above.)
+    /// an inner loop's line. (An innermost loop named by a line of its body is its nearest `for`
+    /// above.)
     pub(crate) encloses: bool,
 }
 
