@@ -11,7 +11,7 @@ use crate::input::{
     Access, Boundary, Dependence, EqualPairs, Loop, Polyhedra, ReduceOp, Region, SharedVariable,
     Statement, Storage, Update,
 };
-use crate::scopes::{LoopCode, SourceText};
+use crate::scopes::LoopCode;
 use crate::{analyze_region, Feedback, Options};
 use folder::{FoldOptions, Folded, Label, StreamFolder};
 use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter, Mnemonic};
@@ -19,6 +19,7 @@ use ptrace_runner::{AccessKind, Event, EventSink};
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::{BTreeMap, BTreeSet};
 use symbols::Loaded;
+use symbols::SourceText;
 use tracer::deps::Effect;
 use tracer::{DepKind, DepOptions, EventSource, NodeId, NodeKind, ScheduleTree, Stmt, Through};
 

@@ -5,7 +5,8 @@
 //! in the loop's body is one per iteration already.
 
 use crate::input::Loop;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+use symbols::SourceText;
 use tracer::{NodeId, NodeKind, ScheduleTree};
 
 /// The code of one region loop, to tell where a variable is declared: the link-time addresses
@@ -273,36 +274,6 @@ fn unrolled_loop_headers(
         .filter(|&n| sources.line(file, n).and_then(loop_counter).is_some())
         .map(|n| (file.clone(), n))
         .collect()
-}
-
-/// The program's source files, each read once, by the paths debug information gives.
-#[derive(Default)]
-pub(crate) struct SourceText {
-    files: HashMap<String, Option<Vec<String>>>,
-}
-
-impl SourceText {
-    /// Line `line` (from 1) of `file`, when the file can be read.
-    fn line(&mut self, file: &str, line: u32) -> Option<&str> {
-        if !self.files.contains_key(file) {
-            let text = std::fs::read_to_string(file)
-                .ok()
-                .map(|t| t.lines().map(str::to_string).collect());
-            self.files.insert(file.to_string(), text);
-        }
-        self.files
-            .get(file)?
-            .as_ref()?
-            .get((line as usize).checked_sub(1)?)
-            .map(String::as_str)
-    }
-
-    /// Whether the source line of link-time `pc` can be read (then [`assigned_in_source`]
-    /// answers for the variables it assigns).
-    pub(crate) fn readable_at(&mut self, exe: &symbols::ElfFile, pc: u64) -> bool {
-        exe.location(pc)
-            .is_some_and(|loc| self.line(&loc.file, loc.line).is_some())
-    }
 }
 
 /// The counter a `for` statement's line initialises: `i` in `for (i = 0; ...` or

@@ -34,6 +34,7 @@ mod error;
 mod loaded;
 mod maps;
 mod plt;
+mod source;
 mod symbolizer;
 mod vars;
 
@@ -45,6 +46,7 @@ pub use elf::{ElfFile, FunctionSym, LoadSegment, OpenOptions, PltStub, SectionIn
 pub use error::Error;
 pub use loaded::{LinkAddr, Loaded};
 pub use maps::{parse_proc_maps, read_proc_maps, Mapping};
+pub use source::SourceText;
 pub use symbolizer::{Resolved, Symbolizer};
 pub use vars::{dwarf_register, dwarf_register_name, regs, Variable, VariableKind};
 

@@ -3,12 +3,15 @@
 use crate::schedule::{NodeId, NodeKind, ScheduleTree};
 use crate::structure::{FuncId, Structure};
 use std::collections::HashSet;
-use symbols::{Loaded, Loc};
+use std::sync::Mutex;
+use symbols::{Loaded, Loc, SourceText};
 
 /// Names tree nodes from the executable's symbols and debug information.
 pub struct Naming<'a> {
     bin: Loaded<'a>,
     structure: &'a Structure,
+    /// The source files, read to tell a loop statement's line from a body line.
+    sources: Mutex<SourceText>,
 }
 
 fn basename(file: &str) -> &str {
@@ -18,7 +21,11 @@ fn basename(file: &str) -> &str {
 impl<'a> Naming<'a> {
     /// Names from executable `bin` (loaded at its bias) for the nodes of `structure`.
     pub fn new(bin: Loaded<'a>, structure: &'a Structure) -> Naming<'a> {
-        Naming { bin, structure }
+        Naming {
+            bin,
+            structure,
+            sources: Mutex::default(),
+        }
     }
 
     /// The executable and its load bias.
@@ -115,7 +122,39 @@ impl<'a> Naming<'a> {
                 .or_else(|| lines.iter().min_by_key(|l| l.line))
                 .cloned()
         };
-        latch.or_else(body)
+        let loc = latch.or_else(body)?;
+        let innermost = !(0..forest.loops.len())
+            .any(|c| c != lp && forest.contains(lp, forest.loops[c].header));
+        if innermost && !self.is_loop_statement(&loc) {
+            // gcc -O2 can give a rotated innermost loop's back edge the line of its last
+            // statement (deriche's `ym1 = y1[i][j];` for the `for` four lines above): the
+            // nearest loop statement above it among the loop's lines names it. (With loops
+            // nested inside, that statement could be theirs.)
+            let statement = cfg
+                .own_nodes(lp)
+                .filter_map(|n| self.innermost(cfg.addrs[n]))
+                .filter(same_function)
+                .map(|(_, l)| l)
+                .filter(|l| l.file == loc.file && l.line < loc.line && self.is_loop_statement(l))
+                .max_by_key(|l| l.line);
+            return statement.or(Some(loc));
+        }
+        Some(loc)
+    }
+
+    /// Whether the source line at `loc` starts a `for` or `while` loop (or ends a `do`
+    /// loop), when the file can be read.
+    fn is_loop_statement(&self, loc: &Loc) -> bool {
+        let Ok(mut sources) = self.sources.lock() else {
+            return false;
+        };
+        sources.line(&loc.file, loc.line).is_some_and(|text| {
+            let t = text.trim_start().trim_start_matches('}').trim_start();
+            ["for", "while", "do"].iter().any(|k| {
+                t.strip_prefix(k)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '(', '{']))
+            })
+        })
     }
 
     /// Source location of a node (every node has one when the program has debug information).
