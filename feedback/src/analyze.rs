@@ -1431,6 +1431,11 @@ fn permuted(region: &Region, chain: &[usize], order: &[usize]) -> Vec<Polyhedra>
         .collect()
 }
 
+/// Whether statement `s` runs inside every loop of `chain` (outermost first).
+fn runs_chain(s: &Statement, chain: &[usize]) -> bool {
+    s.loops.starts_with(chain)
+}
+
 /// How an imperfect nest splits when the loops `chain` follow `order`: the first level whose
 /// loop changes place, and per statement 1 for those running the whole chain (and those
 /// outside that loop), 0 or 2 for the others that loop holds (code before or after the inner
@@ -1438,7 +1443,7 @@ fn permuted(region: &Region, chain: &[usize], order: &[usize]) -> Vec<Polyhedra>
 /// the program says. `None` when no loop changes place.
 fn split_groups(region: &Region, chain: &[usize], order: &[usize]) -> Option<(usize, Vec<u32>)> {
     let f = (0..chain.len().min(order.len())).find(|&k| chain[k] != order[k])?;
-    let member = |s: &Statement| s.loops.len() >= chain.len() && s.loops[..chain.len()] == *chain;
+    let member = |s: &Statement| runs_chain(s, chain);
     let chain_pos = region
         .statements
         .iter()
@@ -1470,7 +1475,7 @@ fn distributed_first(region: &Region, chain: &[usize], order: &[usize]) -> Optio
     // the compiler's (`x[i] += ...` kept in a register across j, stored after the j loop).
     let mut headers: BTreeSet<&str> = region.loops.iter().map(|l| l.label.as_str()).collect();
     for s in &region.statements {
-        if s.loops.len() >= chain.len() && s.loops[..chain.len()] == *chain {
+        if runs_chain(s, chain) {
             headers.extend(s.lines());
         }
     }
@@ -1519,7 +1524,7 @@ pub(crate) fn layout(
     order: &[usize],
 ) -> Vec<(Vec<u32>, Vec<usize>, Vec<usize>)> {
     let split = split_groups(region, chain, order);
-    let member = |s: &Statement| s.loops.len() >= chain.len() && s.loops[..chain.len()] == *chain;
+    let member = |s: &Statement| runs_chain(s, chain);
     region
         .statements
         .iter()
