@@ -1,0 +1,187 @@
+//! Each loop of the program as written: its properties (`fb.loops`) and whether it may run in
+//! parallel (the verdicts the parallel advice starts from); for every loop the advice on the
+//! hottest nest leaves out, a suggestion of its own or why there is none; and the advice
+//! withheld on loops the compiler merged with an enclosing one.
+
+use super::text::{add_why_not, parallel_text, split_reductions};
+use crate::input::{Region, Statement};
+use crate::legality::{negative_up_to, pct, Ctx, Verdict};
+use crate::{Error, Feedback, LoopInfo, Rating, Suggestion, SuggestionKind};
+use isl_rs::UnionMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Each loop's properties in the program as written (`fb.loops`), and its verdict, kept for
+/// the parallel advice.
+pub(super) fn loop_verdicts(
+    cx: &Ctx<'_>,
+    original: &UnionMap,
+    fb: &mut Feedback,
+) -> Result<BTreeMap<usize, Verdict>, Error> {
+    let region = cx.region;
+    let no_renaming = BTreeSet::new();
+    let depth_of = |l: usize| -> usize {
+        region
+            .statements
+            .iter()
+            .find_map(|s| s.loops.iter().position(|&x| x == l))
+            .unwrap_or(0)
+    };
+    let mut own: BTreeMap<usize, Verdict> = BTreeMap::new();
+    for (l, lp) in region.loops.iter().enumerate() {
+        let inside: Vec<&Statement> = region
+            .statements
+            .iter()
+            .filter(|s| s.loops.contains(&l))
+            .collect();
+        if inside.is_empty() {
+            continue;
+        }
+        let depth = depth_of(l);
+        let within: Vec<usize> = cx
+            .deps_within(l)
+            .into_iter()
+            .filter(|&i| region.dependences[i].binding())
+            .collect();
+        let verdict = cx.parallel(l, depth, original, &no_renaming)?;
+        own.insert(l, verdict.clone());
+        let negative = cx.first_related(
+            &within,
+            original,
+            &cx.relation(&negative_up_to(cx.n, depth))?,
+        )?;
+        let (mut good, mut all_acc) = (0u64, 0u64);
+        for s in &inside {
+            let d = s.loops.iter().position(|&x| x == l).unwrap_or(0);
+            for a in &s.accesses {
+                all_acc += s.ops;
+                if a.stride01(d) {
+                    good += s.ops;
+                }
+            }
+        }
+        fb.loops.push(LoopInfo {
+            id: lp.id.clone(),
+            label: lp.label.clone(),
+            depth,
+            parallel: matches!(&verdict, Verdict::Legal(n) if split_reductions(n).0.is_empty()),
+            reduction: matches!(&verdict, Verdict::Legal(n) if !split_reductions(n).0.is_empty()),
+            permutable: negative.is_none(),
+            stride01_percent: pct(good, all_acc),
+            ops: inside.iter().map(|s| s.ops).sum(),
+            why_not: None,
+        });
+    }
+    Ok(own)
+}
+
+/// Advice naming a loop the compiler merged with an enclosing one is withheld, as its
+/// parallelization is ([`Ctx::parallel`]): the line the loop is named by is an inner loop's,
+/// so the advice would be applied to the wrong source loop (trmm's `init_array` at -O3).
+pub(super) fn withhold_on_merged_loops(region: &Region, fb: &mut Feedback) {
+    for v in &region.shared_variables {
+        for (id, line) in &v.merged {
+            let mut kinds: Vec<&str> = Vec::new();
+            fb.suggestions.retain(|s| {
+                let hit = s.loops.contains(id);
+                if hit && !kinds.contains(&s.kind.as_str()) {
+                    kinds.push(s.kind.as_str());
+                }
+                !hit
+            });
+            if kinds.is_empty() {
+                continue;
+            }
+            let label = region
+                .loops
+                .iter()
+                .find(|l| &l.id == id)
+                .map_or(id.clone(), |l| format!("{} ({id})", l.label));
+            let w = format!(
+                "{} on loop {label} withheld: the compiler merged it with the loop at {line}",
+                kinds.join(" and ")
+            );
+            add_why_not(fb, w);
+            // And what only made the withheld advice legal ("expand ... for the interchange").
+            let left: Vec<SuggestionKind> = fb.suggestions.iter().map(|s| s.kind).collect();
+            fb.suggestions.retain(|s| {
+                s.rating.enables.is_empty() || s.rating.enables.iter().any(|k| left.contains(k))
+            });
+        }
+    }
+}
+
+/// Every loop of the region gets a suggestion that names it or a reason why none does. A
+/// loop off the hottest nest that may run in parallel, inside no loop suggested parallel, gets
+/// its own parallelize suggestion (in the program's order, with its own storage changes);
+/// the others say what blocks them.
+pub(super) fn answer_every_loop(
+    region: &Region,
+    chain: &[usize],
+    own: &BTreeMap<usize, Verdict>,
+    fb: &mut Feedback,
+) {
+    let label = |l: usize| format!("{} ({})", region.loops[l].label, region.loops[l].id);
+    // Each loop's enclosing loops, outermost first.
+    let around = |l: usize| -> Vec<usize> {
+        region
+            .statements
+            .iter()
+            .find_map(|s| {
+                let d = s.loops.iter().position(|&x| x == l)?;
+                Some(s.loops[..d].to_vec())
+            })
+            .unwrap_or_default()
+    };
+    let index = |id: &str| region.loops.iter().position(|lp| lp.id == id);
+    let mut parallel: BTreeSet<usize> = fb
+        .suggestions
+        .iter()
+        .filter(|s| s.kind == SuggestionKind::Parallelize)
+        .flat_map(|s| s.loops.iter().filter_map(|id| index(id)))
+        .collect();
+    let mut by_depth: Vec<usize> = own.keys().copied().collect();
+    by_depth.sort_by_key(|&l| around(l).len());
+    for l in by_depth {
+        let id = region.loops[l].id.clone();
+        if fb.suggestions.iter().any(|s| s.loops.contains(&id)) {
+            continue;
+        }
+        let outer = around(l);
+        let why = if let Some(&a) = outer.iter().find(|a| parallel.contains(a)) {
+            format!(
+                "it runs inside loop {}, which is suggested parallel",
+                label(a)
+            )
+        } else {
+            match &own[&l] {
+                Verdict::Blocked(w) => format!("it cannot run in parallel: {w}"),
+                Verdict::Legal(needs) if !chain.contains(&l) => {
+                    let inside = if outer.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            " inside {}",
+                            outer.iter().map(|&o| label(o)).collect::<Vec<_>>().join(", ")
+                        )
+                    };
+                    fb.suggestions.push(Suggestion {
+                        kind: SuggestionKind::Parallelize,
+                        loops: vec![id],
+                        text: parallel_text(&label(l), &inside, needs, None),
+                        sizes: Vec::new(),
+                        requires: needs.clone(),
+                        array: None,
+                        mapping: None,
+                        rating: Rating::default(),
+                    });
+                    parallel.insert(l);
+                    continue;
+                }
+                Verdict::Legal(_) => "it may run in parallel as written, but the suggestions parallelize another loop of its nest in the order they choose".to_string(),
+            }
+        };
+        if let Some(info) = fb.loops.iter_mut().find(|i| i.id == id) {
+            info.why_not = Some(why);
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! Which loops of the chosen order may run in parallel: the outermost one whose iterations are
+//! independent once the storage changes it names are made (reductions, privatizations), and
+//! whether the innermost one vectorizes.
+
+use super::interchange::{permuted, Interchanged};
+use super::text::{parallel_text, split_reductions, vectorize_text};
+use super::Nest;
+use crate::legality::{schedule_map, Ctx, Requirement, Verdict};
+use crate::{Error, Feedback, Rating, Suggestion, SuggestionKind};
+use std::collections::BTreeMap;
+
+/// Which loops of the chosen order may run in parallel.
+pub(super) struct ParallelLevels {
+    /// Per level of the order.
+    pub(super) levels: Vec<bool>,
+    /// The outermost loop that may not, and why.
+    pub(super) first_blocked: Option<(usize, String)>,
+}
+
+/// Parallelism in the chosen order: the outermost loop whose iterations are independent once
+/// the storage changes it names are made; and vectorization of the innermost.
+pub(super) fn parallel_advice(
+    cx: &Ctx<'_>,
+    nest: &Nest<'_>,
+    own: &BTreeMap<usize, Verdict>,
+    ic: &Interchanged,
+    fb: &mut Feedback,
+) -> Result<ParallelLevels, Error> {
+    let region = nest.region;
+    let (chain, order) = (&nest.chain, &ic.order);
+    let theta_order = schedule_map(cx.isl, &permuted(region, chain, order))?;
+    let mut verdicts: Vec<Verdict> = Vec::new();
+    for (lvl, &l) in order.iter().enumerate() {
+        // Without an interchange, the order is the program's: its verdicts are known.
+        let known = if order == chain { own.get(&l) } else { None };
+        verdicts.push(match known {
+            Some(v) => v.clone(),
+            None => cx.parallel(l, lvl, &theta_order, &ic.renamed)?,
+        });
+    }
+    let levels: Vec<bool> = verdicts
+        .iter()
+        .map(|v| matches!(v, Verdict::Legal(_)))
+        .collect();
+    let first_blocked: Option<(usize, String)> =
+        order.iter().zip(&verdicts).find_map(|(&l, v)| match v {
+            Verdict::Blocked(why) => Some((l, why.clone())),
+            Verdict::Legal(_) => None,
+        });
+    // Advice computed in the interchanged order holds only there: say so, since the loop it
+    // names is also a loop of the program's order (where it may be outer).
+    let holds_after = match (order == chain, ic.needs.is_empty()) {
+        (true, _) => "",
+        (false, true) => " This holds once the loops are interchanged as advised.",
+        (false, false) => {
+            " This holds once the loops are interchanged as advised, with the storage changes that needs."
+        }
+    };
+    let after_interchange = |needs: &[Requirement]| -> Vec<Requirement> {
+        let mut all = ic.needs.clone();
+        all.extend(needs.iter().cloned());
+        all.sort();
+        all.dedup();
+        all
+    };
+    if let Some(lvl) = levels.iter().position(|&p| p) {
+        let l = order[lvl];
+        let Verdict::Legal(mut needs) = verdicts[lvl].clone() else {
+            unreachable!("a parallel level has a legal verdict")
+        };
+        // A loop that keeps its place and is parallel as written needs nothing of the
+        // interchange: say so, with the program's own order's requirements.
+        let mut standalone = false;
+        if lvl < chain.len() && chain[lvl] == l && !ic.needs.is_empty() {
+            if let Some(Verdict::Legal(mine)) = own.get(&l) {
+                needs = mine.clone();
+                standalone = true;
+            }
+        }
+        let needs = &needs;
+        let inside = if lvl > 0 {
+            format!(
+                " inside {}",
+                order[..lvl]
+                    .iter()
+                    .map(|&o| nest.label(o))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        } else {
+            String::new()
+        };
+        // An array reduction costs a copy of the array per thread: name a loop inside that
+        // is parallel without one.
+        let plain = order[lvl + 1..]
+            .iter()
+            .zip(&verdicts[lvl + 1..])
+            .find(|(_, v)| matches!(v, Verdict::Legal(n) if split_reductions(n).0.is_empty()))
+            .map(|(&inner, _)| nest.label(inner));
+        let mut text = parallel_text(&nest.label(l), &inside, needs, plain);
+        if !standalone {
+            text.push_str(holds_after);
+        }
+        fb.suggestions.push(Suggestion {
+            kind: SuggestionKind::Parallelize,
+            loops: vec![region.loops[l].id.clone()],
+            text,
+            sizes: Vec::new(),
+            requires: if standalone {
+                needs.clone()
+            } else {
+                after_interchange(needs)
+            },
+            array: None,
+            mapping: None,
+            rating: Rating::default(),
+        });
+    }
+    if let (Some(&inner), Some(Verdict::Legal(needs))) = (order.last(), verdicts.last()) {
+        let share = nest.share_along(inner);
+        if share >= 50.0 {
+            fb.suggestions.push(Suggestion {
+                kind: SuggestionKind::Vectorize,
+                loops: vec![region.loops[inner].id.clone()],
+                text: vectorize_text(&nest.label(inner), needs, share) + holds_after,
+                sizes: Vec::new(),
+                requires: after_interchange(needs),
+                array: None,
+                mapping: None,
+                rating: Rating::default(),
+            });
+        }
+    }
+    Ok(ParallelLevels {
+        levels,
+        first_blocked,
+    })
+}

@@ -1,0 +1,207 @@
+//! How the answers are said: the sentences of the parallelize and vectorize suggestions (their
+//! OpenMP clauses, the reductions and the storage changes they need), and why nothing, or
+//! nothing more, could be done (`fb.why_not`).
+
+use super::Nest;
+use crate::legality::{Change, Requirement};
+use crate::{Feedback, SuggestionKind};
+use std::fmt::Write as _;
+
+/// Adds `reason` to what `fb.why_not` says.
+pub(super) fn add_why_not(fb: &mut Feedback, reason: String) {
+    fb.why_not = Some(match fb.why_not.take() {
+        Some(w) => format!("{w}; {reason}"),
+        None => reason,
+    });
+}
+
+/// Why nothing, or nothing more, could be done: `fb.why_not`.
+pub(super) fn explain(
+    nest: &Nest<'_>,
+    first_blocked: Option<&(usize, String)>,
+    skipped: &[&'static str],
+    schedule_failure: Option<&str>,
+    fb: &mut Feedback,
+) {
+    if !fb
+        .suggestions
+        .iter()
+        .any(|s| s.kind == SuggestionKind::Parallelize)
+    {
+        if let Some((l, why)) = first_blocked {
+            let reason = format!("loop {} cannot run in parallel: {why}", nest.label(*l));
+            fb.why_not = Some(match fb.why_not.take() {
+                Some(w) if fb.suggestions.is_empty() => format!("{w}; {reason}"),
+                Some(w) => format!("no parallel loop: {reason}; {w}"),
+                None => format!("no parallel loop: {reason}"),
+            });
+        }
+    }
+    if !skipped.is_empty() {
+        add_why_not(
+            fb,
+            format!(
+                "the checks of {} stopped at isl's budget (raise it with --isl-max-operations)",
+                skipped.join(" and ")
+            ),
+        );
+    }
+    if let Some(e) = schedule_failure {
+        add_why_not(fb, format!("no tiling, skewing or fusion advice: {e}"));
+    }
+    let region = nest.region;
+    if fb.suggestions.is_empty() && fb.why_not.is_none() {
+        fb.why_not = Some(if !region.library_calls.is_empty() {
+            format!(
+                "the region calls {} natively, which hides its effects",
+                region.library_calls.join(", ")
+            )
+        } else {
+            "no transformation improves parallelism or locality here".to_string()
+        });
+    }
+}
+
+/// The reduction clauses among `needs`, and the other storage changes.
+pub(super) fn split_reductions(needs: &[Requirement]) -> (Vec<String>, Vec<Requirement>) {
+    let clauses = needs.iter().filter_map(Requirement::clause).collect();
+    let others = needs
+        .iter()
+        .filter(|r| r.clause().is_none())
+        .cloned()
+        .collect();
+    (clauses, others)
+}
+
+/// The storage of the reductions among `needs`, with their lines: "`y` (at k.c:36)".
+fn reduced_storage(needs: &[Requirement]) -> String {
+    needs
+        .iter()
+        .filter(|r| r.clause().is_some())
+        .map(|r| {
+            if r.lines.is_empty() {
+                r.storage.clone()
+            } else {
+                format!("{} (at {})", r.storage, r.lines.join(", "))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
+/// What a person must know before making a reduction parallel: floating point reassociates.
+fn reduction_notes(needs: &[Requirement]) -> String {
+    let fp = needs
+        .iter()
+        .any(|r| matches!(r.change, Change::Reduction { fp: true, .. }));
+    if fp {
+        " Combining partial results reassociates floating-point arithmetic: the result may differ in the last bits.".to_string()
+    } else {
+        String::new()
+    }
+}
+
+/// The OpenMP data-sharing clauses of the privatizations among `needs` that name source
+/// variables: `private(i, j)`, `firstprivate(t)`, `lastprivate(last)` (a variable given a
+/// first or last value is not also in `private`).
+fn sharing_clauses(needs: &[Requirement]) -> Vec<String> {
+    let named = |change: Change| -> Vec<&str> {
+        needs
+            .iter()
+            .filter(|r| r.change == change)
+            .filter_map(Requirement::private_variable)
+            .collect()
+    };
+    let (first, last) = (named(Change::FirstPrivate), named(Change::LastPrivate));
+    let private: Vec<&str> = named(Change::Privatize)
+        .into_iter()
+        .filter(|v| !first.contains(v) && !last.contains(v))
+        .collect();
+    [
+        ("private", private),
+        ("firstprivate", first),
+        ("lastprivate", last),
+    ]
+    .into_iter()
+    .filter(|(_, vars)| !vars.is_empty())
+    .map(|(clause, vars)| format!("{clause}({})", vars.join(", ")))
+    .collect()
+}
+
+/// The parallelize suggestion's sentence for loop `label`, run `inside` other loops, legal
+/// after `needs`; `plain`: a loop inside it that is parallel without a reduction. The pragma
+/// it gives carries the clauses of the reductions and privatizations it names.
+pub(super) fn parallel_text(
+    label: &str,
+    inside: &str,
+    needs: &[Requirement],
+    plain: Option<String>,
+) -> String {
+    let (clauses, others) = split_reductions(needs);
+    let pragma: String = std::iter::once("#pragma omp parallel for".to_string())
+        .chain(sharing_clauses(needs))
+        .chain(clauses.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    if clauses.is_empty() && others.is_empty() {
+        return format!(
+            "Run loop {label} in parallel (e.g. `{pragma}`){inside}: no dependence of any kind is carried by it."
+        );
+    }
+    if clauses.is_empty() {
+        return format!(
+            "Run loop {label} in parallel (e.g. `{pragma}`){inside} after {}: then no dependence is carried by it.",
+            phrases(needs)
+        );
+    }
+    let mut text = format!(
+        "Run loop {label} in parallel as a reduction (e.g. `{pragma}`){inside}: each thread accumulates {} in a copy of its own, combined after the loop",
+        reduced_storage(needs)
+    );
+    if !others.is_empty() {
+        let _ = write!(text, ", after {}", phrases(&others));
+    }
+    text.push('.');
+    text.push_str(&reduction_notes(needs));
+    let array = needs
+        .iter()
+        .any(|r| matches!(r.change, Change::Reduction { array: true, .. }));
+    if let (true, Some(inner)) = (array, plain) {
+        let _ = write!(
+            text,
+            " Alternatively, loop {inner} is parallel without a reduction, at the cost of a parallel region per iteration of the loops around it."
+        );
+    }
+    text
+}
+
+/// The vectorize suggestion's sentence.
+pub(super) fn vectorize_text(label: &str, needs: &[Requirement], share: f64) -> String {
+    let (clauses, others) = split_reductions(needs);
+    let after = if others.is_empty() {
+        String::new()
+    } else {
+        format!(" after {}", phrases(&others))
+    };
+    if clauses.is_empty() {
+        format!(
+            "Vectorize loop {label}: its iterations are independent{after} and {share:.0}% of its accesses are stride 0 or 1."
+        )
+    } else {
+        format!(
+            "Vectorize loop {label} as a reduction (e.g. `#pragma omp simd {}`){after}: each vector lane accumulates {}, and {share:.0}% of its accesses are stride 0 or 1.{}",
+            clauses.join(" "),
+            reduced_storage(needs),
+            reduction_notes(needs)
+        )
+    }
+}
+
+/// Storage changes for a sentence: "privatizing `t` and reading `a` from a copy ...".
+pub(super) fn phrases(needs: &[Requirement]) -> String {
+    needs
+        .iter()
+        .map(Requirement::phrase)
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
