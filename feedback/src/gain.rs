@@ -1140,6 +1140,8 @@ mod tests {
                 stride01_percent: 50.0,
                 ops: 64 * 64 * 64,
                 why_not: None,
+                carries: Vec::new(),
+                by_distances: false,
             })
             .collect();
         (region, loops)

@@ -19,6 +19,7 @@
 //!   renamed: a loop that calls `printf` or `rand` is serial.
 
 use crate::affine::Affine;
+use crate::distance::{Distances, Tri};
 use crate::input::{DepKind, ReduceOp, Region, Statement, Storage};
 use crate::islx::{self, empty};
 use crate::params::Parameterizer;
@@ -238,6 +239,9 @@ struct Carried<'t> {
     l: usize,
     theta: &'t UnionMap,
     rel: UnionMap,
+    /// The loop's depth when `theta` is the program's own order: the dependences' distances
+    /// then answer most questions without isl.
+    as_written: Option<usize>,
 }
 
 /// The source lines outside the loop where crossing values are read, once each.
@@ -263,6 +267,8 @@ pub(crate) struct Ctx<'a> {
     maps: Vec<Option<UnionMap>>,
     /// Per live-out border of the region: its relation, producer inside → `Outside`.
     outs: Vec<UnionMap>,
+    /// The dependences' distances, asked before isl about the program's own order.
+    distances: Distances,
     /// The reductions of the loops, found on demand on the region's instructions (before
     /// they were grouped into blocks).
     pub reductions: Reductions<'a>,
@@ -315,6 +321,7 @@ impl<'a> Ctx<'a> {
             n: sched_len(region),
             maps,
             outs,
+            distances: Distances::new(region),
             reductions: Reductions::none(),
         })
     }
@@ -450,6 +457,67 @@ impl<'a> Ctx<'a> {
         Ok(None)
     }
 
+    /// Whether loop `c.l` carries one of the dependences `which`: from their distances where
+    /// those decide (the program's own order), from isl for the rest.
+    fn any_carried(&self, c: &Carried<'_>, which: &[usize]) -> Result<bool, Error> {
+        let Some(depth) = c.as_written else {
+            return self.related(which, c.theta, &c.rel);
+        };
+        let mut ask = Vec::new();
+        for &i in which {
+            match self.distances.carried_at(i, depth) {
+                Tri::Yes => return Ok(true),
+                Tri::No => {}
+                Tri::Maybe => ask.push(i),
+            }
+        }
+        if ask.is_empty() {
+            return Ok(false);
+        }
+        self.related(&ask, c.theta, &c.rel)
+    }
+
+    /// The first of the dependences `which` loop `c.l` carries, as [`Ctx::any_carried`] finds
+    /// them.
+    fn first_carried(&self, c: &Carried<'_>, which: &[usize]) -> Result<Option<usize>, Error> {
+        let Some(depth) = c.as_written else {
+            return self.first_related(which, c.theta, &c.rel);
+        };
+        let mut ask = Vec::new();
+        for &i in which {
+            match self.distances.carried_at(i, depth) {
+                Tri::Yes => return Ok(Some(i)),
+                Tri::No => {}
+                Tri::Maybe => ask.push(i),
+            }
+        }
+        self.first_related(&ask, c.theta, &c.rel)
+    }
+
+    /// Whether some dependence of `which` goes backwards along a loop at depth `0..=depth`
+    /// in the program's own order (the band of those loops is then not permutable): the
+    /// first such, from the distances where they decide, from isl for the rest.
+    pub fn first_negative(
+        &self,
+        which: &[usize],
+        original: &UnionMap,
+        depth: usize,
+    ) -> Result<Option<usize>, Error> {
+        let ask: Vec<usize> = which
+            .iter()
+            .copied()
+            .filter(|&i| self.distances.nonnegative_up_to(i, depth) != Tri::Yes)
+            .collect();
+        if ask.is_empty() {
+            return Ok(None);
+        }
+        self.first_related(
+            &ask,
+            original,
+            &self.relation(&negative_up_to(self.n, depth))?,
+        )
+    }
+
     /// The first dependence of `which` that schedule `theta` breaks, if any.
     pub fn first_violated(
         &self,
@@ -524,10 +592,34 @@ impl<'a> Ctx<'a> {
         theta: &UnionMap,
         renamed: &BTreeSet<String>,
     ) -> Result<Verdict, Error> {
+        self.parallel_in(l, lvl, theta, renamed, None)
+    }
+
+    /// [`Ctx::parallel`] in the program's own order (`original`, from [`Ctx::original`]), at
+    /// the loop's own depth: the dependences' distances answer what they can before isl is
+    /// asked.
+    pub fn parallel_as_written(
+        &self,
+        l: usize,
+        depth: usize,
+        original: &UnionMap,
+    ) -> Result<Verdict, Error> {
+        self.parallel_in(l, depth, original, &BTreeSet::new(), Some(depth))
+    }
+
+    fn parallel_in(
+        &self,
+        l: usize,
+        lvl: usize,
+        theta: &UnionMap,
+        renamed: &BTreeSet<String>,
+        as_written: Option<usize>,
+    ) -> Result<Verdict, Error> {
         let carried = Carried {
             l,
             theta,
             rel: self.relation(&carried_at(self.n, lvl))?,
+            as_written,
         };
         if let Some(why) = self.merged_with_enclosing(l) {
             return Ok(Verdict::Blocked(why));
@@ -588,7 +680,7 @@ impl<'a> Ctx<'a> {
                 .copied()
                 .filter(|&i| deps[i].kind == DepKind::Flow)
                 .collect();
-            let Some(i) = self.first_related(&flows, c.theta, &c.rel)? else {
+            let Some(i) = self.first_carried(c, &flows)? else {
                 return Ok(Ok(needs));
             };
             let root = deps[i].storage.root();
@@ -656,7 +748,7 @@ impl<'a> Ctx<'a> {
         }
         let mut carried: BTreeMap<&Storage, Vec<usize>> = BTreeMap::new();
         for (storage, idx) in groups {
-            if self.related(&idx, c.theta, &c.rel)? {
+            if self.any_carried(c, &idx)? {
                 carried.insert(storage, idx);
             }
         }
@@ -769,7 +861,7 @@ impl<'a> Ctx<'a> {
             .copied()
             .filter(|&i| deps[i].kind == DepKind::Output)
             .collect();
-        if self.related(&outputs, c.theta, &c.rel)? {
+        if self.any_carried(c, &outputs)? {
             let live_out = self.crossing(Crossing::Out, storage, inside)?;
             if !live_out.is_empty() {
                 return Ok(Err(format!(

@@ -9,6 +9,7 @@ mod analyze;
 pub mod check;
 mod coarsen;
 mod codegen;
+mod distance;
 pub mod gain;
 mod heap;
 pub mod input;
@@ -124,6 +125,12 @@ pub struct LoopInfo {
     pub ops: u64,
     /// Why no suggestion names this loop (every loop gets a suggestion or a reason).
     pub why_not: Option<String>,
+    /// The kinds of dependence (`flow`, `anti`, `output`) it surely carries, before any
+    /// storage change, from the dependences' distances.
+    pub carries: Vec<String>,
+    /// Answered from the dependences' distances alone: the isl analysis stopped before it
+    /// answered this loop (cautious: what the distances do not decide counts as carried).
+    pub by_distances: bool,
 }
 
 /// What a suggestion transforms: report.json's vocabulary, shared with `reports`.

@@ -21,6 +21,7 @@
 //! Floating-point operators are associative only up to rounding: such a reduction is marked,
 //! and its result may differ in the last bits.
 
+use crate::distance::{Distances, Tri};
 use crate::input::{Access, DepKind, ReduceOp, Region, Statement, Storage};
 use crate::islx::{empty, union_map};
 use crate::legality::line_of;
@@ -59,11 +60,24 @@ impl<'a> Reductions<'a> {
         }
     }
 
+    /// Reductions found from the dependences' distances, and by isl where those do not
+    /// decide.
     pub fn new(region: &'a Region, isl: &'a Context) -> Reductions<'a> {
+        Self::with(region, Some(isl))
+    }
+
+    /// Reductions found from the dependences' distances alone (no isl: no budget stops
+    /// them); where those do not decide, the answer is the cautious one (no reduction).
+    pub fn direct(region: &'a Region) -> Reductions<'a> {
+        Self::with(region, None)
+    }
+
+    fn with(region: &'a Region, isl: Option<&'a Context>) -> Reductions<'a> {
         Reductions {
             finder: Some(RefCell::new(Finder {
                 region,
                 isl,
+                distances: Distances::new(region),
                 same_iteration: vec![None; region.dependences.len()],
             })),
             known: RefCell::new(BTreeMap::new()),
@@ -88,7 +102,10 @@ impl<'a> Reductions<'a> {
 
 struct Finder<'a> {
     region: &'a Region,
-    isl: &'a Context,
+    /// Asked where the distances do not decide; `None`: such a question gets the cautious
+    /// answer.
+    isl: Option<&'a Context>,
+    distances: Distances,
     /// Per dependence, once asked: whether it only relates instances of the same iteration of
     /// every loop around both ends.
     same_iteration: Vec<Option<bool>>,
@@ -280,7 +297,12 @@ impl<'a> Finder<'a> {
     /// The consumer → producer relation of dependence `i`, with the pairs `extra` (an isl
     /// constraint over the consumer's `i0, i1, ...` and the producer's `j0, j1, ...`) kept:
     /// whether any pair is left.
-    fn any_pair(&self, i: usize, extra: &dyn Fn(usize) -> Option<String>) -> Result<bool, Error> {
+    fn any_pair(
+        &self,
+        isl: &Context,
+        i: usize,
+        extra: &dyn Fn(usize) -> Option<String>,
+    ) -> Result<bool, Error> {
         let d = &self.region.dependences[i];
         let (Some(sink), Some(source)) = (self.stmt(&d.sink), self.stmt(&d.source)) else {
             return Ok(false);
@@ -305,16 +327,26 @@ impl<'a> Finder<'a> {
         );
         let m = d
             .relation
-            .to_union_map(self.isl, &mut crate::params::Parameterizer::none())?
-            .intersect(union_map(self.isl, &filter)?)
+            .to_union_map(isl, &mut crate::params::Parameterizer::none())?
+            .intersect(union_map(isl, &filter)?)
             .map_err(crate::islx::isl("restricting a dependence"))?;
         Ok(!empty(&m)?)
     }
 
     /// Whether dependence `i` relates instances in different iterations of the loop at
     /// `depth`, within one iteration of the loops around it.
+    /// Undecided without isl: carried (the storage's readers and writers must then all be
+    /// links of the chain).
     fn carried_at(&self, i: usize, depth: usize) -> Result<bool, Error> {
-        self.any_pair(i, &|common| {
+        match self.distances.carried_at(i, depth) {
+            Tri::Yes => return Ok(true),
+            Tri::No => return Ok(false),
+            Tri::Maybe => {}
+        }
+        let Some(isl) = self.isl else {
+            return Ok(true);
+        };
+        self.any_pair(isl, i, &|common| {
             (depth < common).then(|| {
                 let mut c: Vec<String> = (0..depth).map(|k| format!("i{k} = j{k}")).collect();
                 c.push(format!("(i{depth} < j{depth} or i{depth} > j{depth})"));
@@ -325,11 +357,20 @@ impl<'a> Finder<'a> {
 
     /// Whether dependence `i` only relates instances of the same iteration of every loop
     /// around both ends.
+    /// Undecided without isl: not (no link of a chain is taken on trust).
     fn in_one_iteration(&mut self, i: usize) -> Result<bool, Error> {
         if let Some(known) = self.same_iteration[i] {
             return Ok(known);
         }
-        let apart = self.any_pair(i, &|common| {
+        match self.distances.in_one_iteration(i) {
+            Tri::Yes => return Ok(true),
+            Tri::No => return Ok(false),
+            Tri::Maybe => {}
+        }
+        let Some(isl) = self.isl else {
+            return Ok(false);
+        };
+        let apart = self.any_pair(isl, i, &|common| {
             (common > 0).then(|| {
                 (0..common)
                     .map(|k| format!("i{k} < j{k} or i{k} > j{k}"))

@@ -146,6 +146,8 @@ pub fn region_json(
             permutable: info.permutable,
             stride01_percent: info.stride01_percent,
             why_not: info.why_not.clone(),
+            carries: info.carries.clone(),
+            by_distances: info.by_distances,
         })
     };
     let statements = r

@@ -51,6 +51,11 @@ pub const GLOSSARY: &[Term] = &[
         meaning: "The loop and the loops around it form a permutable band: no dependence goes backwards along any of them, so they can be interchanged and tiled.",
     },
     Term {
+        id: "carries",
+        name: "Carries",
+        meaning: "The kinds of dependence (flow: a value written in one iteration and read in a later one; anti: read, then overwritten later; output: written twice) the loop surely carries as written, before any storage change. Answers marked 'from distances alone' were computed without isl, which stopped first: cautious, what the distances do not decide counts as carried.",
+    },
+    Term {
         id: "stride01",
         name: "Stride 0/1",
         meaning: "Share of the memory accesses inside the loop (weighted by executions) whose address, from one iteration of this loop to the next, stays the same (stride 0) or moves by one element (stride 1): accesses that use every byte of the cache lines they bring.",

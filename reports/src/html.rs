@@ -514,10 +514,11 @@ fn loops_and_metrics(h: &mut String, r: &Region) {
     h.push_str("<h3>Loops and metrics</h3><table class=\"grid\"><tr><th>loop</th><th>");
     let _ = write!(
         h,
-        "{}</th><th>{}</th><th class=\"num\">{}</th></tr>",
+        "{}</th><th>{}</th><th class=\"num\">{}</th><th>{}</th></tr>",
         term("parallel", "parallel"),
         term("permutable", "permutable"),
-        term("stride01", "stride 0/1")
+        term("stride01", "stride 0/1"),
+        term("carries", "carries")
     );
     for l in &r.all_loops {
         let at = l
@@ -526,12 +527,24 @@ fn loops_and_metrics(h: &mut String, r: &Region) {
             .map_or(String::new(), |l| format!("{}:{}", short(&l.file), l.line));
         let _ = write!(
             h,
-            "<tr><td>{} {}</td><td>{}</td><td>{}</td><td class=\"num\">{:.0}%</td></tr>",
+            "<tr><td>{} {}</td><td>{}</td><td>{}</td><td class=\"num\">{:.0}%</td><td>{}{}</td></tr>",
             esc(&l.id),
             esc(&at),
-            if l.parallel { "yes" } else { "no" },
+            if l.reduction {
+                "reduction"
+            } else if l.parallel {
+                "yes"
+            } else {
+                "no"
+            },
             if l.permutable { "yes" } else { "no" },
-            l.stride01_percent
+            l.stride01_percent,
+            esc(&l.carries.join(", ")),
+            if l.by_distances {
+                " (from distances alone)"
+            } else {
+                ""
+            }
         );
     }
     h.push_str("</table>");
@@ -674,6 +687,8 @@ mod tests {
             permutable: true,
             stride01_percent,
             why_not: None,
+            carries: Vec::new(),
+            by_distances: false,
         };
         let advice = |kind, loops: [&str; 2], text: &str, rank| Suggestion {
             kind,

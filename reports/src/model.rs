@@ -25,6 +25,14 @@ pub struct LoopEntry {
     pub stride01_percent: f64,
     /// Why no suggestion names it.
     pub why_not: Option<String>,
+    /// Kinds of dependence it surely carries (`flow`, `anti`, `output`), before any storage
+    /// change.
+    #[serde(default)]
+    pub carries: Vec<String>,
+    /// Answered from the dependences' distances alone (isl stopped before it answered this
+    /// loop): cautious, what they do not decide counts as carried.
+    #[serde(default)]
+    pub by_distances: bool,
 }
 
 /// A statement: one instruction of the binary, with its iteration domain.

@@ -3,9 +3,12 @@
 //! hottest nest leaves out, a suggestion of its own or why there is none; and the advice
 //! withheld on loops the compiler merged with an enclosing one.
 
+use super::direct::{carried_kinds, stride01_share};
 use super::text::{add_why_not, parallel_text, split_reductions};
+use crate::distance::Distances;
 use crate::input::{Region, Statement};
-use crate::legality::{negative_up_to, pct, Ctx, Verdict};
+use crate::islx;
+use crate::legality::{Ctx, Verdict};
 use crate::{Error, Feedback, LoopInfo, Rating, Suggestion, SuggestionKind};
 use isl_rs::UnionMap;
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,7 +21,6 @@ pub(super) fn loop_verdicts(
     fb: &mut Feedback,
 ) -> Result<BTreeMap<usize, Verdict>, Error> {
     let region = cx.region;
-    let no_renaming = BTreeSet::new();
     let depth_of = |l: usize| -> usize {
         region
             .statements
@@ -26,6 +28,7 @@ pub(super) fn loop_verdicts(
             .find_map(|s| s.loops.iter().position(|&x| x == l))
             .unwrap_or(0)
     };
+    let distances = Distances::new(region);
     let mut own: BTreeMap<usize, Verdict> = BTreeMap::new();
     for (l, lp) in region.loops.iter().enumerate() {
         let inside: Vec<&Statement> = region
@@ -42,23 +45,18 @@ pub(super) fn loop_verdicts(
             .into_iter()
             .filter(|&i| region.dependences[i].binding())
             .collect();
-        let verdict = cx.parallel(l, depth, original, &no_renaming)?;
+        // Each loop on a budget of its own: one that stops at it is left to the answers of
+        // its distances (`direct`), and the next loop is asked.
+        islx::fresh_budget(cx.isl);
+        let answered = cx
+            .parallel_as_written(l, depth, original)
+            .and_then(|verdict| Ok((verdict, cx.first_negative(&within, original, depth)?)));
+        let (verdict, negative) = match answered {
+            Ok(v) => v,
+            Err(Error::TooComplex) => continue,
+            Err(e) => return Err(e),
+        };
         own.insert(l, verdict.clone());
-        let negative = cx.first_related(
-            &within,
-            original,
-            &cx.relation(&negative_up_to(cx.n, depth))?,
-        )?;
-        let (mut good, mut all_acc) = (0u64, 0u64);
-        for s in &inside {
-            let d = s.loops.iter().position(|&x| x == l).unwrap_or(0);
-            for a in &s.accesses {
-                all_acc += s.ops;
-                if a.stride01(d) {
-                    good += s.ops;
-                }
-            }
-        }
         fb.loops.push(LoopInfo {
             id: lp.id.clone(),
             label: lp.label.clone(),
@@ -66,9 +64,11 @@ pub(super) fn loop_verdicts(
             parallel: matches!(&verdict, Verdict::Legal(n) if split_reductions(n).0.is_empty()),
             reduction: matches!(&verdict, Verdict::Legal(n) if !split_reductions(n).0.is_empty()),
             permutable: negative.is_none(),
-            stride01_percent: pct(good, all_acc),
+            stride01_percent: stride01_share(&inside, l),
             ops: inside.iter().map(|s| s.ops).sum(),
             why_not: None,
+            carries: carried_kinds(region, &distances, l, depth),
+            by_distances: false,
         });
     }
     Ok(own)

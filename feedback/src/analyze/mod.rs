@@ -17,6 +17,7 @@ use isl_rs::Context;
 use std::collections::BTreeSet;
 
 mod code;
+mod direct;
 mod fusion;
 mod interchange;
 mod loops;
@@ -32,7 +33,7 @@ use interchange::{interchange, Interchanged};
 use loops::{answer_every_loop, loop_verdicts, withhold_on_merged_loops};
 use parallel::parallel_advice;
 use schedule::{has_skew, schedule_region};
-use text::explain;
+use text::{add_why_not, explain};
 use tiling::{skew_and_tile, Tiling};
 
 /// Stage times, printed when `POLYPROF_TIMING` is set (for tuning).
@@ -60,9 +61,31 @@ impl Timing {
     }
 }
 
-/// Analyses one region.
+/// Analyses one region. Its answers degrade, they never vanish: what the isl analysis
+/// answered before it stopped (at its budget, or on an error) stays, and every loop it left
+/// without an answer gets the answers its dependences' distances give ([`direct`]).
 pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error> {
-    let mut fb = islx::limited(opts, |isl| analyze_in(region, opts, isl))?;
+    let mut fb = Feedback::default();
+    let analysed = islx::limited(opts, |isl| analyze_in(region, opts, isl, &mut fb));
+    let stopped = match analysed {
+        Ok(()) => None,
+        Err(e) => {
+            let why = if opts.cancelled() {
+                "the polyhedral analysis was interrupted".to_string()
+            } else {
+                format!("the polyhedral analysis stopped: {e}")
+            };
+            add_why_not(
+                &mut fb,
+                format!("{why}; each loop is answered from its dependences alone"),
+            );
+            Some(why)
+        }
+    };
+    answer_missing_loops(region, opts, stopped.as_deref(), &mut fb);
+    if opts.cancelled() {
+        return Ok(fb);
+    }
     storage_maps(region, opts, &mut fb);
     // The models read the region's instructions one by one (before they were grouped into
     // blocks): each statement's executions are then its iterations.
@@ -153,18 +176,23 @@ fn storage_maps(region: &Region, opts: &Options, fb: &mut Feedback) {
 /// The stages of one region's analysis, each on the previous ones' results: the scheduler,
 /// each loop's verdict, then the advice on the hottest nest (interchange, parallelism,
 /// skewing and tiling, fusion, layout), why nothing more, the metrics and the trees.
-fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback, Error> {
+/// What it answered stays in `fb` when it stops.
+fn analyze_in(
+    region: &Region,
+    opts: &Options,
+    isl: &Context,
+    fb: &mut Feedback,
+) -> Result<(), Error> {
     let mut timing = Timing::new();
     let fine = region;
     let coarse = crate::coarsen::coarsen(region, isl);
     timing.mark("coarsen");
     islx::fresh_budget(isl);
     let region = &coarse;
-    let mut fb = Feedback::default();
     let total: u64 = region.statements.iter().map(|s| s.ops).sum();
     if region.statements.is_empty() || total == 0 {
         fb.why_not = Some("the region has no statements left after scalar evolutions".into());
-        return Ok(fb);
+        return Ok(());
     }
     let params = Parameterizer::new(opts.param_threshold, opts.param_spread);
     let mut cx = Ctx::new(region, isl, params)?;
@@ -173,52 +201,44 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     cx.reductions = crate::reduction::Reductions::new(fine, isl);
     cx.keep_forward()?;
     timing.mark("forward");
+    // Each loop's own answers first: they need no scheduler, and a budget stop later keeps
+    // them.
     islx::fresh_budget(isl);
+    let original = cx.original()?;
+    let own = loop_verdicts(&cx, &original, fb)?;
+    let nest = Nest::of(region);
+    timing.mark("loops");
+
     // The scheduler respects flow dependences and whatever cannot be renamed; anti and output
     // dependences through scalars are the storage advice's business.
     let binding = cx.binding();
-    let scheduled = schedule_region(&cx, &binding, opts, &mut fb)?;
-    timing.mark("schedule");
-
-    timing.mark("start-loops");
     islx::fresh_budget(isl);
-    let original = cx.original()?;
-    let own = loop_verdicts(&cx, &original, &mut fb)?;
-    let nest = Nest::of(region);
-
-    timing.mark("loops");
-    islx::fresh_budget(isl);
-    let ic = interchange(&cx, &nest, &binding, &mut fb)?;
-
+    let ic = interchange(&cx, &nest, &binding, fb)?;
     timing.mark("interchange");
-    islx::fresh_budget(isl);
-    let parallel = parallel_advice(&cx, &nest, &own, &ic, &mut fb)?;
 
+    islx::fresh_budget(isl);
+    let parallel = parallel_advice(&cx, &nest, &own, &ic, fb)?;
     timing.mark("parallel");
+
+    islx::fresh_budget(isl);
+    let scheduled = schedule_region(&cx, &binding, opts, fb)?;
+    timing.mark("schedule");
     let skewed = has_skew(&scheduled.tree);
     let mut skipped: Vec<&'static str> = Vec::new();
-    let tiling = skew_and_tile(&cx, &nest, &scheduled, opts, &mut fb, &mut skipped)?;
-    let components = fusion(
-        &cx,
-        &nest,
-        &scheduled,
-        &binding,
-        opts,
-        &mut fb,
-        &mut skipped,
-    )?;
+    let tiling = skew_and_tile(&cx, &nest, &scheduled, opts, fb, &mut skipped)?;
+    let components = fusion(&cx, &nest, &scheduled, &binding, opts, fb, &mut skipped)?;
 
     timing.mark("tile");
-    layout_advice(&nest, skewed, &mut fb);
-    withhold_on_merged_loops(region, &mut fb);
+    layout_advice(&nest, skewed, fb);
+    withhold_on_merged_loops(region, fb);
     explain(
         &nest,
         parallel.first_blocked.as_ref(),
         &skipped,
         scheduled.failure.as_deref(),
-        &mut fb,
+        fb,
     );
-    answer_every_loop(region, &nest.chain, &own, &mut fb);
+    answer_every_loop(region, &nest.chain, &own, fb);
 
     timing.mark("layout");
     let parallel_loops: BTreeSet<usize> = ic
@@ -233,9 +253,35 @@ fn analyze_in(region: &Region, opts: &Options, isl: &Context) -> Result<Feedback
     fb.ast_after = if skewed {
         ast_after(region, &scheduled.tree, &fb.loops)
     } else {
-        ast_advised(&nest, &ic.order, &fb)
+        ast_advised(&nest, &ic.order, fb)
     };
-    Ok(fb)
+    Ok(())
+}
+
+/// Every loop the isl analysis did not answer (it stopped at its budget, on the whole region
+/// or on that loop) gets the answers of its dependences' distances; a region the analysis
+/// stopped on gets its metrics from them too.
+fn answer_missing_loops(region: &Region, opts: &Options, stopped: Option<&str>, fb: &mut Feedback) {
+    let missing = region
+        .loops
+        .iter()
+        .any(|l| !fb.loops.iter().any(|i| i.id == l.id));
+    if missing {
+        let why = match stopped {
+            Some(_) => "isl stopped on the region",
+            None => "isl stopped at its budget on this loop",
+        };
+        for info in direct::loop_answers(region, why) {
+            if !fb.loops.iter().any(|i| i.id == info.id) {
+                fb.loops.push(info);
+            }
+        }
+        fb.loops
+            .sort_by_key(|i| region.loops.iter().position(|l| l.id == i.id));
+    }
+    if stopped.is_some() {
+        fb.metrics = direct::metrics(region, &fb.loops, opts.component_share);
+    }
 }
 
 /// The hottest statement's loop nest: the one the suggestions are about.
