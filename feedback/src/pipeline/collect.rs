@@ -1,0 +1,280 @@
+//! Stream collection, on the folding side of the second pass: each instruction's instances
+//! (coordinates, addresses, values written) and each dependence's pairs of instances go to a
+//! stream folder of their own ([`Collect`]); finished, they are the folded trace
+//! ([`Folded2`]) the regions are built from.
+
+use super::classify::narrow_writes;
+use super::{Code, Folded2, InsnStream2};
+use folder::{FoldOptions, StreamFolder};
+use ptrace_runner::AccessKind;
+use rustc_hash::FxHashMap as HashMap;
+use tracer::{DepKind, NodeId, Stmt, Through};
+
+/// Appends a few words (coordinates) without a call to `memcpy`.
+#[inline(always)]
+pub(super) fn push_all(b: &mut Vec<u64>, words: &[u64]) {
+    for &w in words {
+        b.push(w);
+    }
+}
+
+struct InsnStream {
+    folder: StreamFolder,
+    first: u64,
+    naddr: usize,
+    nval: usize,
+    sizes: Vec<u32>,
+    writes: Vec<bool>,
+    /// Bit k: register write k is of a 32-bit form, whose value is folded sign-extended (a
+    /// counter gcc runs down to -1 in `r11d` is affine only so).
+    narrow: u64,
+    last: Vec<u64>,
+    /// The dependence streams this statement consumes: (producer, kind, through, slot, index
+    /// in `Collect::deps`). A handful each, searched before the hash index.
+    consumes: Vec<(Stmt, DepKind, Through, u8, u32)>,
+}
+
+struct DepStream {
+    folder: StreamFolder,
+    last: Vec<u64>,
+    /// Some consumer instance had several producer instances of the same statement.
+    multi: bool,
+    /// The first instance's location (memory address, or register-shadow offset), and
+    /// whether every instance had it.
+    location: u64,
+    fixed: bool,
+}
+
+/// Consumer, producer, kind, through, and the slot: the rank of the producer instance among
+/// those of the same statement that one consumer instance depends on.
+pub(super) type DepKey = (Stmt, Stmt, DepKind, Through, u8);
+
+/// Producer instances of one statement kept per consumer instance (a 32-byte load of four
+/// values written by four iterations needs four); past that the relation is marked inexact.
+const MAX_SLOTS: u8 = 8;
+
+/// Streams by key, looked up several times per traced instruction. The folders live apart from
+/// the index so that the index stays small enough for the cache (a folder is hundreds of
+/// bytes; inline in the table, every probe would touch a new cache line).
+struct Streams<K, V> {
+    index: HashMap<K, u32>,
+    items: Vec<(K, V)>,
+}
+
+impl<K: std::hash::Hash + Eq + Copy, V> Streams<K, V> {
+    fn new() -> Self {
+        Streams {
+            index: HashMap::default(),
+            items: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn index_of(&mut self, k: K, new: impl FnOnce() -> V) -> u32 {
+        let items = &mut self.items;
+        *self.index.entry(k).or_insert_with(|| {
+            items.push((k, new()));
+            (items.len() - 1) as u32
+        })
+    }
+
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+}
+
+pub(super) struct Collect<'o> {
+    opts: &'o FoldOptions,
+    /// The code the first pass saw, to decode an instruction when its stream starts.
+    code: &'o Code,
+    insns: Streams<(NodeId, u64), InsnStream>,
+    deps: Streams<DepKey, DepStream>,
+    /// The index in `insns` of the instruction being processed (its dependences follow it).
+    current: Option<u32>,
+    /// Where in the current instruction's `consumes` its next dependence is looked up first.
+    cursor: usize,
+    clock: u64,
+    point: Vec<i64>,
+    label: Vec<i64>,
+}
+
+fn lex_gt(a: &[u64], b: &[u64]) -> bool {
+    a.len() != b.len() || a > b
+}
+
+impl<'o> Collect<'o> {
+    /// No streams yet, folding with `opts`, the code the first pass saw in `code`.
+    pub(super) fn new(opts: &'o FoldOptions, code: &'o Code) -> Collect<'o> {
+        Collect {
+            opts,
+            code,
+            insns: Streams::new(),
+            deps: Streams::new(),
+            current: None,
+            cursor: 0,
+            clock: 0,
+            point: Vec::new(),
+            label: Vec::new(),
+        }
+    }
+
+    pub(super) fn step(&mut self, s: &tracer::Step<'_>) {
+        let insn = s.insn;
+        // The index of this instruction, the clock of the schedule tree's `first` and `last`.
+        let clock = self.clock;
+        self.clock += 1;
+        let (opts, code) = (self.opts, self.code);
+        let i = self.insns.index_of((s.context, insn.pc), || {
+            let naddr = insn.mem.len();
+            let nval = insn.regs.len();
+            InsnStream {
+                folder: StreamFolder::new(s.coords.len(), naddr + nval, opts),
+                first: clock,
+                naddr,
+                nval,
+                sizes: insn.mem.iter().map(|m| m.size).collect(),
+                writes: insn
+                    .mem
+                    .iter()
+                    .map(|m| m.kind == AccessKind::Write)
+                    .collect(),
+                narrow: narrow_writes(code, insn),
+                last: Vec::new(),
+                consumes: Vec::new(),
+            }
+        });
+        self.current = Some(i);
+        self.cursor = 0;
+        let st = &mut self.insns.items[i as usize].1;
+        if !st.last.is_empty() && !lex_gt(s.coords, &st.last) {
+            return;
+        }
+        st.last.clear();
+        push_all(&mut st.last, s.coords);
+        self.point.clear();
+        self.point.extend(s.coords.iter().map(|&c| c as i64));
+        self.label.clear();
+        for k in 0..st.naddr {
+            self.label
+                .push(insn.mem.get(k).map_or(0, |m| m.addr as i64));
+        }
+        for k in 0..st.nval {
+            let v = insn.regs.get(k).map_or(0, |r| r.value);
+            self.label.push(if k < 64 && st.narrow >> k & 1 == 1 {
+                i64::from(v as u32 as i32)
+            } else {
+                v as i64
+            });
+        }
+        st.folder.push(&self.point, &self.label);
+    }
+
+    /// One dynamic dependence. A consumer instance with several producer instances of the
+    /// same statement (a 16-byte load of two values written by two iterations) sends the
+    /// second to a second stream (slot 1), and so on: each slot folds on its own, and none of
+    /// the pairs is lost.
+    pub(super) fn dep(&mut self, d: &tracer::Dep<'_>) {
+        for slot in 0..MAX_SLOTS {
+            let i = self.stream_of(d, slot);
+            let st = &mut self.deps.items[i as usize].1;
+            st.fixed &= st.location == d.location;
+            if !st.last.is_empty() && !lex_gt(d.consumer_coords, &st.last) {
+                if st.last.as_slice() == d.consumer_coords && slot + 1 < MAX_SLOTS {
+                    continue;
+                }
+                st.multi = true;
+                return;
+            }
+            st.last.clear();
+            push_all(&mut st.last, d.consumer_coords);
+            self.point.clear();
+            self.point
+                .extend(d.consumer_coords.iter().map(|&c| c as i64));
+            self.label.clear();
+            self.label
+                .extend(d.producer_coords.iter().map(|&c| c as i64));
+            st.folder.push(&self.point, &self.label);
+            return;
+        }
+    }
+
+    /// The index of the stream of `d`'s key in `slot`.
+    fn stream_of(&mut self, d: &tracer::Dep<'_>, slot: u8) -> u32 {
+        let opts = self.opts;
+        let new = || DepStream {
+            folder: StreamFolder::new(d.consumer_coords.len(), d.producer_coords.len(), opts),
+            last: Vec::new(),
+            multi: false,
+            location: d.location,
+            fixed: true,
+        };
+        let key = (d.consumer, d.producer, d.kind, d.through, slot);
+        let consumer = (d.consumer.context, d.consumer.pc);
+        let current = self.current.map(|i| &mut self.insns.items[i as usize]);
+        match current {
+            Some((at, st)) if *at == consumer => {
+                let consumes = &mut st.consumes;
+                let want = (d.producer, d.kind, d.through, slot);
+                let is = |c: &(Stmt, DepKind, Through, u8, u32)| (c.0, c.1, c.2, c.3) == want;
+                // An instance's dependences come in the order the last one's came: try the
+                // entry after the last one matched before searching.
+                if let Some(c) = consumes.get(self.cursor).filter(|c| is(c)) {
+                    self.cursor += 1;
+                    return c.4;
+                }
+                match consumes.iter().position(is) {
+                    Some(p) => {
+                        self.cursor = p + 1;
+                        consumes[p].4
+                    }
+                    None => {
+                        let i = self.deps.index_of(key, new);
+                        consumes.push((d.producer, d.kind, d.through, slot, i));
+                        self.cursor = consumes.len();
+                        i
+                    }
+                }
+            }
+            _ => self.deps.index_of(key, new),
+        }
+    }
+}
+
+/// The folded streams of the second pass, and how many of each kind there were.
+pub(super) fn finish_folding(c: Collect<'_>) -> (Folded2, (usize, usize)) {
+    let streams = (c.insns.len(), c.deps.len());
+    let dep_ends = c
+        .deps
+        .items
+        .iter()
+        .flat_map(|((cons, prod, ..), _)| [(cons.context, cons.pc), (prod.context, prod.pc)])
+        .collect();
+    let folded = Folded2 {
+        dep_ends,
+        insns: c
+            .insns
+            .items
+            .into_iter()
+            .map(|(k, s)| {
+                let meta = InsnStream2 {
+                    first: s.first,
+                    naddr: s.naddr,
+                    sizes: s.sizes,
+                    writes: s.writes,
+                };
+                let f = s.folder.finish();
+                (k, (meta, f))
+            })
+            .collect(),
+        deps: c
+            .deps
+            .items
+            .into_iter()
+            .map(|(k, s)| {
+                let (multi, location, fixed) = (s.multi, s.location, s.fixed);
+                (k, s.folder.finish(), multi, location, fixed)
+            })
+            .collect(),
+    };
+    (folded, streams)
+}

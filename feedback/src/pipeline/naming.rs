@@ -1,0 +1,268 @@
+//! Storage naming: memory, arrays, heap blocks, stack slots and registers named for a person
+//! by the source variables debug information gives (a global by its symbol, a heap block by
+//! the variable holding it and its allocation site, a stack slot by its frame), and the
+//! function a direct call goes to.
+
+use super::{insn_at, Code};
+use crate::heap::{Block, Place, STACK_START};
+use symbols::Loaded;
+
+pub(super) const GPR_NAMES: [&str; 16] = [
+    "rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13",
+    "r14", "r15",
+];
+
+/// A register of the register shadow, by its offset there.
+pub(super) fn register_name(offset: u64) -> String {
+    match offset {
+        o if o < 128 => GPR_NAMES[(o / 8) as usize].to_string(),
+        o => format!("xmm{}", (o - 128) / 32),
+    }
+}
+
+/// The name of the function a direct call goes to (`printf`), when the binary names it.
+pub(super) fn callee_name(insn: &iced_x86::Instruction, bin: Loaded<'_>) -> Option<String> {
+    if insn.op0_kind() != iced_x86::OpKind::NearBranch64 {
+        return None;
+    }
+    let target = insn.near_branch_target();
+    Some(match bin.import_for_plt_stub(target) {
+        Some(name) => name.split('@').next().unwrap_or(name).to_string(),
+        None => bin.describe(target),
+    })
+}
+
+/// Names the memory at `addr` for a person: a global by symbol, a heap block by allocation
+/// site, a stack slot by function.
+pub(super) fn name_memory(addr: u64, bin: Loaded<'_>, code: &Code, function: &str) -> String {
+    name_memory_at(addr, bin, code, function, true)
+}
+
+/// `` `s` `` or `` `a`+16 ``, as globals are named.
+pub(super) fn with_offset(var: &str, off: u64) -> String {
+    if off == 0 {
+        format!("`{var}`")
+    } else {
+        format!("`{var}`+{off}")
+    }
+}
+
+/// The source variable debug information places in register `reg` where the consumer `cons`
+/// reads it, or just after the producer `prod` writes it (a location starts after the
+/// instruction that writes it).
+pub(super) fn register_variable(
+    bin: Loaded<'_>,
+    code: &Code,
+    reg: &str,
+    cons: u64,
+    prod: u64,
+) -> Option<symbols::Variable> {
+    let number = symbols::dwarf_register(reg)?;
+    let after = insn_at(code, prod).map(|i| i.next_ip());
+    [Some(cons), after]
+        .into_iter()
+        .flatten()
+        .find_map(|pc| bin.variable_in_register(pc, number))
+}
+
+/// The frame slot the instruction at `pc` reaches through its memory operand `[rbp + disp]`
+/// or `[rsp + disp]`: (DWARF number of the base register, displacement). An indexed operand
+/// gives the displacement, where the array it indexes starts.
+fn frame_operand(code: &Code, pc: u64) -> Option<(u16, i64)> {
+    use iced_x86::{OpKind, Register};
+    let insn = insn_at(code, pc)?;
+    if !(0..insn.op_count()).any(|o| insn.op_kind(o) == OpKind::Memory) {
+        return None;
+    }
+    let base = match insn.memory_base() {
+        Register::RBP => symbols::regs::RBP,
+        Register::RSP => symbols::regs::RSP,
+        _ => return None,
+    };
+    Some((base, insn.memory_displacement64() as i64))
+}
+
+/// The stack variable, and the offset inside it, that one of the instructions at `pcs`
+/// reaches through its memory operand (see [`frame_operand`]): the frame a variable lives in
+/// is known statically, from the call frame information at the instruction.
+pub(super) fn stack_variable(
+    bin: Loaded<'_>,
+    code: &Code,
+    pcs: &[u64],
+) -> Option<symbols::Variable> {
+    pcs.iter().find_map(|&pc| {
+        let (base, disp) = frame_operand(code, pc)?;
+        bin.stack_variable(pc, base, disp)
+    })
+}
+
+/// The source variable that holds the start of heap block `block`, and the call depth it
+/// does so at: the holder in the shallowest frame that debug information names (see
+/// [`crate::heap`]).
+fn heap_variable(bin: Loaded<'_>, code: &Code, block: &Block) -> Option<(String, u32)> {
+    let mut holders = block.holders.clone();
+    // Stable: among holders of one frame, the first.
+    holders.sort_by_key(|h| h.depth);
+    holders.iter().find_map(|h| {
+        let mut at = std::iter::once(h.pc).chain(h.at.iter().copied().take_while(|&a| a != 0));
+        let var = match h.place {
+            Place::Memory { addr } if addr >= STACK_START => {
+                // The slot the filling instruction reached, named where a location range
+                // covers it (the stack pointer does not move between calls at -O2).
+                let (base, disp) = frame_operand(code, h.pc)?;
+                at.find_map(|a| bin.stack_variable(a, base, disp))
+                    .filter(|v| v.offset == 0)?
+                    .name
+            }
+            Place::Memory { addr } => match bin.global_variable(addr) {
+                Some(v) => (v.offset == 0).then_some(v.name)?,
+                None => {
+                    let (d, off) = bin.data_at(addr)?;
+                    (off == 0).then(|| d.name.clone())?
+                }
+            },
+            Place::Register { reg } => {
+                let number = symbols::dwarf_register(GPR_NAMES[usize::from(reg)])?;
+                at.skip(1)
+                    .find_map(|a| bin.variable_in_register(a, number))?
+                    .name
+            }
+        };
+        Some((var, h.depth))
+    })
+}
+
+/// A local array a pointer reaches, found from the instruction that computed its address.
+struct FrameArray {
+    name: String,
+    /// Where in it the address is.
+    offset: u64,
+    size: u64,
+    /// The function whose frame holds it (its declaring function, inlined or not).
+    function: Option<String>,
+}
+
+/// The local variable holding stack address `addr`, from the `lea r, [rsp/rbp + disp]` (or
+/// `mov r, rsp`) that computed a pointer to it (a loop that walks a local array through a
+/// pointer register, a callee given the array): that instruction names a variable, and its
+/// last value says where that variable was.
+fn stack_array_via_lea(bin: Loaded<'_>, code: &Code, addr: u64) -> Option<FrameArray> {
+    let mut found: Vec<(u64, FrameArray)> = code
+        .heap
+        .stack_leas
+        .iter()
+        .filter(|&(_, &value)| value <= addr)
+        .filter_map(|(&pc, &value)| {
+            let (base, disp) = crate::heap::frame_address(&insn_at(code, pc)?)?;
+            let base = match base {
+                iced_x86::Register::RBP => symbols::regs::RBP,
+                _ => symbols::regs::RSP,
+            };
+            let v = bin.stack_variable(pc, base, disp)?;
+            let start = value.checked_sub(v.offset)?;
+            let offset = addr - start;
+            let size = v.size?;
+            (offset < size).then_some((
+                start,
+                FrameArray {
+                    name: v.name,
+                    offset,
+                    size,
+                    function: v.function,
+                },
+            ))
+        })
+        .collect();
+    // The innermost: the variable starting closest below the address.
+    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.name.cmp(&b.1.name)));
+    found.into_iter().next().map(|(_, a)| a)
+}
+
+/// How many elements an OpenMP clause's array section spans (`y[0:len]`) for the array holding
+/// `addr`, when the code at `pc` reaches it through a pointer: a reduction on a pointer must
+/// name a section. The innermost variable of the array's name visible at `pc` says, from debug
+/// information, whether it is a pointer (an array parameter is one) and the size of what it
+/// points to. Only for heap blocks and stack arrays reached through a `lea`, whose name is that
+/// of a place holding their start: the pointer is taken to point there. `None` when that
+/// variable is the array itself (a clause names it whole) or none is visible.
+pub(super) fn pointer_section(addr: u64, bin: Loaded<'_>, code: &Code, pc: u64) -> Option<u64> {
+    let (name, bytes) = match code.heap.block(addr) {
+        Some((_, block)) => (heap_variable(bin, code, block)?.0, block.size),
+        None if addr >= STACK_START => {
+            let a = stack_array_via_lea(bin, code, addr)?;
+            (a.name, a.size)
+        }
+        None => return None,
+    };
+    let var = bin.locals_at(pc).into_iter().find(|v| v.name == name)?;
+    let each = var.pointee_size.filter(|&p| p > 0)?;
+    bytes.is_multiple_of(each).then(|| bytes / each)
+}
+
+/// The array or block holding `addr`, without the offset inside it.
+pub(super) fn name_array(addr: u64, bin: Loaded<'_>, code: &Code, function: &str) -> String {
+    name_memory_at(addr, bin, code, function, false)
+}
+
+fn name_memory_at(
+    addr: u64,
+    bin: Loaded<'_>,
+    code: &Code,
+    function: &str,
+    with_offset: bool,
+) -> String {
+    let loc = |pc: u64| bin.source_line(pc);
+    if let Some((d, off)) = bin.data_at(addr) {
+        return if off == 0 || !with_offset {
+            format!("`{}`", d.name)
+        } else {
+            format!("`{}`+{off}", d.name)
+        };
+    }
+    if let Some((start, block)) = code.heap.block(addr) {
+        let off = addr - start;
+        return match heap_variable(bin, code, block) {
+            Some((var, depth)) => {
+                let var = if with_offset {
+                    self::with_offset(&var, off)
+                } else {
+                    format!("`{var}`")
+                };
+                format!(
+                    "{var} (heap block allocated at {})",
+                    loc(block.call_at(depth))
+                )
+            }
+            None => {
+                let what = format!("the heap block allocated at {}", loc(block.site));
+                if off == 0 || !with_offset {
+                    what
+                } else {
+                    format!("{what} (+{off})")
+                }
+            }
+        };
+    }
+    if addr >= STACK_START {
+        if let Some(a) = stack_array_via_lea(bin, code, addr) {
+            // The frame the array is in, not the function reaching it through a pointer.
+            let frame = a.function.as_deref().unwrap_or(function);
+            return if with_offset {
+                format!(
+                    "{} (stack of {frame})",
+                    self::with_offset(&a.name, a.offset)
+                )
+            } else {
+                format!("`{}` (stack of {frame})", a.name)
+            };
+        }
+        // An array's first access varies from one dependence to the next: name it by its
+        // frame alone, so that all its dependences name one storage.
+        return if with_offset {
+            format!("a stack slot of {function} ({addr:#x})")
+        } else {
+            format!("a stack array of {function}")
+        };
+    }
+    format!("memory at {addr:#x}")
+}

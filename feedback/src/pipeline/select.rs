@@ -1,0 +1,193 @@
+//! Which regions are analysed: the hottest outermost loops, then pairs of consecutive nests
+//! that pass values from one to the other, analysed together for their fusion
+//! ([`build_regions`]).
+
+use super::region::build_region;
+use super::{Code, Folded2, PipelineError, PipelineOptions, RegionReport};
+use crate::input::Storage;
+use std::collections::BTreeSet;
+use tracer::{DepKind, NodeId, NodeKind, ScheduleTree};
+
+/// The regions of the run: the hottest outermost loops, each built and analysed; then
+/// consecutive nests that pass values from one to the other, scheduled together: the fusion
+/// isl finds, when legal, goes to the first nest's region.
+pub(super) fn build_regions(
+    analysis: &tracer::Analysis,
+    naming: &tracer::Naming<'_>,
+    folded: &Folded2,
+    code: &Code,
+    opts: &PipelineOptions,
+) -> Result<Vec<RegionReport>, PipelineError> {
+    let roots = select_regions(&analysis.tree, opts);
+    let build = |i: usize, roots: &[NodeId]| {
+        build_region(i, roots, &analysis.tree, naming, folded, code, opts)
+    };
+    let mut regions = roots
+        .iter()
+        .enumerate()
+        // Once cancelled, the regions analysed so far are what is reported.
+        .take_while(|_| !opts.feedback.cancelled())
+        .map(|(i, &root)| build(i, &[root]))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (a, b) in fusion_pairs(&analysis.tree, &roots, folded) {
+        if opts.feedback.cancelled() {
+            break;
+        }
+        let group = build(regions.len(), &[a, b])?;
+        let fuse = group
+            .feedback
+            .suggestions
+            .iter()
+            .find(|s| s.kind == crate::SuggestionKind::Fuse);
+        if std::env::var_os("POLYPROF_DEBUG_FUSION").is_some() {
+            eprintln!(
+                "fusion group {a}+{b}: {:?}\n{:?}\nwhy not: {:?}",
+                group.feedback.schedule,
+                group
+                    .feedback
+                    .suggestions
+                    .iter()
+                    .map(|s| s.kind)
+                    .collect::<Vec<_>>(),
+                group.feedback.why_not
+            );
+            for d in &group.input.dependences {
+                eprintln!(
+                    "  {} -> {} {:?} {:?} exact {} {}",
+                    d.source,
+                    d.sink,
+                    d.kind,
+                    d.storage,
+                    d.exact,
+                    d.relation.isl_text()
+                );
+            }
+        }
+        if let Some(fuse) = fuse {
+            let mut fuse = fuse.clone();
+            fuse.text = format!(
+                "{} {}",
+                fuse.text,
+                passed_values(&group, a, b, &analysis.tree)
+            );
+            if let Some(r) = regions.iter_mut().find(|r| r.root == a) {
+                r.feedback.suggestions.push(fuse);
+                // Ranked among the region's own advice, not the group's.
+                crate::gain::rate(&r.input, &mut r.feedback, &opts.feedback.gain);
+            }
+        }
+    }
+    Ok(regions)
+}
+
+/// Pairs of region roots that are consecutive loops of one parent (no other loop between them
+/// in the order they first ran) where the first produces values the second reads.
+fn fusion_pairs(tree: &ScheduleTree, roots: &[NodeId], folded: &Folded2) -> Vec<(NodeId, NodeId)> {
+    let is_loop = |n: NodeId| matches!(tree.nodes[n].kind, NodeKind::Loop { .. });
+    let mut pairs = Vec::new();
+    for &a in roots {
+        let Some(parent) = tree.nodes[a].parent else {
+            continue;
+        };
+        // Nodes are numbered as first entered: the next loop child of the parent.
+        let next =
+            (a + 1..tree.nodes.len()).find(|&n| tree.nodes[n].parent == Some(parent) && is_loop(n));
+        let Some(b) = next.filter(|b| roots.contains(b)) else {
+            continue;
+        };
+        let feeds = folded.deps.iter().any(|((cons, prod, kind, _, _), ..)| {
+            *kind == DepKind::Flow
+                && tree.is_within(prod.context, a)
+                && tree.is_within(cons.context, b)
+        });
+        if is_loop(a) && feeds {
+            pairs.push((a, b));
+        }
+    }
+    pairs
+}
+
+/// How much data the second nest of a fused pair reads from the first: "About 32768 bytes of
+/// `tmp` pass from one nest to the other; fused, each iteration of the outer loop reads the
+/// 1024 bytes it wrote, while they are still in cache."
+fn passed_values(group: &RegionReport, a: NodeId, b: NodeId, tree: &ScheduleTree) -> String {
+    let input = &group.input;
+    let stmt_in = |name: &str, root: NodeId| {
+        group
+            .statements
+            .iter()
+            .find(|s| s.name == name)
+            .is_some_and(|s| tree.is_within(s.context, root))
+    };
+    let mut arrays: BTreeSet<String> = BTreeSet::new();
+    let mut bytes: u64 = 0;
+    for d in &input.dependences {
+        if d.kind != DepKind::Flow || !stmt_in(&d.source, a) || !stmt_in(&d.sink, b) {
+            continue;
+        }
+        if let Storage::Array { name } | Storage::Scalar { name, .. } = &d.storage {
+            arrays.insert(name.clone());
+        }
+        // The distinct elements the producer writes: its trips along the dimensions its
+        // address moves with (a store in a reduction loop rewrites one element).
+        if let Some(p) = input.statements.iter().find(|s| s.name == d.source) {
+            for w in p.accesses.iter().filter(|x| x.write) {
+                let elements: Option<u64> = w
+                    .strides
+                    .iter()
+                    .zip(&p.loops)
+                    .filter(|(st, _)| **st != Some(0))
+                    .map(|(_, &l)| input.trips.get(l).copied().flatten())
+                    .product();
+                if let Some(n) = elements {
+                    bytes = bytes.max(n * u64::from(w.size));
+                }
+            }
+        }
+    }
+    let outer = input.statements.iter().find_map(|s| {
+        let l = *s.loops.first()?;
+        input.trips.get(l).copied().flatten()
+    });
+    let per = outer.filter(|&t| t > 0).map(|t| bytes / t);
+    let what = if arrays.is_empty() {
+        "values".to_string()
+    } else {
+        arrays.into_iter().collect::<Vec<_>>().join(", ")
+    };
+    match per {
+        Some(per) => format!(
+            "About {bytes} bytes of {what} pass from one nest to the other; fused, each iteration of the outer loop reads the {per} bytes it wrote, while they are still in cache."
+        ),
+        None => format!("About {bytes} bytes of {what} pass from one nest to the other."),
+    }
+}
+
+/// Outermost loop (or recursion) nodes holding at least the threshold share, hottest first.
+fn select_regions(tree: &ScheduleTree, opts: &PipelineOptions) -> Vec<NodeId> {
+    let totals = tree.total_weights();
+    let all = totals[ScheduleTree::ROOT].max(1) as f64;
+    let is_loop = |n: NodeId| {
+        matches!(
+            tree.nodes[n].kind,
+            NodeKind::Loop { .. } | NodeKind::Recursion { .. }
+        )
+    };
+    let fat = |n: NodeId| 100.0 * totals[n] as f64 / all >= opts.region_threshold;
+    let mut roots: Vec<NodeId> = (0..tree.nodes.len())
+        .filter(|&n| is_loop(n) && fat(n))
+        .filter(|&n| {
+            let mut p = tree.nodes[n].parent;
+            while let Some(q) = p {
+                if is_loop(q) && fat(q) {
+                    return false;
+                }
+                p = tree.nodes[q].parent;
+            }
+            true
+        })
+        .collect();
+    roots.sort_by_key(|&n| std::cmp::Reverse(totals[n]));
+    roots.truncate(opts.max_regions);
+    roots
+}
