@@ -167,9 +167,7 @@ fn bounds(rows: &[(Vec<i128>, bool)], vars: usize) -> Option<Vec<Interval>> {
                 if sign < 0 && !eq {
                     continue;
                 }
-                if tighten(&mut b, row, sign, &mut changed).is_none() {
-                    return None;
-                }
+                tighten(&mut b, row, sign, &mut changed)?;
             }
         }
         if !changed {

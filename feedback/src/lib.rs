@@ -64,13 +64,17 @@ pub struct Options {
     /// Share of the region's operations above which an outermost loop is a component.
     /// Default: 5%.
     pub component_share: f64,
-    /// Budget of isl operations per region and per storage question, after which the region
-    /// is reported without suggestions rather than scheduled for minutes. Default: 2,000,000
-    /// (matrix multiply takes about 150,000, in milliseconds; on the large relations of a
-    /// region of `/bin/ls`, operations are so much slower that [`Self::isl_max_seconds`]
-    /// stops it first).
+    /// Budget of isl operations per phase of a region's analysis (each loop's answers, the
+    /// interchange, the parallel advice, the scheduler, tiling, fusion, storage), after which
+    /// that phase is skipped and said to be: the loops keep their answers (from their
+    /// dependences' distances where isl gave none). Default: 2,000,000 (matrix multiply
+    /// takes about 150,000, in milliseconds; on the large relations of a region of
+    /// `/bin/ls`, operations are so much slower that [`Self::isl_max_seconds`] stops it
+    /// first).
     pub isl_max_operations: u64,
-    /// Time budget of the same isl computations, in seconds. Default: 10.
+    /// Time budget of a region's isl computations as a whole, in seconds: the analysis,
+    /// then its storage advice and code before and after within what is left (plus half a
+    /// second each at least). Default: 10.
     pub isl_max_seconds: f64,
     /// The models that estimate each suggestion's gain and rank them (see [`gain`]).
     pub gain: GainOptions,
@@ -126,7 +130,8 @@ pub struct LoopInfo {
     /// Why no suggestion names this loop (every loop gets a suggestion or a reason).
     pub why_not: Option<String>,
     /// The kinds of dependence (`flow`, `anti`, `output`) it surely carries, before any
-    /// storage change, from the dependences' distances.
+    /// storage change, from the dependences' distances (a register reused for another value
+    /// in the next iteration does not count: each thread has its own).
     pub carries: Vec<String>,
     /// Answered from the dependences' distances alone: the isl analysis stopped before it
     /// answered this loop (cautious: what the distances do not decide counts as carried).

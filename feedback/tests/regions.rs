@@ -482,7 +482,7 @@ fn a_region_over_the_isl_budget_says_so() {
 }
 
 /// The time budget stops isl too (operations vary in cost too much for a count alone); the
-/// loops keep their answers.
+/// loops keep their answers (whether isl gave some before the clock stopped it or not).
 #[test]
 fn a_region_over_the_time_budget_says_so() {
     let opts = Options {
@@ -492,6 +492,19 @@ fn a_region_over_the_time_budget_says_so() {
     let t0 = std::time::Instant::now();
     let f = analyze_region(&matmul(), &opts).expect("degraded, not failed");
     assert!(t0.elapsed() < std::time::Duration::from_secs(5));
+    let par: Vec<bool> = f.loops.iter().map(|l| l.parallel).collect();
+    assert_eq!(par, [true, true, false], "{f:#?}");
+}
+
+/// With no isl at all (a budget of one operation), every loop is answered from its
+/// dependences' distances, and the region says so.
+#[test]
+fn a_region_isl_cannot_start_on_is_answered_from_distances() {
+    let opts = Options {
+        isl_max_operations: 1,
+        ..Options::default()
+    };
+    let f = analyze_region(&matmul(), &opts).expect("degraded, not failed");
     let why = f.why_not.clone().unwrap_or_default();
     assert!(why.contains("from its dependences alone"), "{why}");
     assert_answered_without_isl(&f);

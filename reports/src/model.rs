@@ -26,7 +26,8 @@ pub struct LoopEntry {
     /// Why no suggestion names it.
     pub why_not: Option<String>,
     /// Kinds of dependence it surely carries (`flow`, `anti`, `output`), before any storage
-    /// change.
+    /// change (anti and output dependences through registers left out: each thread has its
+    /// own registers).
     #[serde(default)]
     pub carries: Vec<String>,
     /// Answered from the dependences' distances alone (isl stopped before it answered this

@@ -11,7 +11,7 @@
 //! storage changes that would lift it are checked on relations, by isl).
 
 use crate::distance::{Distances, Tri};
-use crate::input::{DepKind, Region, Statement, Storage};
+use crate::input::{DepKind, Dependence, Region, Statement, Storage};
 use crate::legality::{line_of, pct, Change, Requirement};
 use crate::reduction::Reductions;
 use crate::{LoopInfo, Metrics};
@@ -50,7 +50,9 @@ pub(crate) fn loop_answers(region: &Region, why: &str) -> Vec<LoopInfo> {
         let verdict = verdict(region, l, &inside, &carried, &reductions);
         let mut kinds: BTreeSet<&'static str> = BTreeSet::new();
         for &i in &carried.sure {
-            kinds.insert(kind_word(region.dependences[i].kind));
+            if counts(&region.dependences[i]) {
+                kinds.insert(kind_word(region.dependences[i].kind));
+            }
         }
         let (parallel, reduction, text) = match verdict {
             Ok(needs) => {
@@ -100,7 +102,8 @@ pub(crate) fn stride01_share(inside: &[&Statement], l: usize) -> f64 {
     pct(good, all)
 }
 
-/// The kinds of dependence loop `l` (at `depth`) surely carries, from the distances alone:
+/// The kinds of dependence loop `l` (at `depth`) surely carries (anti and output ones
+/// through registers left out: see [`counts`]), from the distances alone:
 /// for the loop tables of regions isl did answer.
 pub(crate) fn carried_kinds(
     region: &Region,
@@ -116,11 +119,17 @@ pub(crate) fn carried_kinds(
     let within = deps_within(region, &inside);
     let mut kinds: BTreeSet<&'static str> = BTreeSet::new();
     for i in within {
-        if distances.carried_at(i, depth) == Tri::Yes {
+        if distances.carried_at(i, depth) == Tri::Yes && counts(&region.dependences[i]) {
             kinds.insert(kind_word(region.dependences[i].kind));
         }
     }
     kinds.iter().map(|k| k.to_string()).collect()
+}
+
+/// Whether a carried dependence is one of the program's: not the reuse of a register for
+/// another value (each thread has its own registers; the compiler chose to reuse it).
+fn counts(d: &Dependence) -> bool {
+    d.kind == DepKind::Flow || !matches!(d.storage, Storage::Register { .. })
 }
 
 fn kind_word(k: DepKind) -> &'static str {

@@ -22,6 +22,7 @@ mod fusion;
 mod interchange;
 mod loops;
 mod parallel;
+mod parts;
 mod schedule;
 mod text;
 mod tiling;
@@ -61,12 +62,28 @@ impl Timing {
     }
 }
 
+/// Seconds of isl time the storage advice and the code generation each get at least, once
+/// the region's analysis used up its budget: the "small constant" past `--isl-max-seconds`.
+const LAST_STEPS: f64 = 0.5;
+
 /// Analyses one region. Its answers degrade, they never vanish: what the isl analysis
 /// answered before it stopped (at its budget, or on an error) stays, and every loop it left
 /// without an answer gets the answers its dependences' distances give ([`direct`]).
+///
+/// `opts.isl_max_seconds` bounds the region's isl time as a whole: the storage advice and
+/// the code before and after get what the analysis left of it (at least [`LAST_STEPS`]
+/// seconds each, so that a region the analysis used up still gets its trees).
 pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error> {
+    let started = std::time::Instant::now();
+    let left = |share: f64| -> Options {
+        let rest = opts.isl_max_seconds - started.elapsed().as_secs_f64();
+        Options {
+            isl_max_seconds: (opts.isl_max_seconds * share).min(rest).max(LAST_STEPS),
+            ..opts.clone()
+        }
+    };
     let mut fb = Feedback::default();
-    let analysed = islx::limited(opts, |isl| analyze_in(region, opts, isl, &mut fb));
+    let analysed = islx::limited(opts, |isl| analyze_in(region, opts, isl, started, &mut fb));
     let stopped = match analysed {
         Ok(()) => None,
         Err(e) => {
@@ -86,12 +103,14 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
     if opts.cancelled() {
         return Ok(fb);
     }
-    storage_maps(region, opts, &mut fb);
+    // A quarter of the region's isl time at most: this advice must not double a large
+    // region's analysis.
+    storage_maps(region, &left(0.25), &mut fb);
     // The models read the region's instructions one by one (before they were grouped into
     // blocks): each statement's executions are then its iterations.
     crate::gain::rate(region, &mut fb, &opts.gain);
     // The code before and after, from the ranked advice; without it the loop trees remain.
-    let code = islx::limited(opts, |isl| {
+    let code = islx::limited(&left(1.0), |isl| {
         let coarse = crate::coarsen::coarsen(region, isl);
         crate::codegen::region_code(&coarse, &fb, isl)
     });
@@ -138,10 +157,7 @@ fn storage_maps(region: &Region, opts: &Options, fb: &mut Feedback) {
             )
         }),
     };
-    // A quarter of the region's isl time at most: this advice must not double a large
-    // region's analysis.
     let mut budget = opts.clone();
-    budget.isl_max_seconds = opts.isl_max_seconds / 4.0;
     budget.isl_max_operations = opts.isl_max_operations / 2;
     let started = std::time::Instant::now();
     let found = islx::limited(&budget, |isl| crate::smo::storage(isl, region, &under));
@@ -181,6 +197,7 @@ fn analyze_in(
     region: &Region,
     opts: &Options,
     isl: &Context,
+    started: std::time::Instant,
     fb: &mut Feedback,
 ) -> Result<(), Error> {
     let mut timing = Timing::new();
@@ -220,13 +237,44 @@ fn analyze_in(
     let parallel = parallel_advice(&cx, &nest, &own, &ic, fb)?;
     timing.mark("parallel");
 
+    // The whole region gets a third of the time left; when it does not fit, the parts of
+    // its hottest nest get the rest.
+    let left = |share: f64| -> Options {
+        let rest = opts.isl_max_seconds - started.elapsed().as_secs_f64();
+        Options {
+            isl_max_seconds: (rest * share).max(0.0),
+            ..opts.clone()
+        }
+    };
     islx::fresh_budget(isl);
-    let scheduled = schedule_region(&cx, &binding, opts, fb)?;
+    let scheduled = schedule_region(&cx, &binding, &left(1.0 / 3.0), fb, true)?;
     timing.mark("schedule");
-    let skewed = has_skew(&scheduled.tree);
     let mut skipped: Vec<&'static str> = Vec::new();
-    let tiling = skew_and_tile(&cx, &nest, &scheduled, opts, fb, &mut skipped)?;
-    let components = fusion(&cx, &nest, &scheduled, &binding, opts, fb, &mut skipped)?;
+    let part = match &scheduled.failure {
+        Some(_) => parts::schedule_parts(region, &nest, &left(1.0), isl, fb, &mut skipped)?,
+        None => None,
+    };
+    let (tiling, components, skewed, schedule_note) = match (&part, &scheduled.failure) {
+        (Some(p), Some(e)) => (
+            p.tiling.clone(),
+            p.components,
+            p.skewed,
+            Some(format!(
+                "isl's scheduler stopped on the whole region ({e}); the nest of loop {} was scheduled on its own, for each iteration of the loops around it",
+                region.loops[p.root].label
+            )),
+        ),
+        _ => (
+            skew_and_tile(&cx, &nest, &scheduled, opts, fb, &mut skipped)?,
+            fusion(&cx, &nest, &scheduled, &binding, opts, fb, &mut skipped)?,
+            has_skew(&scheduled.tree),
+            scheduled
+                .failure
+                .as_ref()
+                .map(|e| format!("no tiling, skewing or fusion advice: {e}")),
+        ),
+    };
+    timing.mark("parts");
 
     timing.mark("tile");
     layout_advice(&nest, skewed, fb);
@@ -235,7 +283,7 @@ fn analyze_in(
         &nest,
         parallel.first_blocked.as_ref(),
         &skipped,
-        scheduled.failure.as_deref(),
+        schedule_note.as_deref(),
         fb,
     );
     answer_every_loop(region, &nest.chain, &own, fb);
@@ -250,7 +298,7 @@ fn analyze_in(
         .collect();
     fb.metrics = metrics(&nest, &ic, &parallel_loops, &tiling, components, skewed);
     fb.ast_before = ast_before(region, &fb.loops);
-    fb.ast_after = if skewed {
+    fb.ast_after = if skewed && part.is_none() {
         ast_after(region, &scheduled.tree, &fb.loops)
     } else {
         ast_advised(&nest, &ic.order, fb)

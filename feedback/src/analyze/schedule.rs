@@ -57,11 +57,15 @@ fn not_affine(region: &Region) -> Option<String> {
 /// Runs isl's scheduler on the region's binding dependences, within a budget of its own: when
 /// it fails or runs out, the per-loop answers (parallel, vectorize, interchange), which need
 /// only the dependences, still hold. Not affine is an answer too (see [`not_affine`]).
+///
+/// `whole`: the problem is the whole region (not a part of it, see `parts`): its schedule is
+/// then the region's, kept for the code after the advice.
 pub(super) fn schedule_region(
     cx: &Ctx<'_>,
     binding: &[usize],
     opts: &Options,
     fb: &mut Feedback,
+    whole: bool,
 ) -> Result<Scheduled, Error> {
     let isl = cx.isl;
     // The scheduler runs on contexts of its own: the problem goes there in isl's notation,
@@ -77,19 +81,22 @@ pub(super) fn schedule_region(
         None => {
             let started = std::time::Instant::now();
             let s = islx::schedule(opts, &domain, &validity, &cx.params).map_err(|e| e.to_string());
-            fb.schedule_seconds = Some(started.elapsed().as_secs_f64());
+            let spent = started.elapsed().as_secs_f64();
+            fb.schedule_seconds = Some(fb.schedule_seconds.unwrap_or(0.0) + spent);
             s
         }
     };
     Ok(match scheduled {
         Ok(s) => {
-            fb.schedule = s.text;
             fb.strategy = Some(s.strategy);
-            fb.isl_schedule = Some(crate::IslSchedule {
-                map: s.map.clone(),
-                tiled: s.tiled.clone(),
-                params: cx.params.clone(),
-            });
+            if whole {
+                fb.schedule = s.text;
+                fb.isl_schedule = Some(crate::IslSchedule {
+                    map: s.map.clone(),
+                    tiled: s.tiled.clone(),
+                    params: cx.params.clone(),
+                });
+            }
             Scheduled {
                 tree: s.tree,
                 maps: Some((union_map(isl, &s.map)?, union_map(isl, &s.tiled_check)?)),

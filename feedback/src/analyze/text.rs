@@ -20,7 +20,7 @@ pub(super) fn explain(
     nest: &Nest<'_>,
     first_blocked: Option<&(usize, String)>,
     skipped: &[&'static str],
-    schedule_failure: Option<&str>,
+    schedule_note: Option<&str>,
     fb: &mut Feedback,
 ) {
     if !fb
@@ -46,8 +46,8 @@ pub(super) fn explain(
             ),
         );
     }
-    if let Some(e) = schedule_failure {
-        add_why_not(fb, format!("no tiling, skewing or fusion advice: {e}"));
+    if let Some(note) = schedule_note {
+        add_why_not(fb, note.to_string());
     }
     let region = nest.region;
     if fb.suggestions.is_empty() && fb.why_not.is_none() {

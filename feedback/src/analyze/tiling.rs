@@ -10,7 +10,7 @@ use crate::{Error, Feedback, Options, SuggestionKind};
 use std::collections::BTreeSet;
 
 /// The deepest permutable band along the hottest statement's path.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(super) struct Tiling {
     pub(super) depth: usize,
     /// The band's statements.
