@@ -131,6 +131,24 @@ fn gauss_seidel_is_skewed_then_tiled() {
     assert_eq!(reg["metrics"]["skew"], true);
 }
 
+/// Number parsers read their string and nothing hidden: Rodinia nn's distance loop, which
+/// parses each record with `atof`, is parallel (it was serial while `atof` was unknown
+/// library code, taken to have state of its own).
+#[test]
+fn a_loop_parsing_records_with_atof_is_parallel() {
+    for opt in ["-O0", "-O2"] {
+        let r = profile("fb_atof", &[opt, "-g"], &["64"]);
+        let reg = region_at(&r, line_of("fb_atof", "NN_I") + 3);
+        let l = loop_at(reg, line_of("fb_atof", "NN_I"));
+        assert_eq!(l["parallel"], true, "{opt}: {l:#}");
+        assert!(
+            suggestion(reg, "parallelize").is_some(),
+            "{opt}: {:#}",
+            reg["suggestions"]
+        );
+    }
+}
+
 #[test]
 fn jacobi_spatial_loops_are_parallel() {
     let r = profile("fb_jacobi", &["-O1", "-g"], &["32", "8"]);

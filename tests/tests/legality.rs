@@ -1104,6 +1104,7 @@ apply_and_run_tests! {
     apply_and_run_unrolled => "legal_unrolled",
     apply_and_run_imperfect => "legal_imperfect",
     apply_and_run_recur_cols => "legal_recur_cols",
+    apply_and_run_atof => "legal_atof",
 }
 
 /// trmm's init_array at -O3, where gcc merges the i loop with the j loops inside and the

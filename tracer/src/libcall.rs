@@ -46,6 +46,11 @@ const MAX_RANGE: u64 = 1 << 32;
 /// the trace does not show; `n` is often just a large bound).
 const MAX_STRNCMP: u64 = 1 << 16;
 
+/// Bytes a number parser (`atof`, `strtod`, ...) is assumed to read: leading blanks, sign,
+/// digits, point, exponent and the byte that ends them (the longest `double` printed by
+/// `%.17g` is 24 characters).
+const MAX_NUMBER_TEXT: u64 = 32;
+
 /// How many bytes a range covers, possibly known only when the call returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Len {
@@ -252,6 +257,20 @@ fn known(name: &str, arg: &impl Fn(usize) -> Option<u64>) -> Option<CallModel> {
         "strlen" => {
             CallModel::new(1, 0, RAX).range(a(0)?, Len::Result { times: 1, plus: 1 }, false)
         }
+        // Number parsers read their string and nothing hidden (errno aside, written only on a
+        // range error): pure, as the math library is. Where the number's text ends the trace
+        // does not show: taken as MAX_NUMBER_TEXT bytes (a bound past the buffer would tie
+        // the loop to whatever lies after it).
+        "atof" => CallModel::new(1, 0, XMM0).reads(a(0)?, MAX_NUMBER_TEXT),
+        "atoi" | "atol" | "atoll" => CallModel::new(1, 0, RAX).reads(a(0)?, MAX_NUMBER_TEXT),
+        "strtod" | "strtof" | "strtold" => CallModel::new(2, 0, XMM0)
+            .reads(a(0)?, MAX_NUMBER_TEXT)
+            .writes(a(1)?, Len::Bytes(8)),
+        "strtol" | "strtoul" | "strtoll" | "strtoull" | "strtoimax" | "strtoumax" => {
+            CallModel::new(3, 0, RAX)
+                .reads(a(0)?, MAX_NUMBER_TEXT)
+                .writes(a(1)?, Len::Bytes(8))
+        }
         "memcmp" | "strncmp" => {
             let n = if base == "strncmp" {
                 a(2)?.min(MAX_STRNCMP)
@@ -395,6 +414,12 @@ mod tests {
             model(Some("__printf_chk"), args).effect,
             Some(Effect::Output)
         );
+        let m = model(Some("atof"), args);
+        assert!(m.known);
+        assert_eq!(m.effect, None);
+        assert_eq!(m.ranges.len(), 1);
+        let m = model(Some("__isoc23_strtol"), args);
+        assert!(m.known, "glibc's C23 names are the same functions");
         let m = model(Some("strcmp"), args);
         assert!(!m.known);
         assert_eq!(m.effect, Some(Effect::Unknown));

@@ -221,6 +221,24 @@ impl Scope<'_> {
             .filter(|(ctx, _)| self.inside(*ctx))
             .collect();
         keys.sort_by_key(|k| folded.insns[*k].0.first);
+        // Loads of values a library call wrote (`strtol(p, &p, 10)`'s end pointer): data
+        // from code the trace does not see, never a scalar evolution, however affine its
+        // values happen to be on this input.
+        let from_calls: rustc_hash::FxHashSet<(NodeId, u64)> = folded
+            .deps
+            .iter()
+            .filter(|((_, source, kind, through, _), ..)| {
+                *kind == DepKind::Flow
+                    && *through == Through::Memory
+                    && self.code.bytes.get(&source.pc).is_some_and(|b| {
+                        Decoder::with_ip(64, b, source.pc, DecoderOptions::NONE)
+                            .decode()
+                            .mnemonic()
+                            == Mnemonic::Call
+                    })
+            })
+            .map(|((sink, ..), ..)| (sink.context, sink.pc))
+            .collect();
         let mut formatter = IntelFormatter::new();
         let mut info = iced_x86::InstructionInfoFactory::new();
         let mut out = Statements::default();
@@ -236,7 +254,8 @@ impl Scope<'_> {
             // its own.
             let effectful_call = insn.mnemonic() == Mnemonic::Call && folded.dep_ends.contains(key);
             if !effectful_call
-                && (is_scev(meta, f, nval, &insn) || !(touches || writes_data(&insn, &mut info)))
+                && ((is_scev(meta, f, nval, &insn) && !from_calls.contains(key))
+                    || !(touches || writes_data(&insn, &mut info)))
             {
                 continue;
             }
