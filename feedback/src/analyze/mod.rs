@@ -66,6 +66,11 @@ impl Timing {
 /// the region's analysis used up its budget: the "small constant" past `--isl-max-seconds`.
 const LAST_STEPS: f64 = 0.5;
 
+/// Statements (after blocks are formed) past which a region is scheduled by parts when the
+/// whole does not fit in a third of its time: lud's main region has 141, PolyBench's hard
+/// small nests (nussinov, with 20) need all the time there is.
+const LARGE_REGION: usize = 60;
+
 /// Analyses one region. Its answers degrade, they never vanish: what the isl analysis
 /// answered before it stopped (at its budget, or on an error) stays, and every loop it left
 /// without an answer gets the answers its dependences' distances give ([`direct`]).
@@ -237,8 +242,8 @@ fn analyze_in(
     let parallel = parallel_advice(&cx, &nest, &own, &ic, fb)?;
     timing.mark("parallel");
 
-    // The whole region gets a third of the time left; when it does not fit, the parts of
-    // its hottest nest get the rest.
+    // A large region gets a third of the time left, and the parts of its hottest nest the
+    // rest when it does not fit; a small one (nussinov's nest needs 5 s) all of it.
     let left = |share: f64| -> Options {
         let rest = opts.isl_max_seconds - started.elapsed().as_secs_f64();
         Options {
@@ -247,7 +252,12 @@ fn analyze_in(
         }
     };
     islx::fresh_budget(isl);
-    let scheduled = schedule_region(&cx, &binding, &left(1.0 / 3.0), fb, true)?;
+    let whole_share = if region.statements.len() > LARGE_REGION {
+        1.0 / 3.0
+    } else {
+        1.0
+    };
+    let scheduled = schedule_region(&cx, &binding, &left(whole_share), fb, true)?;
     timing.mark("schedule");
     let mut skipped: Vec<&'static str> = Vec::new();
     let part = match &scheduled.failure {
