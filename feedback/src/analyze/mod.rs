@@ -261,8 +261,10 @@ fn analyze_in(
     timing.mark("schedule");
     let mut skipped: Vec<&'static str> = Vec::new();
     let part = match &scheduled.failure {
-        Some(_) => parts::schedule_parts(region, &nest, &left(1.0), isl, fb, &mut skipped)?,
-        None => None,
+        Some(_) if !scheduled.settled => {
+            parts::schedule_parts(region, &nest, &left(1.0), isl, fb, &mut skipped)?
+        }
+        _ => None,
     };
     let (tiling, components, skewed, schedule_note) = match (&part, &scheduled.failure) {
         (Some(p), Some(e)) => (

@@ -4,7 +4,7 @@
 //! (skewing, tiling, fusion, distribution), with the storage changes they need.
 
 use super::text::phrases;
-use crate::input::{Region, Statement};
+use crate::input::{Region, Statement, Storage};
 use crate::islx::{self, union_map, Tree};
 use crate::legality::{pct, Ctx};
 use crate::{Error, Feedback, Options, Rating, Suggestion, SuggestionKind};
@@ -20,6 +20,30 @@ pub(super) struct Scheduled {
     pub(super) tree: Tree,
     pub(super) maps: Option<(UnionMap, UnionMap)>,
     pub(super) failure: Option<String>,
+    /// The failure is an answer about the region (not affine, input and output), which its
+    /// parts would give too: they are not scheduled either.
+    pub(super) settled: bool,
+}
+
+/// Why the region is not scheduled: it does input or output, whose order is the program's
+/// (a loop that prints is serial, and nothing may move its calls).
+fn does_io(region: &Region) -> Option<String> {
+    let output = tracer::deps::Effect::Output.describe();
+    let io = region
+        .dependences
+        .iter()
+        .any(|d| matches!(&d.storage, Storage::Effect { name } if name == output));
+    if !io {
+        return None;
+    }
+    let calls = if region.library_calls.is_empty() {
+        String::new()
+    } else {
+        format!(" (calls {})", region.library_calls.join(", "))
+    };
+    Some(format!(
+        "the region does input or output{calls}, in the program's order: its loops are answered one by one, not scheduled"
+    ))
 }
 
 /// Why the region is not scheduled: most of its work at addresses that depend on data (a
@@ -76,7 +100,8 @@ pub(super) fn schedule_region(
         None => UnionMap::empty_ctx(isl).map_err(islx::isl("an empty map"))?,
     };
     let validity = islx::text(&validity)?;
-    let scheduled = match not_affine(cx.region) {
+    let settled = not_affine(cx.region).or_else(|| does_io(cx.region));
+    let scheduled = match settled.clone() {
         Some(why) => Err(why),
         None => {
             let started = std::time::Instant::now();
@@ -101,6 +126,7 @@ pub(super) fn schedule_region(
                 tree: s.tree,
                 maps: Some((union_map(isl, &s.map)?, union_map(isl, &s.tiled_check)?)),
                 failure: None,
+                settled: false,
             }
         }
         // `islx::schedule` printed the problem under POLYPROF_DEBUG_SCHEDULE.
@@ -108,6 +134,7 @@ pub(super) fn schedule_region(
             tree: Tree::Leaf,
             maps: None,
             failure: Some(e),
+            settled: settled.is_some(),
         },
     })
 }
