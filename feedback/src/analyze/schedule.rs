@@ -20,8 +20,8 @@ pub(super) struct Scheduled {
     pub(super) tree: Tree,
     pub(super) maps: Option<(UnionMap, UnionMap)>,
     pub(super) failure: Option<String>,
-    /// The failure is an answer about the region (not affine, input and output), which its
-    /// parts would give too: they are not scheduled either.
+    /// The failure is an answer about the region (not affine), which its parts would give
+    /// too: they are not scheduled either.
     pub(super) settled: bool,
 }
 
@@ -100,8 +100,10 @@ pub(super) fn schedule_region(
         None => UnionMap::empty_ctx(isl).map_err(islx::isl("an empty map"))?,
     };
     let validity = islx::text(&validity)?;
-    let settled = not_affine(cx.region).or_else(|| does_io(cx.region));
-    let scheduled = match settled.clone() {
+    // Not affine is an answer for its parts too; a part without the input and output may
+    // still be scheduled (a nest inside a time loop that prints its progress).
+    let settled = not_affine(cx.region);
+    let scheduled = match settled.clone().or_else(|| does_io(cx.region)) {
         Some(why) => Err(why),
         None => {
             let started = std::time::Instant::now();
