@@ -628,8 +628,8 @@ def region_label(r):
 
 
 def analysis_state(why):
-    """'' or an abbreviation of a region's why_not when its analysis failed or stopped at
-    isl's budget somewhere."""
+    """'' or an abbreviation of a region's why_not when its analysis failed, or a part of it
+    stopped at isl's budget or on an isl error."""
     if not why:
         return ""
     if "polyhedral analysis failed" in why:
@@ -637,20 +637,26 @@ def analysis_state(why):
         if "too large for the polyhedral scheduler" in rest:
             return "failed: isl budget"
         return "failed: " + rest[:50]
-    if "budget" not in why:
+    if "budget" not in why and "isl failed" not in why:
         return ""
+
+    def cause(text):
+        return "isl error" if text.lstrip("( ").startswith("isl failed") else "budget"
+
     tags = []
     if "polyhedral analysis stopped" in why:
-        tags.append("analysis stopped")
-    if "scheduler stopped on the whole region" in why:
-        tags.append("scheduler")
+        tags.append("analysis stopped (budget)")
+    m = re.search(r"scheduler stopped on the whole region (\([^)]*)", why)
+    if m:
+        tags.append("scheduler (%s)" % cause(m.group(1)))
     m = re.search(r"checks of (.*?) stopped at isl's budget", why)
     if m:
-        tags.append("checks of " + m.group(1).replace(" and ", "/"))
-    m = re.search(r"no ([a-z, ]*?) advice: the region is too large", why)
+        tags.append("checks of %s (budget)" % m.group(1).replace(" and ", "/"))
+    m = re.search(r"no ([a-z, ]*?) advice: (the region is too large|isl failed)", why)
     if m:
-        tags.append("no %s advice" % m.group(1).replace(", ", "/").replace(" or ", "/"))
-    return "budget: " + (", ".join(tags) or why[:50])
+        tags.append("no %s advice (%s)" % (m.group(1).replace(", ", "/").replace(" or ", "/"),
+                                           cause(m.group(2))))
+    return ", ".join(tags) or why[:50]
 
 
 class Program:
@@ -840,6 +846,16 @@ class Program:
                 log("  %s %s %s -> %s%s" % (row["region"], row["loop"], row["pragma"],
                                           row["verdict"],
                                           " (%s)" % row["detail"] if row["detail"] else ""))
+        json.dump({"baseline": self.baseline, "rows": self.arows},
+                  open(os.path.join(self.dir, "phase2.json"), "w"), indent=1)
+
+    def load_phase2(self):
+        path = os.path.join(self.dir, "phase2.json")
+        if os.path.exists(path):
+            m = json.load(open(path))
+            self.baseline, self.arows = m["baseline"], m["rows"]
+            return True
+        return False
 
     def make_variant(self, tag, rel, line, pragma):
         """A copy of the sources with the program's own `#pragma omp` lines blanked (and
@@ -957,7 +973,7 @@ class Program:
 # ------------------------------------------------------------------------------------------
 
 def fmt_table(progs):
-    hdr = ("%-14s %-5s %3s %9s %6s | %-26s %5s %5s %5s %5s %5s %-9s %5s %6s %-36s | "
+    hdr = ("%-14s %-5s %3s %9s %6s | %-26s %5s %5s %5s %5s %5s %-9s %5s %6s %-44s | "
            "%-28s %4s %4s %4s %4s %4s %s" % (
                "program", "out", "rc", "instr", "pp s", "top region", "%ops", "%aff", "TileD",
                "%||", "%simd", "reuse/P", "loops", "isl s", "analysis",
@@ -966,7 +982,7 @@ def fmt_table(progs):
     for pr in progs:
         r = pr.row()
         pa = r["paper"]
-        lines.append("%-14s %-5s %3s %9s %6s | %-26s %5s %5s %5s %5s %5s %-9s %5s %6s %-36s | "
+        lines.append("%-14s %-5s %3s %9s %6s | %-26s %5s %5s %5s %5s %5s %-9s %5s %6s %-44s | "
                      "%-28s %4s %4s %4s %4s %4s %s/%s" % (
                          r["program"], r["output"], "-" if pr.pp_rc is None else pr.pp_rc,
                          "%.2fM" % (r["instr"] / 1e6) if r["instr"] else "-",
@@ -974,7 +990,7 @@ def fmt_table(progs):
                          r["region"][:26], pct(r["ops"]), pct(r["aff"]), r["tiled"],
                          pct(r["par"]), pct(r["simd"]), r["reuse"], r["loops"],
                          "%.2f" % r["isl"] if r["isl"] is not None else "-",
-                         (r["state"] or "ok")[:36],
+                         (r["state"] or "ok")[:44],
                          pa[0], pa[1], pa[2], pa[3], pa[4], pa[5], pa[6], pa[7]))
     return lines
 
@@ -987,11 +1003,12 @@ def summary(progs):
     empty = [(p, r) for p, r in big if not r.get("all_loops")]
     budget = [(p, r) for p, r in big if "budget" in (r.get("why_not") or "")]
     failed = [(p, r) for p, r in big if "analysis failed" in (r.get("why_not") or "")]
+    islerr = [(p, r) for p, r in big if "isl failed" in (r.get("why_not") or "")]
     return ("Summary: %d programs, %d run under polyprof (report written), %d outputs same; "
             "top regions with a filled loop table: %d of %d; regions over 5%%: %d, with an "
-            "empty loop table: %d, analysis failed: %d, budget stops: %d" % (
+            "empty loop table: %d, analysis failed: %d, budget stops: %d, isl errors: %d" % (
                 len(progs), len(ran), len(same), len(filled), len([p for p in ran if p.regions()]),
-                len(big), len(empty), len(failed), len(budget)))
+                len(big), len(empty), len(failed), len(budget), len(islerr)))
 
 
 def details(progs):
@@ -1098,6 +1115,7 @@ def main():
                    "date": time.strftime("%Y-%m-%d %H:%M")}, open(meta_path, "w"))
 
     progs = []
+    shown_apply = False   # --reuse without --apply: phase 2 as the earlier run left it
     for spec in PROGRAMS:
         if only and spec["name"] not in only:
             continue
@@ -1108,6 +1126,8 @@ def main():
             if args.reuse:
                 p.load_native()
                 p.load_report()
+                if not args.apply:
+                    shown_apply = p.load_phase2() or shown_apply
             else:
                 if not p.prepare():
                     log("  " + p.error)
@@ -1125,6 +1145,7 @@ def main():
             import traceback
             traceback.print_exc()
             p.error = ("audit error: %r" % ex)[:300]
+    t1 = time.time()
     if args.apply:
         for p in progs:
             if p.report is None or p.ref is None:
@@ -1137,16 +1158,25 @@ def main():
                 traceback.print_exc()
                 p.error = (p.error or "") + " apply error: %r" % ex
     total = time.time() - t0
+    timing = "this run %.0f s (phase 1 %.0f s%s)" % (
+        total, t1 - t0, ", phase 2 %.0f s" % (total - (t1 - t0)) if args.apply else "")
+    if args.reuse:
+        timing = "tables from WORK (--reuse)%s; the run that profiled took %s" % (
+            ", phase 2 run again in %.0f s" % (total - (t1 - t0)) if args.apply else "",
+            meta.get("timing", "?") if os.path.exists(meta_path) else "?")
+    elif not only:
+        meta = json.load(open(meta_path))
+        meta["timing"] = timing
+        json.dump(meta, open(meta_path, "w"))
     out = ["Rodinia 3.1 audit of polyprof (%s, built %s; repository HEAD %s when it was "
-           "copied), %s; this run %.0f s%s" % (
-               args.polyprof, args.built, commit, time.strftime("%Y-%m-%d"), total,
-               " (--reuse: phase 1 read from WORK)" if args.reuse else ""), ""]
+           "copied), %s; %s" % (args.polyprof, args.built, commit,
+                                time.strftime("%Y-%m-%d"), timing), ""]
     out += fmt_table(progs)
     out += ["", summary(progs)]
     errs = [p for p in progs if p.error]
     out.append("Programs with an error: %s" % (
         "; ".join("%s (%s)" % (p.name, p.error) for p in errs) or "none"))
-    if args.apply:
+    if args.apply or shown_apply:
         out += [""] + apply_table(progs)
     text = "\n".join(out) + "\n"
     print(text)
