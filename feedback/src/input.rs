@@ -207,6 +207,25 @@ pub struct Region {
     pub sections: BTreeMap<String, u64>,
 }
 
+impl Region {
+    /// The statements that run inside loop `l` (an index into [`Region::loops`]).
+    pub fn statements_in(&self, l: usize) -> Vec<&Statement> {
+        self.statements
+            .iter()
+            .filter(|s| s.loops.contains(&l))
+            .collect()
+    }
+
+    /// The deepest nesting of loops around a statement.
+    pub fn loop_depth(&self) -> usize {
+        self.statements
+            .iter()
+            .map(|s| s.loops.len())
+            .max()
+            .unwrap_or(0)
+    }
+}
+
 /// A source variable declared outside loops whose iterations assign it. Wherever the compiler
 /// keeps it (a register is each thread's own in a parallel run), in the source the variable is
 /// one for all the iterations, shared by the threads unless it is made private.

@@ -687,19 +687,7 @@ impl<'a> Ctx<'a> {
             let Some(r) = self.reductions.of(c.l, &root)? else {
                 return Ok(Err(format!("it carries {}", self.describe_dep(i))));
             };
-            needs.push(Requirement {
-                change: Change::Reduction {
-                    op: r.op,
-                    fp: r.fp,
-                    array: matches!(r.storage, Storage::Array { .. }),
-                    section: r
-                        .storage
-                        .variable()
-                        .and_then(|v| self.region.sections.get(v).copied()),
-                },
-                storage: r.storage.describe(),
-                lines: r.lines.clone(),
-            });
+            needs.push(r.requirement(self.region));
             within.retain(|&k| deps[k].storage.root() != root);
         }
     }

@@ -100,6 +100,26 @@ impl<'a> Reductions<'a> {
     }
 }
 
+impl Reduction {
+    /// The storage change that runs it in parallel: OpenMP's `reduction` on its storage (a
+    /// section of it when the array is reached through a pointer).
+    pub(crate) fn requirement(&self, region: &Region) -> crate::legality::Requirement {
+        crate::legality::Requirement {
+            change: crate::legality::Change::Reduction {
+                op: self.op,
+                fp: self.fp,
+                array: matches!(self.storage, Storage::Array { .. }),
+                section: self
+                    .storage
+                    .variable()
+                    .and_then(|v| region.sections.get(v).copied()),
+            },
+            storage: self.storage.describe(),
+            lines: self.lines.clone(),
+        }
+    }
+}
+
 struct Finder<'a> {
     region: &'a Region,
     /// Asked where the distances do not decide; `None`: such a question gets the cautious

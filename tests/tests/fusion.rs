@@ -101,7 +101,9 @@ fn fusion_that_reads_unwritten_rows_is_not_suggested() {
 
 /// PolyBench's print_array: gcc computes `(i * m + j) % 20 == 0` in instructions that only the
 /// branch reads. Without control dependences, isl sets them apart in a nest of their own; no
-/// source loop splits so, and the distribution is not advised (it was, before), saying why.
+/// source loop splits so, and the distribution is not advised (it was, before), saying why:
+/// the region does input or output, so it is not scheduled (before that, the idle nest was
+/// refused for the control dependences polyprof does not model).
 #[test]
 fn branch_conditions_are_not_distributed_apart() {
     for opt in ["-O0", "-O2"] {
@@ -119,6 +121,9 @@ fn branch_conditions_are_not_distributed_apart() {
             "{opt}: {kinds:?}\n{region:#}"
         );
         let why = region["why_not"].as_str().unwrap_or("");
-        assert!(why.contains("control dependences"), "{opt}: {why}");
+        assert!(
+            why.contains("does input or output") || why.contains("control dependences"),
+            "{opt}: {why}"
+        );
     }
 }

@@ -31,11 +31,7 @@ pub(crate) fn loop_answers(region: &Region, why: &str) -> Vec<LoopInfo> {
     let reductions = Reductions::direct(region);
     let mut out = Vec::new();
     for (l, lp) in region.loops.iter().enumerate() {
-        let inside: Vec<&Statement> = region
-            .statements
-            .iter()
-            .filter(|s| s.loops.contains(&l))
-            .collect();
+        let inside = region.statements_in(l);
         let Some(depth) = inside
             .first()
             .and_then(|s| s.loops.iter().position(|&x| x == l))
@@ -111,12 +107,7 @@ pub(crate) fn carried_kinds(
     l: usize,
     depth: usize,
 ) -> Vec<String> {
-    let inside: Vec<&Statement> = region
-        .statements
-        .iter()
-        .filter(|s| s.loops.contains(&l))
-        .collect();
-    let within = deps_within(region, &inside);
+    let within = deps_within(region, &region.statements_in(l));
     let mut kinds: BTreeSet<&'static str> = BTreeSet::new();
     for i in within {
         if distances.carried_at(i, depth) == Tri::Yes && counts(&region.dependences[i]) {
@@ -213,19 +204,7 @@ fn verdict(
             // A loop-carried flow is serial unless it is a reduction.
             match reductions.of(l, root).ok().flatten() {
                 Some(r) => {
-                    needs.push(Requirement {
-                        change: Change::Reduction {
-                            op: r.op,
-                            fp: r.fp,
-                            array: matches!(r.storage, Storage::Array { .. }),
-                            section: r
-                                .storage
-                                .variable()
-                                .and_then(|v| region.sections.get(v).copied()),
-                        },
-                        storage: r.storage.describe(),
-                        lines: r.lines.clone(),
-                    });
+                    needs.push(r.requirement(region));
                     continue;
                 }
                 None => return Err(describe(region, may, flows[0])),
@@ -382,11 +361,6 @@ pub(crate) fn metrics(region: &Region, loops: &[LoopInfo], component_share: f64)
         components_before: components,
         components_after: components,
         skew: false,
-        loop_depth: region
-            .statements
-            .iter()
-            .map(|s| s.loops.len())
-            .max()
-            .unwrap_or(0),
+        loop_depth: region.loop_depth(),
     }
 }

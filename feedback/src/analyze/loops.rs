@@ -6,7 +6,7 @@
 use super::direct::{carried_kinds, stride01_share};
 use super::text::{add_why_not, parallel_text, split_reductions};
 use crate::distance::Distances;
-use crate::input::{Region, Statement};
+use crate::input::Region;
 use crate::islx;
 use crate::legality::{Ctx, Verdict};
 use crate::{Error, Feedback, LoopInfo, Rating, Suggestion, SuggestionKind};
@@ -31,11 +31,7 @@ pub(super) fn loop_verdicts(
     let distances = Distances::new(region);
     let mut own: BTreeMap<usize, Verdict> = BTreeMap::new();
     for (l, lp) in region.loops.iter().enumerate() {
-        let inside: Vec<&Statement> = region
-            .statements
-            .iter()
-            .filter(|s| s.loops.contains(&l))
-            .collect();
+        let inside = region.statements_in(l);
         if inside.is_empty() {
             continue;
         }

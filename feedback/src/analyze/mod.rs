@@ -468,11 +468,6 @@ fn metrics(
         components_before,
         components_after,
         skew: skewed,
-        loop_depth: region
-            .statements
-            .iter()
-            .map(|s| s.loops.len())
-            .max()
-            .unwrap_or(0),
+        loop_depth: region.loop_depth(),
     }
 }
