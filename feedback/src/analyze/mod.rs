@@ -286,6 +286,11 @@ fn analyze_in(
                 .map(|e| format!("no tiling, skewing or fusion advice: {e}")),
         ),
     };
+    // No schedule proposes no other structure: the components stay the program's.
+    let components = match (&part, &scheduled.failure) {
+        (None, Some(_)) => (components.0, components.0),
+        _ => components,
+    };
     timing.mark("parts");
 
     timing.mark("tile");
