@@ -150,6 +150,11 @@ pub struct Rating {
 
 /// Estimates, groups and ranks the suggestions of `fb`, reordering them best first.
 /// `region` is the region as given to the feedback stage (one statement per instruction).
+/// Instructions per run of a loop, in units of the cost of starting and joining threads,
+/// past which threads on it pay for themselves: a parallelization that gains little then
+/// does because the loop is a small part of the region, not for want of work per run.
+const LOOP_WORTH_THREADS: f64 = 10.0;
+
 pub fn rate(region: &Region, fb: &mut Feedback, opts: &GainOptions) {
     if fb.suggestions.is_empty() {
         return;
@@ -246,6 +251,18 @@ impl<'a> Model<'a> {
             .loops
             .get(l)
             .map_or_else(|| format!("L{l}"), |lp| lp.label.clone())
+    }
+
+    /// Loop `l` and the loops around it, outermost first.
+    fn around(&self, l: usize) -> Vec<usize> {
+        self.region
+            .statements
+            .iter()
+            .find_map(|s| {
+                let d = s.loops.iter().position(|&x| x == l)?;
+                Some(s.loops[..=d].to_vec())
+            })
+            .unwrap_or_else(|| vec![l])
     }
 
     fn trips(&self, l: usize) -> Option<u64> {
@@ -769,10 +786,13 @@ impl<'a> Model<'a> {
         let p = threads.min(self.trips(l).unwrap_or(u64::MAX).min(usize::MAX as u64) as usize);
         let w = self.ops_in(l) as f64;
         let t = self.total.max(1) as f64;
-        // Runs of the loop: iterations of the loops around it, in the order it runs in.
+        // Runs of the loop: iterations of the loops around it, in the order it runs in (the
+        // interchange's, when it moves this loop; else the program's own loops around it,
+        // which for a loop off the hottest nest are not that nest's).
         let order: Vec<usize> = interchange
             .and_then(|i| i.loops.iter().map(|id| self.loop_index(id)).collect())
-            .unwrap_or_else(|| self.chain.clone());
+            .filter(|o: &Vec<usize>| o.contains(&l))
+            .unwrap_or_else(|| self.around(l));
         let runs: f64 = order
             .iter()
             .take_while(|&&o| o != l)
@@ -791,6 +811,18 @@ impl<'a> Model<'a> {
             Some(Skip {
                 reason: SkipReason::OneThread,
                 text: format!("only one thread would run loop {}", self.label(l)),
+            })
+        } else if estimate < self.opts.min_gain
+            && w / runs >= LOOP_WORTH_THREADS * self.opts.fork_join_cost
+        {
+            // Each run pays for its threads; the loop is too small a part of the region.
+            Some(Skip {
+                reason: SkipReason::NoGain,
+                text: format!(
+                    "loop {} runs {:.0}% of the region's instructions: {p} threads on it speed the region up {estimate:.2}x",
+                    self.label(l),
+                    100.0 * w / t
+                ),
             })
         } else if estimate < self.opts.min_gain {
             Some(Skip {
