@@ -326,6 +326,11 @@ impl<'a> Ctx<'a> {
         })
     }
 
+    /// The dependences' distances, computed once for the region.
+    pub fn distances(&self) -> &Distances {
+        &self.distances
+    }
+
     fn copy(m: &UnionMap) -> Result<UnionMap, Error> {
         m.copy().map_err(islx::isl("copying a map"))
     }

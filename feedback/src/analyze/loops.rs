@@ -5,7 +5,6 @@
 
 use super::direct::{carried_kinds, stride01_share};
 use super::text::{add_why_not, parallel_text, split_reductions};
-use crate::distance::Distances;
 use crate::input::Region;
 use crate::islx;
 use crate::legality::{Ctx, Verdict};
@@ -28,7 +27,6 @@ pub(super) fn loop_verdicts(
             .find_map(|s| s.loops.iter().position(|&x| x == l))
             .unwrap_or(0)
     };
-    let distances = Distances::new(region);
     let mut own: BTreeMap<usize, Verdict> = BTreeMap::new();
     for (l, lp) in region.loops.iter().enumerate() {
         let inside = region.statements_in(l);
@@ -63,7 +61,7 @@ pub(super) fn loop_verdicts(
             stride01_percent: stride01_share(&inside, l),
             ops: inside.iter().map(|s| s.ops).sum(),
             why_not: None,
-            carries: carried_kinds(region, &distances, l, depth),
+            carries: carried_kinds(region, cx.distances(), l, depth),
             by_distances: false,
         });
     }
