@@ -106,6 +106,16 @@ impl Distances {
         out
     }
 
+    /// Whether dependence `i` surely relates only instances in the same iteration of the
+    /// loops at levels `0..depth` (the loops around a loop at `depth`): its values then stay
+    /// within one run of that loop. `false`: they may cross runs.
+    pub fn within_runs(&self, i: usize, depth: usize) -> bool {
+        self.deps[i].iter().all(|p| {
+            p.get(..depth)
+                .is_some_and(|o| o.iter().all(Interval::is_zero))
+        })
+    }
+
     /// Whether dependence `i` only relates instances of the same iteration of every loop
     /// around both of its ends.
     pub fn in_one_iteration(&self, i: usize) -> Tri {

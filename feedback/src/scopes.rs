@@ -128,16 +128,28 @@ impl LoopCode {
     }
 
     /// The ids of the loops in whose body `var` is declared: its scope holds some of the
-    /// loop's code and none of its function's code outside the loop.
+    /// loop's code and none of its function's code outside the loop, or, declared on a later
+    /// line than the loop statement in the loop's own function, more of the loop's code than
+    /// of the rest (gcc's scope of a block in the body takes a few instructions it hoisted
+    /// out of the loop: hotspot3D's `int c, w, e, ...` at -O2).
     pub(crate) fn declaring(all: &[LoopCode], var: &symbols::Variable) -> Vec<String> {
-        let hits = |addrs: &[u64]| {
-            var.scope.iter().any(|&(b, e)| {
-                let k = addrs.partition_point(|&a| a < b);
-                addrs.get(k).is_some_and(|&a| a < e)
-            })
+        let held = |addrs: &[u64]| {
+            var.scope
+                .iter()
+                .map(|&(b, e)| {
+                    addrs.partition_point(|&a| a < e) - addrs.partition_point(|&a| a < b)
+                })
+                .sum::<usize>()
         };
         all.iter()
-            .filter(|l| hits(&l.inside) && !hits(&l.outside))
+            .filter(|l| {
+                let (inside, outside) = (held(&l.inside), held(&l.outside));
+                let later = match (var.decl_line, l.line, &var.function, &l.function) {
+                    (Some(decl), Some(line), Some(v), Some(f)) => decl > line && v == f,
+                    _ => false,
+                };
+                inside > 0 && (outside == 0 || (later && inside > outside))
+            })
             .map(|l| l.id.clone())
             .collect()
     }
@@ -177,6 +189,14 @@ pub(crate) fn assigned_in_source(
             .map(|loc| (loc.file, loc.line))
             .collect();
         lines.extend(unrolled_loop_headers(exe, l, sources));
+        // Every line of the body in the source: gcc -O2 leaves some assignments without an
+        // instruction of their own line (heartwall's `temp = a[k]` folded into the `subsd`
+        // of a later line), yet the variable is still written by each iteration.
+        if let (Some(file), Some(line)) = (&l.file, l.line) {
+            if let Some(close) = body_end(sources, file, line) {
+                lines.extend((line + 1..=close).map(|n| (file.clone(), n)));
+            }
+        }
         let mut seen = BTreeSet::new();
         let (Some(&lo), Some(&hi)) = (l.inside.first(), l.inside.last()) else {
             continue;
@@ -276,6 +296,63 @@ fn unrolled_loop_headers(
         .collect()
 }
 
+/// The last line of the body of the loop statement at `line` of `file`, when its body is a
+/// `{ ... }` block: braces counted from the statement's line on, outside comments and
+/// literals. `None`: no block within [`MAX_SPAN`] lines.
+fn body_end(sources: &mut SourceText, file: &str, line: u32) -> Option<u32> {
+    let (mut depth, mut parens) = (0usize, 0usize);
+    let mut opened = false;
+    let mut comment = false;
+    for n in line..line.saturating_add(MAX_SPAN) {
+        let text = sources.line(file, n)?;
+        let b = text.as_bytes();
+        let mut k = 0;
+        let mut quote: Option<u8> = None;
+        while k < b.len() {
+            let c = b[k];
+            let next = b.get(k + 1).copied();
+            if comment {
+                if c == b'*' && next == Some(b'/') {
+                    comment = false;
+                    k += 1;
+                }
+            } else if let Some(q) = quote {
+                if c == b'\\' {
+                    k += 1;
+                } else if c == q {
+                    quote = None;
+                }
+            } else {
+                match (c, next) {
+                    (b'/', Some(b'/')) => break,
+                    (b'/', Some(b'*')) => {
+                        comment = true;
+                        k += 1;
+                    }
+                    (b'"' | b'\'', _) => quote = Some(c),
+                    (b'{', _) => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    (b'}', _) => {
+                        depth = depth.checked_sub(1)?;
+                        if opened && depth == 0 {
+                            return Some(n);
+                        }
+                    }
+                    (b'(', _) => parens += 1,
+                    (b')', _) => parens = parens.saturating_sub(1),
+                    // A statement ended before any block opened: the body is one statement.
+                    (b';', _) if !opened && parens == 0 => return None,
+                    _ => {}
+                }
+            }
+            k += 1;
+        }
+    }
+    None
+}
+
 /// The counter a `for` statement's line initialises: `i` in `for (i = 0; ...` or
 /// `for (int i = 0; ...`.
 fn loop_counter(text: &str) -> Option<&str> {
@@ -325,7 +402,24 @@ fn assigns(text: &str, name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{assigns, loop_counter};
+    use super::{assigns, body_end, loop_counter};
+
+    #[test]
+    fn loop_bodies_end_at_their_closing_brace() {
+        let dir = std::env::temp_dir().join(format!("polyprof-body-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("k.c");
+        std::fs::write(
+            &file,
+            "int f(int n) {\n  for (int i = 0;\n       i < n; i++) { /* { */\n    s = \"}\";\n    if (i) { t = 1; }\n  }\n  for (int j = 0; j < n; j++)\n    u = j;\n}\n",
+        )
+        .unwrap();
+        let mut sources = symbols::SourceText::default();
+        let f = file.to_str().unwrap();
+        assert_eq!(body_end(&mut sources, f, 2), Some(6));
+        assert_eq!(body_end(&mut sources, f, 7), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn loop_counters() {

@@ -1105,6 +1105,7 @@ apply_and_run_tests! {
     apply_and_run_imperfect => "legal_imperfect",
     apply_and_run_recur_cols => "legal_recur_cols",
     apply_and_run_atof => "legal_atof",
+    apply_and_run_stale => "legal_stale",
 }
 
 /// trmm's init_array at -O3, where gcc merges the i loop with the j loops inside and the

@@ -4,10 +4,12 @@
 //! registers (folded sign-extended).
 
 use super::naming::GPR_NAMES;
-use super::{insn_at, Code, InsnStream2};
+use super::{insn_at, Code, Folded2, InsnStream2};
 use crate::input::{ReduceOp, Update};
 use folder::{Folded, Label};
 use iced_x86::Mnemonic;
+use rustc_hash::{FxHashMap, FxHashSet};
+use tracer::{DepKind, NodeId, Through};
 
 /// A scalar evolution: the produced values fold into one affine function of the iteration
 /// vector, and whatever memory is read sits at one fixed address (a scalar kept in memory, as
@@ -41,6 +43,60 @@ pub(super) fn is_scev(
         return false;
     }
     (0..meta.naddr).all(|j| meta.writes.get(j).copied().unwrap_or(false) || fixed_address(f, j))
+}
+
+/// Counters the compiler keeps in memory and steps by a register that holds one value all
+/// along (heartwall at -O2: `add %r10d, 0x10(%rsp)`, the row length reloaded from a spill
+/// slot): the memory's values are an affine function of the loop counters, a scalar
+/// evolution, though the step is not an immediate. The register's producers in the region
+/// must all have produced one constant value (none: it came from before the region).
+pub(super) fn stepped_by_invariants(folded: &Folded2, code: &Code) -> FxHashSet<(NodeId, u64)> {
+    let mut feeders: FxHashMap<(NodeId, u64), Vec<(NodeId, u64)>> = FxHashMap::default();
+    for ((sink, source, kind, through, _), ..) in &folded.deps {
+        if *kind == DepKind::Flow && *through == Through::Register {
+            feeders
+                .entry((sink.context, sink.pc))
+                .or_default()
+                .push((source.context, source.pc));
+        }
+    }
+    let constant = |key: &(NodeId, u64)| {
+        let Some((meta, f)) = folded.insns.get(key) else {
+            return false;
+        };
+        let values = |p: &folder::Piece| p.labels[meta.naddr..].to_vec();
+        let Some(first) = f.pieces.first().map(values) else {
+            return false;
+        };
+        f.rejected == 0
+            && first.len() == f.labels - meta.naddr
+            && !first.is_empty()
+            && first.iter().all(
+                |l| matches!(l, Label::Affine { coeffs, .. } if coeffs.iter().all(|&c| c == 0)),
+            )
+            && f.pieces.iter().all(|p| values(p) == first)
+    };
+    folded
+        .insns
+        .iter()
+        .filter(|(key, (meta, f))| {
+            let Some(insn) = insn_at(code, key.1) else {
+                return false;
+            };
+            f.points > 0
+                && f.rejected == 0
+                && f.labels == meta.naddr
+                && matches!(insn.mnemonic(), Mnemonic::Add | Mnemonic::Sub)
+                && insn.op0_kind() == iced_x86::OpKind::Memory
+                && insn.op1_kind() == iced_x86::OpKind::Register
+                && meta.naddr > 0
+                && (0..meta.naddr).all(|j| fixed_address(f, j))
+                && feeders
+                    .get(*key)
+                    .is_none_or(|sources| sources.iter().all(&constant))
+        })
+        .map(|(key, _)| *key)
+        .collect()
 }
 
 /// Label `j` is the same constant on every point (an access to one fixed address).

@@ -34,8 +34,8 @@ pub(super) fn callee_name(insn: &iced_x86::Instruction, bin: Loaded<'_>) -> Opti
 
 /// Names the memory at `addr` for a person: a global by symbol, a heap block by allocation
 /// site, a stack slot by function.
-pub(super) fn name_memory(addr: u64, bin: Loaded<'_>, code: &Code, function: &str) -> String {
-    name_memory_at(addr, bin, code, function, true)
+pub(super) fn name_memory(addr: u64, bin: Loaded<'_>, code: &Code, frames: &[String]) -> String {
+    name_memory_at(addr, bin, code, frames, true)
 }
 
 /// `` `s` `` or `` `a`+16 ``, as globals are named.
@@ -145,13 +145,27 @@ struct FrameArray {
 /// The local variable holding stack address `addr`, from the `lea r, [rsp/rbp + disp]` (or
 /// `mov r, rsp`) that computed a pointer to it (a loop that walks a local array through a
 /// pointer register, a callee given the array): that instruction names a variable, and its
-/// last value says where that variable was.
-fn stack_array_via_lea(bin: Loaded<'_>, code: &Code, addr: u64) -> Option<FrameArray> {
+/// last value says where that variable was. With `frames` (the functions whose frames are
+/// live at the access; empty: not known), only a `lea` of one of them counts: a function
+/// that returned left its addresses to the next call's frame (hotspot3D's `readinput`
+/// buffer `str` lies where `computeTempOMP` later spills registers).
+fn stack_array_via_lea(
+    bin: Loaded<'_>,
+    code: &Code,
+    addr: u64,
+    frames: &[String],
+) -> Option<FrameArray> {
+    let live = |pc: u64| {
+        frames.is_empty()
+            || bin
+                .function_at(pc)
+                .is_some_and(|f| frames.iter().any(|g| *g == f.name))
+    };
     let mut found: Vec<(u64, FrameArray)> = code
         .heap
         .stack_leas
         .iter()
-        .filter(|&(_, &value)| value <= addr)
+        .filter(|&(&pc, &value)| value <= addr && live(pc))
         .filter_map(|(&pc, &value)| {
             let (base, disp) = crate::heap::frame_address(&insn_at(code, pc)?)?;
             let base = match base {
@@ -189,7 +203,7 @@ pub(super) fn pointer_section(addr: u64, bin: Loaded<'_>, code: &Code, pc: u64) 
     let (name, bytes) = match code.heap.block(addr) {
         Some((_, block)) => (heap_variable(bin, code, block)?.0, block.size),
         None if addr >= STACK_START => {
-            let a = stack_array_via_lea(bin, code, addr)?;
+            let a = stack_array_via_lea(bin, code, addr, &[])?;
             (a.name, a.size)
         }
         None => return None,
@@ -200,17 +214,18 @@ pub(super) fn pointer_section(addr: u64, bin: Loaded<'_>, code: &Code, pc: u64) 
 }
 
 /// The array or block holding `addr`, without the offset inside it.
-pub(super) fn name_array(addr: u64, bin: Loaded<'_>, code: &Code, function: &str) -> String {
-    name_memory_at(addr, bin, code, function, false)
+pub(super) fn name_array(addr: u64, bin: Loaded<'_>, code: &Code, frames: &[String]) -> String {
+    name_memory_at(addr, bin, code, frames, false)
 }
 
 fn name_memory_at(
     addr: u64,
     bin: Loaded<'_>,
     code: &Code,
-    function: &str,
+    frames: &[String],
     with_offset: bool,
 ) -> String {
+    let function = frames.last().map_or("?", String::as_str);
     let loc = |pc: u64| bin.source_line(pc);
     if let Some((d, off)) = bin.data_at(addr) {
         return if off == 0 || !with_offset {
@@ -244,7 +259,7 @@ fn name_memory_at(
         };
     }
     if addr >= STACK_START {
-        if let Some(a) = stack_array_via_lea(bin, code, addr) {
+        if let Some(a) = stack_array_via_lea(bin, code, addr, frames) {
             // The frame the array is in, not the function reaching it through a pointer.
             let frame = a.function.as_deref().unwrap_or(function);
             return if with_offset {

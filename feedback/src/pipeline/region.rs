@@ -2,7 +2,7 @@
 //! positions), dependences and the values crossing its border, from the folded trace, named
 //! and analysed ([`build_region`]).
 
-use super::classify::{fp_op, is_scev, update_of, writes_data};
+use super::classify::{fp_op, is_scev, stepped_by_invariants, update_of, writes_data};
 use super::naming::{
     callee_name, name_array, name_memory, pointer_section, register_name, register_variable,
     stack_variable, with_offset,
@@ -38,13 +38,14 @@ struct Scope<'a> {
 }
 
 /// The region's statements, with their reports, and by instruction (context, pc) their
-/// names; by name, the function each is in.
+/// names; by name, the functions of the frames live at each, outermost first (the last is
+/// the one it is in).
 #[derive(Default)]
 struct Statements {
     list: Vec<Statement>,
     reports: Vec<StatementReport>,
     names: HashMap<(NodeId, u64), String>,
-    functions: HashMap<String, String>,
+    functions: HashMap<String, Vec<String>>,
 }
 
 /// The region's dependences and what crosses its border, with the facts about source
@@ -239,6 +240,7 @@ impl Scope<'_> {
             })
             .map(|((sink, ..), ..)| (sink.context, sink.pc))
             .collect();
+        let stepped = stepped_by_invariants(self.folded, self.code);
         let mut formatter = IntelFormatter::new();
         let mut info = iced_x86::InstructionInfoFactory::new();
         let mut out = Statements::default();
@@ -254,7 +256,8 @@ impl Scope<'_> {
             // its own.
             let effectful_call = insn.mnemonic() == Mnemonic::Call && folded.dep_ends.contains(key);
             if !effectful_call
-                && ((is_scev(meta, f, nval, &insn) && !from_calls.contains(key))
+                && (((is_scev(meta, f, nval, &insn) || stepped.contains(key))
+                    && !from_calls.contains(key))
                     || !(touches || writes_data(&insn, &mut info)))
             {
                 continue;
@@ -289,14 +292,19 @@ impl Scope<'_> {
                     .map(|level| level.into_iter().map(u64::from).collect())
                     .collect(),
             );
-            let function_name = path
+            // The functions of the frames live at the statement, outermost first.
+            let frames: Vec<String> = path
                 .iter()
-                .rev()
-                .find_map(|&n| match tree.nodes[n].kind {
+                .filter_map(|&n| match tree.nodes[n].kind {
                     NodeKind::Func { entry, .. } => Some(self.naming.function(entry)),
                     _ => None,
                 })
-                .unwrap_or_else(|| "?".to_string());
+                .collect();
+            let frames = if frames.is_empty() {
+                vec!["?".to_string()]
+            } else {
+                frames
+            };
             let mut asm = String::new();
             formatter.format(&insn, &mut asm);
             if effectful_call {
@@ -313,7 +321,7 @@ impl Scope<'_> {
                 positions: Vec::new(),
                 domain: domain.clone(),
                 ops: f.points,
-                accesses: self.accesses(meta, f, &function_name),
+                accesses: self.accesses(meta, f, &frames),
                 fp: fp_op(insn.mnemonic()),
                 exact: f.is_exact(),
                 update: update_of(&insn),
@@ -326,7 +334,7 @@ impl Scope<'_> {
                 ops: f.points,
                 exact: f.is_exact(),
             });
-            out.functions.insert(name.clone(), function_name);
+            out.functions.insert(name.clone(), frames);
             out.names.insert(*key, name);
         }
         // Kelly positions: rank the static positions per loop level.
@@ -336,7 +344,7 @@ impl Scope<'_> {
 
     /// The memory accesses of an instruction's folded stream `f`, with their strides from its
     /// biggest piece, in function `function` (for naming stack arrays).
-    fn accesses(&self, meta: &InsnStream2, f: &Folded, function: &str) -> Vec<Access> {
+    fn accesses(&self, meta: &InsnStream2, f: &Folded, frames: &[String]) -> Vec<Access> {
         let big = f.pieces.iter().max_by_key(|p| p.points);
         // A point the statement ran at: the affine address at the origin may lie outside the
         // array when the domain does not hold the origin (a loop from 1, a reversed loop).
@@ -371,7 +379,7 @@ impl Scope<'_> {
                     size: meta.sizes.get(j).copied().unwrap_or(0),
                     write: meta.writes.get(j).copied().unwrap_or(false),
                     base,
-                    array: first.map(|a| name_array(a, self.bin, self.code, function)),
+                    array: first.map(|a| name_array(a, self.bin, self.code, frames)),
                 }
             })
             .collect()
@@ -401,10 +409,12 @@ impl Scope<'_> {
             let (cons, prod, kind, through, _) = key;
             let sink = stmts.names.get(&(cons.context, cons.pc));
             let source = stmts.names.get(&(prod.context, prod.pc));
-            let function = source
+            let region_frames = ["the region".to_string()];
+            let frames: &[String] = source
                 .or(sink)
                 .and_then(|n| stmts.functions.get(n))
-                .map_or("the region", String::as_str);
+                .map_or(&region_frames[..], Vec::as_slice);
+            let function = frames.last().map_or("the region", String::as_str);
             let register = (*through == Through::Register).then(|| {
                 let reg = register_name(*location);
                 let var = register_variable(bin, self.code, &reg, cons.pc, prod.pc);
@@ -420,6 +430,7 @@ impl Scope<'_> {
                     fixed: *fixed,
                     pcs: [cons.pc, prod.pc],
                     function,
+                    frames,
                 };
                 let storage = self.storage(through, &register, &place, loop_code, &mut out);
                 // The pc an OpenMP clause on the storage would stand at: inside the region.
@@ -534,14 +545,14 @@ impl Scope<'_> {
         loop_code: &[LoopCode],
         out: &mut Edges,
     ) -> Storage {
-        let (bin, code, function) = (self.bin, self.code, place.function);
+        let (bin, code, function, frames) = (self.bin, self.code, place.function, place.frames);
         let location = place.location;
         let array = |addr: u64| Storage::Array {
-            name: name_array(addr, bin, code, function),
+            name: name_array(addr, bin, code, frames),
         };
         let scalar = || Storage::Scalar {
             addr: location,
-            name: name_memory(location, bin, code, function),
+            name: name_memory(location, bin, code, frames),
         };
         match through {
             Through::Register => {
@@ -620,6 +631,8 @@ struct DepPlace<'a> {
     pcs: [u64; 2],
     /// The function the statements are in.
     function: &'a str,
+    /// The functions of the frames live at them, outermost first.
+    frames: &'a [String],
 }
 
 /// Sets each statement's positions to the rank of its first-execution times among the
