@@ -1174,6 +1174,7 @@ mod tests {
                 why_not: None,
                 carries: Vec::new(),
                 by_distances: false,
+                parallel_after: Vec::new(),
             })
             .collect();
         (region, loops)

@@ -242,6 +242,10 @@ pub struct SharedVariable {
     /// Ids of the loops whose code assigns it on the `for` statement of a loop around the one
     /// they are named after (so which source loop they are is uncertain): (loop id, line).
     pub merged: Vec<(String, String)>,
+    /// (loop id, line) of its assignments that compute it from its own value (`memcnt += 4`,
+    /// `k++`), in loops where no assignment sets it afresh: each iteration starts from the
+    /// previous one's value (a reduction, or an induction variable the source keeps).
+    pub steps: Vec<(String, String)>,
 }
 
 impl SharedVariable {

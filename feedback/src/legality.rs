@@ -44,6 +44,10 @@ pub enum Change {
     Expand,
     /// A scalar lives in an array element that is dead meanwhile (DeLICM).
     MapToArray,
+    /// A source variable each iteration steps from the previous one's value (an induction
+    /// variable the source keeps, `memcnt += 4`) is computed from the loop counters at the
+    /// top of each iteration instead, and made private.
+    ClosedForm,
     /// Each thread accumulates a partial result, combined with `op` after the loop (OpenMP's
     /// `reduction(op: var)`). `fp`: the operator is floating point, and combining partial
     /// results reassociates it (the result may differ in the last bits).
@@ -59,6 +63,18 @@ pub enum Change {
 }
 
 impl Change {
+    /// The source change a loop-table flag names (`parallel after copy`); `None` for the
+    /// changes an OpenMP clause makes.
+    pub fn condition(&self) -> Option<&'static str> {
+        match self {
+            Change::CopyIn => Some("copy"),
+            Change::ClosedForm => Some("substitution"),
+            Change::Expand => Some("expansion"),
+            Change::MapToArray => Some("mapping"),
+            _ => None,
+        }
+    }
+
     pub fn as_str(&self) -> &'static str {
         match self {
             Change::Privatize => "privatize",
@@ -67,6 +83,7 @@ impl Change {
             Change::CopyIn => "copy_in",
             Change::Expand => "expand",
             Change::MapToArray => "map_to_array",
+            Change::ClosedForm => "closed_form",
             Change::Reduction { .. } => "reduction",
         }
     }
@@ -104,7 +121,7 @@ impl Requirement {
     pub fn private_variable(&self) -> Option<&str> {
         if !matches!(
             self.change,
-            Change::Privatize | Change::FirstPrivate | Change::LastPrivate
+            Change::Privatize | Change::FirstPrivate | Change::LastPrivate | Change::ClosedForm
         ) {
             return None;
         }
@@ -139,6 +156,10 @@ impl Requirement {
             // Their storage already says where (`xmm1 onto `C` (line k.c:18)`).
             Change::Expand => format!("expanding {}", self.storage),
             Change::MapToArray => format!("mapping {}", self.storage),
+            Change::ClosedForm => format!(
+                "computing {} from the loop counters at the top of each iteration instead of stepping it{at}, and making it private",
+                self.storage
+            ),
             Change::Reduction { .. } => {
                 format!("a reduction on {}{at}", self.storage)
             }
@@ -716,13 +737,31 @@ impl<'a> Ctx<'a> {
                 matches!(n.change, Change::Reduction { .. })
                     && (n.storage.contains(&quoted) || n.lines.iter().any(|x| v.lines.contains(x)))
             });
-            if v.loops.contains(loop_id) && !reduced {
-                needs.push(Requirement {
-                    change: Change::Privatize,
-                    storage: v.describe(),
-                    lines: v.lines.clone(),
-                });
+            if !v.loops.contains(loop_id) || reduced {
+                continue;
             }
+            // Stepped by each iteration from the previous one's value, which the trace folded
+            // into an evolution of the counters (so no dependence carries it): private copies
+            // would start undefined (backprop's `memcnt`).
+            let steps: Vec<String> = v
+                .steps
+                .iter()
+                .filter(|(l, _)| l == loop_id)
+                .map(|(_, line)| line.clone())
+                .collect();
+            needs.push(Requirement {
+                change: if steps.is_empty() {
+                    Change::Privatize
+                } else {
+                    Change::ClosedForm
+                },
+                storage: v.describe(),
+                lines: if steps.is_empty() {
+                    v.lines.clone()
+                } else {
+                    steps
+                },
+            });
         }
     }
 
@@ -805,8 +844,9 @@ impl<'a> Ctx<'a> {
         let mut needs = Vec::new();
         // A register or stack slot holding a source variable is named by the variable: the
         // clause is written on the variable. One holding none is the compiler's temporary:
-        // the code compiled for the parallel loop gives each thread its own, initialised as
-        // the source says, so only a value read after the loop needs saying.
+        // the code compiled for the parallel loop gives each thread its own, computed from
+        // the source's variables, before, in and after the loop. (Its flow dependences are
+        // still checked, as every flow dependence is.)
         let named = self.variable_in(l, storage, &writers);
         let temporary = match storage {
             Storage::Register { .. } => true,
@@ -827,7 +867,7 @@ impl<'a> Ctx<'a> {
                 lines: Vec::new(),
             });
         }
-        if !live_out.is_empty() {
+        if !live_out.is_empty() && !temporary {
             if !self.written_last(l, &live_out)? {
                 return Ok(Err(format!(
                     "{} is written in several iterations and read after the loop (at {}), and the value read is not always the last iteration's",
@@ -865,9 +905,7 @@ impl<'a> Ctx<'a> {
             .shared_variables
             .iter()
             .filter(|v| v.loops.contains(loop_id))
-            .find(|v| {
-                v.registers.contains(reg) || v.lines.iter().any(|x| writers.contains(x))
-            })
+            .find(|v| v.registers.contains(reg) || v.lines.iter().any(|x| writers.contains(x)))
             .map_or_else(|| storage.describe(), |v| format!("`{}`", v.name))
     }
 
@@ -1121,10 +1159,19 @@ fn variable(storage: &str) -> &str {
     }
 }
 
-/// One requirement per change and variable, with the lines of all.
+/// One requirement per change and variable, with the lines of all; a variable computed from
+/// the loop counters is not also privatized (its closed form says so).
 fn merge(needs: Vec<Requirement>) -> Vec<Requirement> {
+    let closed: BTreeSet<String> = needs
+        .iter()
+        .filter(|r| r.change == Change::ClosedForm)
+        .map(|r| variable(&r.storage).to_string())
+        .collect();
     let mut by: BTreeMap<(Change, String), BTreeSet<String>> = BTreeMap::new();
     for r in needs {
+        if r.change == Change::Privatize && closed.contains(variable(&r.storage)) {
+            continue;
+        }
         by.entry((r.change, variable(&r.storage).to_string()))
             .or_default()
             .extend(r.lines);

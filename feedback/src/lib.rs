@@ -136,6 +136,9 @@ pub struct LoopInfo {
     /// Answered from the dependences' distances alone: the isl analysis stopped before it
     /// answered this loop (cautious: what the distances do not decide counts as carried).
     pub by_distances: bool,
+    /// The source changes, besides OpenMP clauses, its parallel (or reduction) verdict needs:
+    /// `copy`, `substitution`, `expansion`, `mapping` (empty: the pragma alone does).
+    pub parallel_after: Vec<String>,
 }
 
 /// What a suggestion transforms: report.json's vocabulary, shared with `reports`.

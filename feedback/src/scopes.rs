@@ -166,6 +166,8 @@ pub(crate) struct SourceAssignment {
     /// an inner loop's line. (An innermost loop named by a line of its body is its nearest `for`
     /// above.)
     pub(crate) encloses: bool,
+    /// The assignment reads the variable's own value (`memcnt += 4`, `k++`, `x = x * 2`).
+    pub(crate) steps: bool,
 }
 
 /// The variables each loop of `all` assigns on its source lines (the lines of the
@@ -240,7 +242,7 @@ pub(crate) fn assigned_in_source(
                     continue;
                 }
                 let text = sources.line(file, *line).map(str::to_string);
-                if text.as_deref().is_some_and(|t| assigns(t, &var.name)) {
+                if let Some(kind) = text.as_deref().and_then(|t| assignment(t, &var.name)) {
                     let encloses = l.file.as_ref() == Some(file)
                         && own_for.is_some_and(|own| *line < own)
                         && text.as_deref().and_then(loop_counter) == Some(var.name.as_str());
@@ -254,6 +256,7 @@ pub(crate) fn assigned_in_source(
                         loop_id: l.id.clone(),
                         line: short,
                         encloses,
+                        steps: kind == Assignment::Steps,
                     });
                 }
             }
@@ -365,10 +368,27 @@ fn loop_counter(text: &str) -> Option<&str> {
     plain.then_some(name)
 }
 
+/// How a source line assigns a variable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Assignment {
+    /// `x = ...` without `x` on the right: the value before does not matter.
+    Sets,
+    /// `x += ...`, `x++`, `--x`, `x = x * 2`: the new value is computed from the old one.
+    Steps,
+}
+
 /// Whether the C source line `text` assigns the variable `name` itself: `name = ...`,
 /// `name += ...` (any compound assignment), `name++`, `--name`; not `name == ...`, an element
 /// `name[i] = ...` or a member `p->name = ...`.
+#[cfg(test)]
 fn assigns(text: &str, name: &str) -> bool {
+    assignment(text, name).is_some()
+}
+
+/// How the C source line `text` assigns the variable `name`, if it does (see [`assigns`]):
+/// a line that both sets and steps it (`for (j = 0; ...; j++)`) sets it.
+fn assignment(text: &str, name: &str) -> Option<Assignment> {
+    let mut found = None;
     let bytes = text.as_bytes();
     let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
     let mut from = 0;
@@ -383,21 +403,42 @@ fn assigns(text: &str, name: &str) -> bool {
         if before.ends_with('.') || before.ends_with("->") {
             continue;
         }
-        if before.ends_with("++") || before.ends_with("--") {
-            return true;
-        }
         let after = text[end..].trim_start();
-        if after.starts_with("++") || after.starts_with("--") {
-            return true;
-        }
         let compound = ["+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="];
-        if compound.iter().any(|op| after.starts_with(op))
-            || (after.starts_with('=') && !after.starts_with("=="))
+        let kind = if before.ends_with("++")
+            || before.ends_with("--")
+            || after.starts_with("++")
+            || after.starts_with("--")
+            || compound.iter().any(|op| after.starts_with(op))
         {
-            return true;
+            Assignment::Steps
+        } else if after.starts_with('=') && !after.starts_with("==") {
+            // The right-hand side, to the end of the statement.
+            let rhs = after[1..].split(';').next().unwrap_or("");
+            if mentions(rhs, name) {
+                Assignment::Steps
+            } else {
+                Assignment::Sets
+            }
+        } else {
+            continue;
+        };
+        if kind == Assignment::Sets {
+            return Some(kind);
         }
+        found = Some(kind);
     }
-    false
+    found
+}
+
+/// Whether `text` names the identifier `name`.
+fn mentions(text: &str, name: &str) -> bool {
+    let bytes = text.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    text.match_indices(name).any(|(k, _)| {
+        let end = k + name.len();
+        !(k > 0 && ident(bytes[k - 1])) && !bytes.get(end).copied().is_some_and(ident)
+    })
 }
 
 #[cfg(test)]
@@ -443,5 +484,19 @@ mod tests {
         assert!(!assigns("p->t = 1;", "t"));
         assert!(!assigns("st = 1;", "t"));
         assert!(!assigns("total = 1;", "t"));
+    }
+
+    #[test]
+    fn steps_read_the_old_value() {
+        use super::{assignment, Assignment::*};
+        assert_eq!(
+            assignment("memcnt += sizeof(float);", "memcnt"),
+            Some(Steps)
+        );
+        assert_eq!(assignment("b[k++] = a[i];", "k"), Some(Steps));
+        assert_eq!(assignment("x = x * 2 + 1;", "x"), Some(Steps));
+        assert_eq!(assignment("x = xs * 2;", "x"), Some(Sets));
+        assert_eq!(assignment("for (j = 0; j <= n; j++) {", "j"), Some(Sets));
+        assert_eq!(assignment("y = 3;", "x"), None);
     }
 }

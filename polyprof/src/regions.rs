@@ -148,6 +148,7 @@ pub fn region_json(
             why_not: info.why_not.clone(),
             carries: info.carries.clone(),
             by_distances: info.by_distances,
+            parallel_after: info.parallel_after.clone(),
         })
     };
     let statements = r
@@ -316,6 +317,7 @@ mod kinds {
             Change::CopyIn => out::StorageChange::CopyIn,
             Change::Expand => out::StorageChange::Expand,
             Change::MapToArray => out::StorageChange::MapToArray,
+            Change::ClosedForm => out::StorageChange::ClosedForm,
             Change::Reduction { .. } => out::StorageChange::Reduction,
         }
     }
@@ -345,6 +347,7 @@ mod kinds {
                 Change::CopyIn,
                 Change::Expand,
                 Change::MapToArray,
+                Change::ClosedForm,
             ] {
                 let json = serde_json::to_value(change(&c)).unwrap_or_default();
                 assert_eq!(name(json), c.as_str());

@@ -530,13 +530,7 @@ fn loops_and_metrics(h: &mut String, r: &Region) {
             "<tr><td>{} {}</td><td>{}</td><td>{}</td><td class=\"num\">{:.0}%</td><td>{}{}</td></tr>",
             esc(&l.id),
             esc(&at),
-            if l.reduction {
-                "reduction"
-            } else if l.parallel {
-                "yes"
-            } else {
-                "no"
-            },
+            crate::parallel_flag(l),
             if l.permutable { "yes" } else { "no" },
             l.stride01_percent,
             esc(&l.carries.join(", ")),
@@ -689,6 +683,7 @@ mod tests {
             why_not: None,
             carries: Vec::new(),
             by_distances: false,
+            parallel_after: Vec::new(),
         };
         let advice = |kind, loops: [&str; 2], text: &str, rank| Suggestion {
             kind,

@@ -34,6 +34,11 @@ pub struct LoopEntry {
     /// loop): cautious, what they do not decide counts as carried.
     #[serde(default)]
     pub by_distances: bool,
+    /// The source changes, besides OpenMP clauses, its parallel or reduction flag needs:
+    /// `copy` (read an array from a copy made before the loop), `substitution` (compute an
+    /// induction variable from the counters), `expansion`, `mapping`. Empty: the pragma alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parallel_after: Vec<String>,
 }
 
 /// A statement: one instruction of the binary, with its iteration domain.
@@ -220,6 +225,8 @@ pub enum StorageChange {
     CopyIn,
     Expand,
     MapToArray,
+    /// An induction variable the source steps, computed from the loop counters instead.
+    ClosedForm,
     Reduction,
 }
 

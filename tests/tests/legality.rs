@@ -1106,6 +1106,7 @@ apply_and_run_tests! {
     apply_and_run_recur_cols => "legal_recur_cols",
     apply_and_run_atof => "legal_atof",
     apply_and_run_stale => "legal_stale",
+    apply_and_run_counter => "legal_counter",
 }
 
 /// trmm's init_array at -O3, where gcc merges the i loop with the j loops inside and the
@@ -1329,6 +1330,56 @@ fn hazard_last_value_loop_needs_lastprivate() {
         "`last` is written by every iteration of line {} and read after it: the loop is parallel only with `last` lastprivate (`requires`), yet:\n{}",
         src.header_line(l),
         describe(&found)
+    );
+}
+
+/// Rodinia backprop's `memcnt`: a source variable stepped by every iteration (`memcnt +=
+/// sizeof(float)`) folds into an evolution of the counters, so no dependence carries it; yet a
+/// `private(memcnt)` copy starts undefined. The advice computes it from the counters first,
+/// and prints no pragma to insert alone.
+#[test]
+fn hazard_stepped_source_variable_needs_its_closed_form() {
+    let src = source("legal_counter");
+    let l = src.header_enclosing("memcnt += sizeof(float);");
+    let outer = src.enclosing(src.headers[l].line.saturating_sub(1));
+    let on: Vec<usize> = std::iter::once(l).chain(outer).collect();
+    let all = suggested("legal_counter", &["parallelize"], &on);
+    let bad: Vec<_> = all
+        .iter()
+        .filter(|(_, s)| {
+            let text = s["text"].as_str().unwrap_or("");
+            !requires_change(s, "closed_form") || text.contains("(e.g. `#pragma")
+        })
+        .cloned()
+        .collect();
+    assert!(
+        !all.is_empty() && bad.is_empty(),
+        "`memcnt` is stepped by each iteration of the loops of line {}: parallel only after its closed form, yet:\n{}",
+        src.header_line(l),
+        describe(&bad)
+    );
+}
+
+/// Rodinia hotspot's `delta`: the c loop carries nothing, but its runs read `delta` as an
+/// earlier run left it: `private(delta)` alone would hand out uninitialised copies.
+#[test]
+fn hazard_value_from_an_earlier_run_is_firstprivate() {
+    let src = source("legal_stale");
+    let l = src.header_enclosing("out[r][c] = t[r][c] + delta;");
+    let all = suggested("legal_stale", &["parallelize"], &[l]);
+    let bad: Vec<_> = all
+        .iter()
+        .filter(|(_, s)| {
+            let text = s["text"].as_str().unwrap_or("");
+            !(text.contains("firstprivate(delta)") && text.contains("lastprivate(delta)"))
+        })
+        .cloned()
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "the runs of the loop of line {} read `delta` from earlier runs, yet:\n{}",
+        src.header_line(l),
+        describe(&bad)
     );
 }
 

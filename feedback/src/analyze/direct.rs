@@ -50,6 +50,19 @@ pub(crate) fn loop_answers(region: &Region, why: &str) -> Vec<LoopInfo> {
                 kinds.insert(kind_word(region.dependences[i].kind));
             }
         }
+        let after: Vec<String> = match &verdict {
+            Ok(needs) => {
+                let mut c: Vec<String> = needs
+                    .iter()
+                    .filter_map(|r| r.change.condition())
+                    .map(str::to_string)
+                    .collect();
+                c.sort_unstable();
+                c.dedup();
+                c
+            }
+            Err(_) => Vec::new(),
+        };
         let (parallel, reduction, text) = match verdict {
             Ok(needs) => {
                 let reduced = needs
@@ -77,6 +90,7 @@ pub(crate) fn loop_answers(region: &Region, why: &str) -> Vec<LoopInfo> {
             why_not: Some(format!("from its dependences alone ({why}): {text}")),
             carries: kinds.iter().map(|k| k.to_string()).collect(),
             by_distances: true,
+            parallel_after: after,
         });
     }
     out

@@ -7,7 +7,7 @@ use super::direct::{carried_kinds, stride01_share};
 use super::text::{add_why_not, parallel_text, split_reductions};
 use crate::input::Region;
 use crate::islx;
-use crate::legality::{Ctx, Verdict};
+use crate::legality::{Change, Ctx, Requirement, Verdict};
 use crate::{Error, Feedback, LoopInfo, Rating, Suggestion, SuggestionKind};
 use isl_rs::UnionMap;
 use std::collections::{BTreeMap, BTreeSet};
@@ -63,9 +63,25 @@ pub(super) fn loop_verdicts(
             why_not: None,
             carries: carried_kinds(region, cx.distances(), l, depth),
             by_distances: false,
+            parallel_after: conditions(&verdict),
         });
     }
     Ok(own)
+}
+
+/// The source changes (besides clauses) a legal verdict needs, for the loop table's flag.
+pub(super) fn conditions(verdict: &Verdict) -> Vec<String> {
+    let Verdict::Legal(needs) = verdict else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = needs
+        .iter()
+        .filter_map(|r| r.change.condition())
+        .map(str::to_string)
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// Advice naming a loop the compiler merged with an enclosing one is withheld, as its
@@ -99,6 +115,56 @@ pub(super) fn withhold_on_merged_loops(region: &Region, fb: &mut Feedback) {
             let left: Vec<SuggestionKind> = fb.suggestions.iter().map(|s| s.kind).collect();
             fb.suggestions.retain(|s| {
                 s.rating.enables.is_empty() || s.rating.enables.iter().any(|k| left.contains(k))
+            });
+        }
+    }
+}
+
+/// A source variable stepped by a loop's iterations (`memcnt += 4`) folds into an evolution of
+/// the counters, so no dependence carries it; but the values it steps through follow the
+/// iterations' order. Advice that reorders that loop's iterations (parallel, vectorized,
+/// interchanged, tiled, skewed, fused, distributed) holds only once the variable is computed
+/// from the counters: each such suggestion requires it and says so.
+pub(super) fn require_closed_forms(region: &Region, fb: &mut Feedback) {
+    use SuggestionKind as K;
+    for s in &mut fb.suggestions {
+        if !matches!(
+            s.kind,
+            K::Interchange
+                | K::Skew
+                | K::Tile
+                | K::Parallelize
+                | K::Vectorize
+                | K::Fuse
+                | K::Distribute
+        ) {
+            continue;
+        }
+        for v in &region.shared_variables {
+            let lines: Vec<String> = v
+                .steps
+                .iter()
+                .filter(|(l, _)| s.loops.contains(l))
+                .map(|(_, line)| line.clone())
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let quoted = format!("`{}`", v.name);
+            let has = s
+                .requires
+                .iter()
+                .any(|r| r.change == Change::ClosedForm && r.storage.contains(&quoted));
+            if lines.is_empty() || has {
+                continue;
+            }
+            s.text.push_str(&format!(
+                " First compute {quoted} from the loop counters at the top of each iteration instead of stepping it (at {}): the new order would step it through other values.",
+                lines.join(", ")
+            ));
+            s.requires.push(Requirement {
+                change: Change::ClosedForm,
+                storage: quoted,
+                lines,
             });
         }
     }

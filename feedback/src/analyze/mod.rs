@@ -31,7 +31,7 @@ use code::{ast_advised, ast_after, ast_before};
 use fusion::fusion;
 pub(crate) use interchange::layout;
 use interchange::{interchange, Interchanged};
-use loops::{answer_every_loop, loop_verdicts, withhold_on_merged_loops};
+use loops::{answer_every_loop, loop_verdicts, require_closed_forms, withhold_on_merged_loops};
 use parallel::parallel_advice;
 use schedule::{has_skew, schedule_region};
 use text::{add_why_not, explain};
@@ -296,6 +296,7 @@ fn analyze_in(
     timing.mark("tile");
     layout_advice(&nest, skewed, fb);
     withhold_on_merged_loops(region, fb);
+    require_closed_forms(region, fb);
     explain(
         &nest,
         parallel.first_blocked.as_ref(),

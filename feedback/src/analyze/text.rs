@@ -113,10 +113,13 @@ fn sharing_clauses(needs: &[Requirement]) -> Vec<String> {
             .collect()
     };
     let (first, last) = (named(Change::FirstPrivate), named(Change::LastPrivate));
-    let private: Vec<&str> = named(Change::Privatize)
+    let mut private: Vec<&str> = named(Change::Privatize)
         .into_iter()
+        .chain(named(Change::ClosedForm))
         .filter(|v| !first.contains(v) && !last.contains(v))
         .collect();
+    private.sort_unstable();
+    private.dedup();
     [
         ("private", private),
         ("firstprivate", first),
@@ -143,6 +146,13 @@ pub(super) fn parallel_text(
         .chain(clauses.iter().cloned())
         .collect::<Vec<_>>()
         .join(" ");
+    if needs.iter().any(|r| r.change == Change::ClosedForm) {
+        // The pragma alone would break the program: it comes after the rewrite, and says so.
+        return format!(
+            "Run loop {label} in parallel{inside} after {}: then no dependence is carried by it, and the loop takes `{pragma}`.",
+            phrases(needs)
+        );
+    }
     if clauses.is_empty() && others.is_empty() {
         return format!(
             "Run loop {label} in parallel (e.g. `{pragma}`){inside}: no dependence of any kind is carried by it."

@@ -391,7 +391,10 @@ impl Scope<'_> {
         let bin = self.bin;
         let mut out = Edges::default();
         let mut sources = SourceText::default();
+        // Per variable and loop: whether any of its assignments there sets it afresh.
+        let mut sets: BTreeMap<(String, String), bool> = BTreeMap::new();
         for a in crate::scopes::assigned_in_source(bin.exe, loop_code, &mut sources) {
+            *sets.entry((a.name.clone(), a.loop_id.clone())).or_default() |= !a.steps;
             let v = out
                 .shared
                 .entry(a.name.clone())
@@ -402,8 +405,18 @@ impl Scope<'_> {
             if a.encloses {
                 v.merged.push((a.loop_id.clone(), a.line.clone()));
             }
+            if a.steps {
+                v.steps.push((a.loop_id.clone(), a.line.clone()));
+            }
             v.loops.push(a.loop_id);
             v.lines.push(a.line);
+        }
+        // Only stepped, never set: the loop's iterations each start from the previous one's
+        // value.
+        for v in out.shared.values_mut() {
+            let name = v.name.clone();
+            v.steps
+                .retain(|(l, _)| sets.get(&(name.clone(), l.clone())) == Some(&false));
         }
         for (key, f, multi, location, fixed) in &self.folded.deps {
             let (cons, prod, kind, through, _) = key;
