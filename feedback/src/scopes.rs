@@ -437,7 +437,9 @@ fn mentions(text: &str, name: &str) -> bool {
     let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
     text.match_indices(name).any(|(k, _)| {
         let end = k + name.len();
-        !(k > 0 && ident(bytes[k - 1])) && !bytes.get(end).copied().is_some_and(ident)
+        let glued_before = k > 0 && ident(bytes[k - 1]);
+        let glued_after = bytes.get(end).copied().is_some_and(ident);
+        !glued_before && !glued_after
     })
 }
 

@@ -159,7 +159,7 @@ fn stack_array_via_lea(
         frames.is_empty()
             || bin
                 .function_at(pc)
-                .is_some_and(|f| frames.iter().any(|g| *g == f.name))
+                .is_some_and(|f| frames.contains(&f.name))
     };
     let mut found: Vec<(u64, FrameArray)> = code
         .heap
