@@ -29,6 +29,9 @@ use crate::Error;
 use isl_rs::{Context, UnionMap, UnionSet};
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Longest dependence relation a sentence quotes (`{ S0[i0] -> S0[-1 + i0] : 0 < i0 <= 63 }`).
+const SHORT_RELATION: usize = 100;
+
 /// A storage change a suggestion needs before it is legal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Change {
@@ -582,28 +585,34 @@ impl<'a> Ctx<'a> {
         Ok(out)
     }
 
-    /// A dependence for a person: kind, storage, statements and relation (abbreviated when
-    /// long).
+    /// A dependence for a person: kind, storage, the source lines of its ends, and its
+    /// relation when short. A long relation stays in report.json's `dependences`: a why-not
+    /// quoting one ran to thousands of characters.
     pub fn describe_dep(&self, i: usize) -> String {
         let d = &self.region.dependences[i];
-        let label = |name: &str| {
-            self.region
-                .statements
-                .iter()
-                .find(|s| s.name == name)
-                .map_or(name.to_string(), |s| format!("{} ({})", s.name, s.label))
-        };
         let kind = match d.kind {
             DepKind::Flow => "a flow",
             DepKind::Anti => "an anti",
             DepKind::Output => "an output",
         };
+        let (from, to) = (
+            line_of(self.region, &d.source),
+            line_of(self.region, &d.sink),
+        );
+        let ends = if from == to {
+            format!("at {from}")
+        } else {
+            format!("from {from} to {to}")
+        };
+        let relation = d.relation.isl_text();
+        let pairs = if relation.len() <= SHORT_RELATION {
+            relation
+        } else {
+            format!("{} to {}", d.source, d.sink)
+        };
         format!(
-            "{kind} dependence through {} from {} to {}: {}",
-            d.storage.describe(),
-            label(&d.source),
-            label(&d.sink),
-            abbreviated(&d.relation.isl_text())
+            "{kind} dependence through {} {ends} ({pairs})",
+            d.storage.describe()
         )
     }
 
@@ -845,11 +854,12 @@ impl<'a> Ctx<'a> {
         // A register or stack slot holding a source variable is named by the variable: the
         // clause is written on the variable. One holding none is the compiler's temporary:
         // the code compiled for the parallel loop gives each thread its own, computed from
-        // the source's variables, before, in and after the loop. (Its flow dependences are
-        // still checked, as every flow dependence is.)
+        // the source's variables (its flow dependences are still checked, as every flow
+        // dependence is). A value read after the loop is still said: debug information may
+        // have lost the variable it is (legal_last's `last` at -O2).
         let named = self.variable_in(l, storage, &writers);
         let temporary = match storage {
-            Storage::Register { .. } => true,
+            Storage::Register { var, .. } => var.is_none(),
             Storage::Scalar { name, .. } => name.starts_with("a stack slot"),
             _ => false,
         } && named == storage.describe();
@@ -867,7 +877,7 @@ impl<'a> Ctx<'a> {
                 lines: Vec::new(),
             });
         }
-        if !live_out.is_empty() && !temporary {
+        if !live_out.is_empty() {
             if !self.written_last(l, &live_out)? {
                 return Ok(Err(format!(
                     "{} is written in several iterations and read after the loop (at {}), and the value read is not always the last iteration's",
@@ -1226,27 +1236,4 @@ pub(crate) fn kelly_map(
 /// Per-statement schedule maps as one union map.
 pub(crate) fn schedule_map(ctx: &Context, maps: &[Polyhedra]) -> Result<UnionMap, Error> {
     crate::poly::union_of_maps(ctx, maps)
-}
-
-/// A relation's text for a sentence: whole when short, else its first pieces and where the
-/// rest is (a dependence carried through printed output can fold into a hundred pieces).
-fn abbreviated(text: &str) -> String {
-    const MAX: usize = 240;
-    if text.len() <= MAX {
-        return text.to_string();
-    }
-    let mut end = MAX;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    // At the end of a piece when one ends early enough to say something.
-    let cut = match text[..end].rfind("; ") {
-        Some(k) if k > MAX / 3 => k + 1,
-        _ => end,
-    };
-    format!(
-        "{} ... }} ({} more characters; report.json has the whole relation)",
-        &text[..cut],
-        text.len() - cut
-    )
 }

@@ -928,6 +928,14 @@ class Program:
         if not m:
             row.update(verdict="not-applied", detail="the text prints no #pragma")
             return row
+        rewrites = [r.get("storage", "") for r in reqs if r.get("change") == "closed_form"]
+        if rewrites:
+            # The text gives the pragma for after a source rewrite it names (an induction
+            # variable computed from the counters): inserting it alone is not its advice.
+            row.update(verdict="needs-rewrite",
+                       detail="the pragma follows computing %s from the counters"
+                       % ", ".join(rewrites))
+            return row
         loc = (loops.get(lids[0]) or {}).get("location") if len(lids) == 1 else None
         if not loc or not loc.get("file") or not loc.get("line"):
             row.update(verdict="not-applied", detail="loop %s has no source location" % lids)
