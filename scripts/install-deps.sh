@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages polyprof's build and tests need, when they are missing:
-# a C compiler (the tests and examples compile C kernels), objcopy (the tests split debug
+# a C compiler (the tests and examples compile C kernels), gfortran (the tests compile a
+# Fortran kernel), objcopy (the tests split debug
 # files off a binary), make, autoconf, automake and libtool (isl's build, for the polyhedral
 # stages), and Chromium (the tests load the flame graph in a headless browser). Uses apt-get
 # (Debian, Ubuntu).
@@ -8,6 +9,7 @@ set -euo pipefail
 
 need=()
 command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+command -v gfortran >/dev/null 2>&1 || need+=(gfortran)
 command -v objcopy >/dev/null 2>&1 || need+=(binutils)
 command -v make >/dev/null 2>&1 || need+=(make)
 command -v autoconf >/dev/null 2>&1 || need+=(autoconf)

@@ -205,6 +205,9 @@ pub struct Region {
     /// pointer's elements the array spans, for the section an OpenMP clause must name
     /// (`reduction(+: y[0:len])`; a pointer cannot be reduced whole).
     pub sections: BTreeMap<String, u64>,
+    /// The source language of the region's code (its hottest statement's compilation unit):
+    /// the advice's directives are written in it.
+    pub language: symbols::Language,
 }
 
 impl Region {

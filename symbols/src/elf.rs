@@ -796,6 +796,12 @@ impl ElfFile {
         self.vars.locals_within(&self.var_sources(), lo, hi)
     }
 
+    /// The source language of the compilation unit holding link-time address `pc`, from
+    /// DWARF (`None` without debug information).
+    pub fn language(&self, pc: u64) -> Option<crate::Language> {
+        self.vars.language_at(&self.var_sources(), pc)
+    }
+
     /// The source variable whose frame slot holds the address
     /// `base + disp` at link-time `pc`, where `base` is the DWARF number of
     /// the memory operand's base register (`rbp` = 6 or `rsp` = 7, see

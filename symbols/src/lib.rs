@@ -48,7 +48,7 @@ pub use loaded::{LinkAddr, Loaded};
 pub use maps::{parse_proc_maps, read_proc_maps, Mapping};
 pub use source::SourceText;
 pub use symbolizer::{Resolved, Symbolizer};
-pub use vars::{dwarf_register, dwarf_register_name, regs, Variable, VariableKind};
+pub use vars::{dwarf_register, dwarf_register_name, regs, Language, Variable, VariableKind};
 
 use std::fmt;
 

@@ -102,6 +102,11 @@ impl<'a> Loaded<'a> {
         self.exe.variable_in_register(self.link(pc).0, reg)
     }
 
+    /// See [`ElfFile::language`].
+    pub fn language(&self, pc: u64) -> Option<crate::Language> {
+        self.exe.language(self.link(pc).0)
+    }
+
     /// See [`ElfFile::stack_variable`].
     pub fn stack_variable(&self, pc: u64, base: u16, disp: i64) -> Option<Variable> {
         self.exe.stack_variable(self.link(pc).0, base, disp)

@@ -96,3 +96,40 @@ fn arrays_named_where_debug_information_describes_them_late_o2() {
     assert!(has(&names, &b), "{names:?}");
     assert!(!names.iter().any(|n| n.contains("`p`")), "{names:?}");
 }
+
+/// Advice in the program's own language: a Fortran program's parallel loops get Fortran's
+/// OpenMP directive (`!$omp parallel do`), and no C pragma anywhere, at -O0 and -O2. (At -O0
+/// gfortran's scalar SSE writes keep a register's upper half, which reads as a value carried
+/// out of the loops: no parallel loop is suggested there yet.)
+#[test]
+fn fortran_gets_fortran_directives() {
+    for opt in ["-O0", "-O2"] {
+        let k = tests::compile_fortran("fmatmul", &[opt, "-g"]);
+        let run = tests::polyprof(
+            polyprof_bin!(),
+            &[
+                std::ffi::OsStr::new("--region-threshold"),
+                std::ffi::OsStr::new("1"),
+                k.path.as_os_str(),
+            ],
+            b"",
+        );
+        assert_eq!(run.output.code(), 0, "{}", run.output.stderr);
+        let r = run.report();
+        let texts: Vec<&str> = r["regions"]
+            .as_array()
+            .expect("regions")
+            .iter()
+            .flat_map(|reg| reg["suggestions"].as_array().into_iter().flatten())
+            .filter_map(|s| s["text"].as_str())
+            .collect();
+        assert!(
+            opt == "-O0" || texts.iter().any(|t| t.contains("`!$omp parallel do")),
+            "{opt}: no Fortran directive in {texts:#?}"
+        );
+        assert!(
+            !texts.iter().any(|t| t.contains("#pragma")),
+            "{opt}: a C pragma for Fortran in {texts:#?}"
+        );
+    }
+}

@@ -297,6 +297,9 @@ fn analyze_in(
     layout_advice(&nest, skewed, fb);
     withhold_on_merged_loops(region, fb);
     require_closed_forms(region, fb);
+    for s in &mut fb.suggestions {
+        s.text = text::in_language(&s.text, region.language);
+    }
     explain(
         &nest,
         parallel.first_blocked.as_ref(),

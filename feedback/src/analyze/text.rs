@@ -203,6 +203,18 @@ pub(super) fn parallel_text(
     text
 }
 
+/// A suggestion's sentence in the region's source language: Fortran spells OpenMP's
+/// directives `!$omp parallel do` and `!$omp simd` (the clauses read the same). C, C++ and
+/// what is not told apart keep `#pragma omp`.
+pub(crate) fn in_language(text: &str, language: symbols::Language) -> String {
+    match language {
+        symbols::Language::Fortran => text
+            .replace("`#pragma omp parallel for", "`!$omp parallel do")
+            .replace("`#pragma omp simd", "`!$omp simd"),
+        _ => text.to_string(),
+    }
+}
+
 /// The vectorize suggestion's sentence.
 pub(super) fn vectorize_text(label: &str, needs: &[Requirement], share: f64) -> String {
     let (clauses, others) = split_reductions(needs);

@@ -106,6 +106,12 @@ pub(super) fn build_region(
         .map(|(_, (_, f))| f.exact_points())
         .sum();
     let trips = scope.trips(&stmts, loops.len());
+    let language = stmts
+        .reports
+        .iter()
+        .max_by_key(|s| s.ops)
+        .and_then(|s| naming.loaded().language(s.pc))
+        .unwrap_or_default();
     let input = Region {
         loops,
         statements: stmts.list,
@@ -128,6 +134,7 @@ pub(super) fn build_region(
             .collect(),
         declared_in: edges.declared_in,
         sections: edges.sections,
+        language,
     };
     // A region isl cannot schedule is still reported, with the reason.
     let feedback = analyze_region(&input, &opts.feedback).unwrap_or_else(|e| Feedback {

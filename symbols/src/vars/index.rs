@@ -117,6 +117,8 @@ pub(crate) struct CuIndex {
     /// variables in abstract or malformed scopes): checked on every query.
     loose: Vec<LocEntry>,
     pub(crate) statics: Vec<StaticEntry>,
+    /// The unit's source language (`DW_AT_language`).
+    pub(crate) language: Option<DwLang>,
 }
 
 impl CuIndex {
@@ -359,6 +361,7 @@ impl Builder<'_> {
                     entry.attr_value(gimli::DW_AT_language)
                 {
                     self.lower_bound = default_lower_bound(lang);
+                    self.out.language = Some(lang);
                 }
                 continue;
             }

@@ -225,6 +225,16 @@ impl VarCache {
         })
     }
 
+    /// The source language of the unit holding link-time address `pc`.
+    pub(crate) fn language_at(&self, src: &Sources<'_>, pc: u64) -> Option<Language> {
+        let index = self.index(src)?;
+        index
+            .units_at(pc)
+            .into_iter()
+            .find_map(|u| index.cu(u)?.language)
+            .map(Language::from_dwarf)
+    }
+
     pub(crate) fn locals_within(&self, src: &Sources<'_>, lo: u64, hi: u64) -> Vec<Variable> {
         let Some(index) = self.index(src) else {
             return Vec::new();
@@ -265,6 +275,40 @@ impl VarCache {
                 };
                 inside.then(|| variable(cu, s.var, s.var_offset.saturating_add(delta)))
             })
+    }
+}
+
+/// A program's source language, as advice must speak it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Language {
+    /// C, and anything not told apart below (its OpenMP is C's).
+    #[default]
+    C,
+    /// C++: OpenMP as in C.
+    Cpp,
+    /// Fortran: `!$omp` directives, column-major arrays.
+    Fortran,
+    /// Rust: rayon rather than OpenMP.
+    Rust,
+}
+
+impl Language {
+    fn from_dwarf(lang: gimli::DwLang) -> Language {
+        use gimli::constants as c;
+        match lang {
+            c::DW_LANG_C_plus_plus
+            | c::DW_LANG_C_plus_plus_03
+            | c::DW_LANG_C_plus_plus_11
+            | c::DW_LANG_C_plus_plus_14 => Language::Cpp,
+            c::DW_LANG_Fortran77
+            | c::DW_LANG_Fortran90
+            | c::DW_LANG_Fortran95
+            | c::DW_LANG_Fortran03
+            | c::DW_LANG_Fortran08
+            | c::DW_LANG_Fortran18 => Language::Fortran,
+            c::DW_LANG_Rust => Language::Rust,
+            _ => Language::C,
+        }
     }
 }
 
