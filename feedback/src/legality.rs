@@ -671,6 +671,9 @@ impl<'a> Ctx<'a> {
         };
         self.privatize_shared(l, &mut needs);
         let inside = self.inside(l);
+        if let Err(why) = self.borders_of_shared(l, &inside, &mut needs)? {
+            return Ok(Verdict::Blocked(why));
+        }
         for (storage, idx) in self.renamable(&carried, &within, renamed)? {
             let change = match storage {
                 Storage::Effect { .. } => Err(format!("it carries {}", self.describe_dep(idx[0]))),
@@ -730,6 +733,66 @@ impl<'a> Ctx<'a> {
             needs.push(r.requirement(self.region));
             within.retain(|&k| deps[k].storage.root() != root);
         }
+    }
+
+    /// A source variable privatized by name whose value comes into the loop from before it
+    /// (read in an iteration that does not assign it first: hotspot's `delta`, assigned on
+    /// the borders only) starts each thread's copy from that value: `firstprivate`; one whose
+    /// value is read after the loop keeps the last iteration's: `lastprivate`, legal only
+    /// when the last iteration always writes it (`Err`: why not). Its flows are found by the
+    /// variable's name, wherever the compiler kept it.
+    fn borders_of_shared(
+        &self,
+        l: usize,
+        inside: &BTreeSet<&str>,
+        needs: &mut Vec<Requirement>,
+    ) -> Result<Result<(), String>, Error> {
+        let named: Vec<String> = needs
+            .iter()
+            .filter(|r| r.change == Change::Privatize)
+            .filter_map(|r| r.private_variable().map(str::to_string))
+            .collect();
+        for name in named {
+            let is_it = |s: &Storage| match s {
+                Storage::Register { var: Some(v), .. } => *v == name,
+                Storage::Scalar { .. } => {
+                    s.variable().map(|v| v.trim_matches('`')) == Some(name.as_str())
+                }
+                _ => false,
+            };
+            let quoted = format!("`{name}`");
+            let has = |change: Change, needs: &[Requirement]| {
+                needs
+                    .iter()
+                    .any(|r| r.change == change && r.storage.contains(&quoted))
+            };
+            if !has(Change::FirstPrivate, needs)
+                && !self
+                    .crossing_of(Crossing::In, l, &is_it, inside)?
+                    .is_empty()
+            {
+                needs.push(Requirement {
+                    change: Change::FirstPrivate,
+                    storage: quoted.clone(),
+                    lines: Vec::new(),
+                });
+            }
+            let live_out = self.crossing_of(Crossing::Out, l, &is_it, inside)?;
+            if !has(Change::LastPrivate, needs) && !live_out.is_empty() {
+                if !self.written_last(l, &live_out)? {
+                    return Ok(Err(format!(
+                        "{quoted} is assigned in some iterations and read after the loop (at {}), and the value read is not always the last iteration's",
+                        outside_lines(&live_out)
+                    )));
+                }
+                needs.push(Requirement {
+                    change: Change::LastPrivate,
+                    storage: quoted,
+                    lines: Vec::new(),
+                });
+            }
+        }
+        Ok(Ok(()))
     }
 
     /// Variables held in registers: the register is each thread's own, but the variable,
@@ -999,9 +1062,20 @@ impl<'a> Ctx<'a> {
         inside: &BTreeSet<&str>,
     ) -> Result<Vec<Crossed>, Error> {
         let root = storage.root();
+        self.crossing_of(way, l, &|s: &Storage| s.root() == root, inside)
+    }
+
+    /// [`Ctx::crossing`] for the storages `mine` accepts.
+    fn crossing_of(
+        &self,
+        way: Crossing,
+        l: usize,
+        mine_storage: &dyn Fn(&Storage) -> bool,
+        inside: &BTreeSet<&str>,
+    ) -> Result<Vec<Crossed>, Error> {
         let mut out = Vec::new();
         for (i, d) in self.region.dependences.iter().enumerate() {
-            if d.kind != DepKind::Flow || d.storage.root() != root {
+            if d.kind != DepKind::Flow || !mine_storage(&d.storage) {
                 continue;
             }
             let (mine, other) = match way {
@@ -1039,7 +1113,7 @@ impl<'a> Ctx<'a> {
             Crossing::Out => &self.region.live_out,
         };
         for (k, b) in borders.iter().enumerate() {
-            if b.storage.root() == root && inside.contains(b.stmt.as_str()) {
+            if mine_storage(&b.storage) && inside.contains(b.stmt.as_str()) {
                 let pairs = match way {
                     Crossing::Out => Some(Self::copy(&self.outs[k])?),
                     Crossing::In => None,

@@ -67,7 +67,10 @@ impl LoopCode {
                 });
                 let (function, file) = match statement {
                     Some((function, file)) => (function, Some(file)),
-                    None => (None, None),
+                    // No instruction on the loop's line: the function its code mostly runs
+                    // in (particlefilter's loop at line 401, whose header gcc attributes to
+                    // the `randn` inlined into it, is `main`'s).
+                    None => (mostly_in(bin.exe, &inside), None),
                 };
                 Some(LoopCode {
                     id: l.id.clone(),
@@ -124,14 +127,18 @@ impl LoopCode {
             (Some(decl), Some(line)) => decl < line,
             _ => held(&self.outside) > 0,
         };
-        same_function && before && 2 * held(&self.inside) > self.inside.len()
+        // A scope holding none of the function's code outside the loop is in its body (an
+        // inlined callee's: particlefilter's `cosine`, `randn`'s, declared on an earlier line
+        // of the file and placed in `main` by debug information).
+        let within = held(&self.outside) == 0 && !self.outside.is_empty();
+        same_function && before && !within && 2 * held(&self.inside) > self.inside.len()
     }
 
     /// The ids of the loops in whose body `var` is declared: its scope holds some of the
     /// loop's code and none of its function's code outside the loop, or, declared on a later
-    /// line than the loop statement in the loop's own function, more of the loop's code than
-    /// of the rest (gcc's scope of a block in the body takes a few instructions it hoisted
-    /// out of the loop: hotspot3D's `int c, w, e, ...` at -O2).
+    /// line than the loop statement in the loop's own function or in a function inlined into
+    /// it, more of the loop's code than of the rest (gcc's scope of a block in the body takes
+    /// a few instructions it hoisted out of the loop: hotspot3D's `int c, w, e, ...` at -O2).
     pub(crate) fn declaring(all: &[LoopCode], var: &symbols::Variable) -> Vec<String> {
         let held = |addrs: &[u64]| {
             var.scope
@@ -148,11 +155,25 @@ impl LoopCode {
                     (Some(decl), Some(line), Some(v), Some(f)) => decl > line && v == f,
                     _ => false,
                 };
-                inside > 0 && (outside == 0 || (later && inside > outside))
+                // A local of a function inlined into the loop's body: each call has its own
+                // (particlefilter's `cosine`, `randn`'s, at line 401).
+                let callee = matches!((&var.function, &l.function), (Some(v), Some(f)) if v != f);
+                inside > 0 && (outside == 0 || ((later || callee) && inside > outside))
             })
             .map(|l| l.id.clone())
             .collect()
     }
+}
+
+/// The function (outermost frame, out of line) most of the instructions at `pcs` are in.
+fn mostly_in(exe: &symbols::ElfFile, pcs: &[u64]) -> Option<String> {
+    let mut count: std::collections::BTreeMap<String, usize> = Default::default();
+    for &pc in pcs {
+        if let Some(f) = exe.frames(pc).into_iter().last().and_then(|f| f.function) {
+            *count.entry(f).or_default() += 1;
+        }
+    }
+    count.into_iter().max_by_key(|(_, n)| *n).map(|(f, _)| f)
 }
 
 /// A variable declared outside a loop and assigned on one of the loop's source lines.
@@ -388,6 +409,8 @@ fn assigns(text: &str, name: &str) -> bool {
 /// How the C source line `text` assigns the variable `name`, if it does (see [`assigns`]):
 /// a line that both sets and steps it (`for (j = 0; ...; j++)`) sets it.
 fn assignment(text: &str, name: &str) -> Option<Assignment> {
+    let text = code_of(text);
+    let text = text.as_str();
     let mut found = None;
     let bytes = text.as_bytes();
     let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
@@ -409,9 +432,18 @@ fn assignment(text: &str, name: &str) -> Option<Assignment> {
             || before.ends_with("--")
             || after.starts_with("++")
             || after.starts_with("--")
-            || compound.iter().any(|op| after.starts_with(op))
         {
             Assignment::Steps
+        } else if let Some(op) = compound.iter().find(|op| after.starts_with(**op)) {
+            // Stepped by what does not vary (`memcnt += sizeof(float)`): an induction
+            // variable. Stepped by data (`sum += a[i]`, `d += fabs(x)`): an accumulation,
+            // which its dependences show; counted as set, as before.
+            let rhs = after[op.len()..].split(';').next().unwrap_or("");
+            if reads_data(rhs) {
+                Assignment::Sets
+            } else {
+                Assignment::Steps
+            }
         } else if after.starts_with('=') && !after.starts_with("==") {
             // The right-hand side, to the end of the statement.
             let rhs = after[1..].split(';').next().unwrap_or("");
@@ -429,6 +461,52 @@ fn assignment(text: &str, name: &str) -> Option<Assignment> {
         found = Some(kind);
     }
     found
+}
+
+/// The code of a source line, without its comments (`// ...`, `/* ... */`); a line inside a
+/// block comment (`* ...`) has none.
+fn code_of(text: &str) -> String {
+    if text.trim_start().starts_with('*') {
+        return String::new();
+    }
+    let mut out = String::new();
+    let mut rest = text;
+    loop {
+        let line = rest.find("//");
+        let block = rest.find("/*");
+        match (line, block) {
+            (Some(l), b) if b.is_none_or(|b| l < b) => {
+                out.push_str(&rest[..l]);
+                return out;
+            }
+            (_, Some(b)) => {
+                out.push_str(&rest[..b]);
+                match rest[b + 2..].find("*/") {
+                    Some(e) => rest = &rest[b + 2 + e + 2..],
+                    None => return out,
+                }
+            }
+            _ => {
+                out.push_str(rest);
+                return out;
+            }
+        }
+    }
+}
+
+/// Whether an expression reads data that may vary: an element (`a[i]`, `p->x`) or a call
+/// other than `sizeof`.
+fn reads_data(expr: &str) -> bool {
+    if expr.contains('[') || expr.contains("->") {
+        return true;
+    }
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    expr.match_indices('(').any(|(k, _)| {
+        let head = expr[..k].trim_end();
+        let start = head.bytes().rposition(|c| !ident(c)).map_or(0, |p| p + 1);
+        let word = &head[start..];
+        !word.is_empty() && !word.starts_with(|c: char| c.is_ascii_digit()) && word != "sizeof"
+    })
 }
 
 /// Whether `text` names the identifier `name`.
@@ -500,5 +578,13 @@ mod tests {
         assert_eq!(assignment("x = xs * 2;", "x"), Some(Sets));
         assert_eq!(assignment("for (j = 0; j <= n; j++) {", "j"), Some(Sets));
         assert_eq!(assignment("y = 3;", "x"), None);
+        assert_eq!(assignment("sum += a[i] * b[i];", "sum"), Some(Sets));
+        assert_eq!(assignment("d += fabs(x - y);", "d"), Some(Sets));
+        assert_eq!(
+            assignment("// Compute IMGVF += (mu / lambda)", "IMGVF"),
+            None
+        );
+        assert_eq!(assignment("   * IMGVF += 1", "IMGVF"), None);
+        assert_eq!(assignment("k += 2; /* k++ */", "k"), Some(Steps));
     }
 }

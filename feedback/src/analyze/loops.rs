@@ -120,6 +120,42 @@ pub(super) fn withhold_on_merged_loops(region: &Region, fb: &mut Feedback) {
     }
 }
 
+/// Parallel or vector advice on a loop nested directly in a loop named by the same source
+/// line is withheld: the compiler made two loops of one source loop (hotspot's line 81, its
+/// iterations split by a test on the counter), the pragma would go on that line, over both,
+/// and what the inner loop's verdict says does not hold for the source loop.
+pub(super) fn withhold_on_split_loops(region: &Region, fb: &mut Feedback) {
+    let mut split: BTreeSet<usize> = BTreeSet::new();
+    for s in &region.statements {
+        for w in s.loops.windows(2) {
+            let (outer, inner) = (w[0], w[1]);
+            if region.loops[outer].label == region.loops[inner].label {
+                split.insert(inner);
+            }
+        }
+    }
+    for l in split {
+        let id = &region.loops[l].id;
+        let before = fb.suggestions.len();
+        fb.suggestions.retain(|s| {
+            !(matches!(
+                s.kind,
+                SuggestionKind::Parallelize | SuggestionKind::Vectorize
+            ) && s.loops.contains(id))
+        });
+        if fb.suggestions.len() < before {
+            let label = &region.loops[l].label;
+            let why = format!(
+                "parallel advice on loop {label} ({id}) withheld: the compiler made two nested loops of the source loop at {label}, and a pragma there would cover both"
+            );
+            if let Some(info) = fb.loops.iter_mut().find(|i| &i.id == id) {
+                info.why_not.get_or_insert_with(|| why.clone());
+            }
+            add_why_not(fb, why);
+        }
+    }
+}
+
 /// A source variable stepped by a loop's iterations (`memcnt += 4`) folds into an evolution of
 /// the counters, so no dependence carries it; but the values it steps through follow the
 /// iterations' order. Advice that reorders that loop's iterations (parallel, vectorized,
@@ -154,7 +190,13 @@ pub(super) fn require_closed_forms(region: &Region, fb: &mut Feedback) {
                 .requires
                 .iter()
                 .any(|r| r.change == Change::ClosedForm && r.storage.contains(&quoted));
-            if lines.is_empty() || has {
+            // An accumulation the suggestion reduces is the reduction's (named, or by line
+            // when the compiler left it no name).
+            let reduced = s.requires.iter().any(|r| {
+                matches!(r.change, Change::Reduction { .. })
+                    && (r.storage.contains(&quoted) || r.lines.iter().any(|x| v.lines.contains(x)))
+            });
+            if lines.is_empty() || has || reduced {
                 continue;
             }
             s.text.push_str(&format!(

@@ -31,7 +31,10 @@ use code::{ast_advised, ast_after, ast_before};
 use fusion::fusion;
 pub(crate) use interchange::layout;
 use interchange::{interchange, Interchanged};
-use loops::{answer_every_loop, loop_verdicts, require_closed_forms, withhold_on_merged_loops};
+use loops::{
+    answer_every_loop, loop_verdicts, require_closed_forms, withhold_on_merged_loops,
+    withhold_on_split_loops,
+};
 use parallel::parallel_advice;
 use schedule::{has_skew, schedule_region};
 use text::{add_why_not, explain};
@@ -296,10 +299,6 @@ fn analyze_in(
     timing.mark("tile");
     layout_advice(&nest, skewed, fb);
     withhold_on_merged_loops(region, fb);
-    require_closed_forms(region, fb);
-    for s in &mut fb.suggestions {
-        s.text = text::in_language(&s.text, region.language);
-    }
     explain(
         &nest,
         parallel.first_blocked.as_ref(),
@@ -308,6 +307,11 @@ fn analyze_in(
         fb,
     );
     answer_every_loop(region, &nest.chain, &own, fb);
+    withhold_on_split_loops(region, fb);
+    require_closed_forms(region, fb);
+    for s in &mut fb.suggestions {
+        s.text = text::in_language(&s.text, region.language);
+    }
 
     timing.mark("layout");
     let parallel_loops: BTreeSet<usize> = ic
