@@ -71,8 +71,7 @@ pub(crate) fn loop_answers(region: &Region, why: &str) -> Vec<LoopInfo> {
                 let what = if needs.is_empty() {
                     "no dependence is carried by it".to_string()
                 } else {
-                    let phrases: Vec<String> = needs.iter().map(Requirement::phrase).collect();
-                    format!("parallel after {}", phrases.join(", "))
+                    format!("parallel after {}", super::text::phrases(&needs))
                 };
                 (!reduced, reduced, what)
             }
