@@ -108,14 +108,7 @@ impl LoopCode {
     /// Whether `var` is declared outside this loop, in a scope around it (see
     /// [`LoopCode::assigning`]).
     fn declared_outside(&self, var: &symbols::Variable) -> bool {
-        let held = |addrs: &[u64]| {
-            var.scope
-                .iter()
-                .map(|&(b, e)| {
-                    addrs.partition_point(|&a| a < e) - addrs.partition_point(|&a| a < b)
-                })
-                .sum::<usize>()
-        };
+        let held = |addrs: &[u64]| held(&var.scope, addrs);
         // The loop's own function's variable, not an inlined callee's (one per call).
         let same_function = match (&var.function, &self.function) {
             (Some(v), Some(f)) => v == f,
@@ -140,14 +133,7 @@ impl LoopCode {
     /// it, more of the loop's code than of the rest (gcc's scope of a block in the body takes
     /// a few instructions it hoisted out of the loop: hotspot3D's `int c, w, e, ...` at -O2).
     pub(crate) fn declaring(all: &[LoopCode], var: &symbols::Variable) -> Vec<String> {
-        let held = |addrs: &[u64]| {
-            var.scope
-                .iter()
-                .map(|&(b, e)| {
-                    addrs.partition_point(|&a| a < e) - addrs.partition_point(|&a| a < b)
-                })
-                .sum::<usize>()
-        };
+        let held = |addrs: &[u64]| held(&var.scope, addrs);
         all.iter()
             .filter(|l| {
                 let (inside, outside) = (held(&l.inside), held(&l.outside));
@@ -174,6 +160,14 @@ fn mostly_in(exe: &symbols::ElfFile, pcs: &[u64]) -> Option<String> {
         }
     }
     count.into_iter().max_by_key(|(_, n)| *n).map(|(f, _)| f)
+}
+
+/// How many of the sorted addresses `addrs` the ranges of `scope` hold.
+fn held(scope: &[(u64, u64)], addrs: &[u64]) -> usize {
+    scope
+        .iter()
+        .map(|&(b, e)| addrs.partition_point(|&a| a < e) - addrs.partition_point(|&a| a < b))
+        .sum()
 }
 
 /// A variable declared outside a loop and assigned on one of the loop's source lines.

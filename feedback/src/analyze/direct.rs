@@ -50,17 +50,8 @@ pub(crate) fn loop_answers(region: &Region, why: &str) -> Vec<LoopInfo> {
                 kinds.insert(kind_word(region.dependences[i].kind));
             }
         }
-        let after: Vec<String> = match &verdict {
-            Ok(needs) => {
-                let mut c: Vec<String> = needs
-                    .iter()
-                    .filter_map(|r| r.change.condition())
-                    .map(str::to_string)
-                    .collect();
-                c.sort_unstable();
-                c.dedup();
-                c
-            }
+        let after = match &verdict {
+            Ok(needs) => super::loops::conditions_of(needs),
             Err(_) => Vec::new(),
         };
         let (parallel, reduction, text) = match verdict {

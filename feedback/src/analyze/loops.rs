@@ -71,9 +71,14 @@ pub(super) fn loop_verdicts(
 
 /// The source changes (besides clauses) a legal verdict needs, for the loop table's flag.
 pub(super) fn conditions(verdict: &Verdict) -> Vec<String> {
-    let Verdict::Legal(needs) = verdict else {
-        return Vec::new();
-    };
+    match verdict {
+        Verdict::Legal(needs) => conditions_of(needs),
+        Verdict::Blocked(_) => Vec::new(),
+    }
+}
+
+/// The source changes (besides clauses) among `needs`, once each, sorted.
+pub(super) fn conditions_of(needs: &[Requirement]) -> Vec<String> {
     let mut out: Vec<String> = needs
         .iter()
         .filter_map(|r| r.change.condition())
