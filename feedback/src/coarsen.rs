@@ -256,6 +256,7 @@ pub(crate) fn coarsen(region: &Region, isl: &Context) -> Region {
         shared_variables: region.shared_variables.clone(),
         declared_in: region.declared_in.clone(),
         sections: region.sections.clone(),
+        omp_loops: region.omp_loops.clone(),
         language: region.language,
     }
 }

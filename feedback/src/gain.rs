@@ -1175,6 +1175,7 @@ mod tests {
                 carries: Vec::new(),
                 by_distances: false,
                 parallel_after: Vec::new(),
+                openmp: None,
             })
             .collect();
         (region, loops)

@@ -205,6 +205,8 @@ pub struct Region {
     /// pointer's elements the array spans, for the section an OpenMP clause must name
     /// (`reduction(+: y[0:len])`; a pointer cannot be reduced whole).
     pub sections: BTreeMap<String, u64>,
+    /// The program's own OpenMP worksharing loops among [`Region::loops`], by loop id.
+    pub omp_loops: BTreeMap<String, OmpLoop>,
     /// The source language of the region's code (its hottest statement's compilation unit):
     /// the advice's directives are written in it.
     pub language: symbols::Language,
@@ -227,6 +229,23 @@ impl Region {
             .max()
             .unwrap_or(0)
     }
+}
+
+/// A loop the program itself runs in parallel: the outermost loop of a parallel body the
+/// compiler outlined from an OpenMP construct, which the runtime's threads share.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OmpLoop {
+    /// The directive as the source writes it (`#pragma omp parallel for private(j)`), when
+    /// the source can be read.
+    pub directive: Option<String>,
+    /// The counter of the loop statement below the directive (`i`), private to each thread.
+    pub counter: Option<String>,
+    /// The outlined body (`main._omp_fn.0`).
+    pub body: String,
+    /// The program's functions whose calls enclose the body: their stack variables are
+    /// shared by the loop's threads (the body's own frame, and those it calls, are each
+    /// thread's own).
+    pub shared_frames: Vec<String>,
 }
 
 /// A source variable declared outside loops whose iterations assign it. Wherever the compiler

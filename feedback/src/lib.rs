@@ -139,6 +139,9 @@ pub struct LoopInfo {
     /// The source changes, besides OpenMP clauses, its parallel (or reduction) verdict needs:
     /// `copy`, `substitution`, `expansion`, `mapping` (empty: the pragma alone does).
     pub parallel_after: Vec<String>,
+    /// For a loop the program itself runs in parallel (an OpenMP worksharing loop): what the
+    /// dependences observed say of it.
+    pub openmp: Option<reports::model::OmpCheck>,
 }
 
 /// What a suggestion transforms: report.json's vocabulary, shared with `reports`.

@@ -149,6 +149,7 @@ pub fn region_json(
             carries: info.carries.clone(),
             by_distances: info.by_distances,
             parallel_after: info.parallel_after.clone(),
+            openmp: info.openmp.clone(),
         })
     };
     let statements = r

@@ -111,6 +111,8 @@ pub struct RunOptions {
     /// How natively-run calls are measured. Default: the instruction counter when the kernel
     /// grants it, else CPU time.
     pub meter: MeterChoice,
+    /// Environment variables set for the program over the ones it inherits. Default: none.
+    pub env: Vec<(OsString, OsString)>,
 }
 
 impl RunOptions {
@@ -129,6 +131,7 @@ impl RunOptions {
             fixed_random: false,
             interrupt: None,
             meter: MeterChoice::Best,
+            env: Vec::new(),
         }
     }
 }

@@ -178,8 +178,8 @@ pub fn poke_user_debugreg(pid: pid_t, n: usize, value: u64) -> io::Result<()> {
 ///
 /// Hardware breakpoints are per thread and leave the program's code untouched, so threads and
 /// child processes running natively can never trip over them.
-pub fn set_hw_breakpoints(pid: pid_t, addrs: [Option<u64>; 2]) -> io::Result<()> {
-    // DR7 must be cleared before DR0/DR1 change, or the kernel validates the old pairs.
+pub fn set_hw_breakpoints(pid: pid_t, addrs: [Option<u64>; 4]) -> io::Result<()> {
+    // DR7 must be cleared before DR0-DR3 change, or the kernel validates the old pairs.
     poke_user_debugreg(pid, 7, 0)?;
     let mut dr7 = 0;
     for (i, addr) in addrs.iter().enumerate() {
@@ -197,7 +197,7 @@ pub fn set_hw_breakpoints(pid: pid_t, addrs: [Option<u64>; 2]) -> io::Result<()>
 
 /// Arms (or with `None` disarms) hardware execution breakpoint 0 alone.
 pub fn set_hw_breakpoint(pid: pid_t, addr: Option<u64>) -> io::Result<()> {
-    set_hw_breakpoints(pid, [addr, None])
+    set_hw_breakpoints(pid, [addr, None, None, None])
 }
 
 /// Which hardware breakpoints caused the current SIGTRAP stop (bit n for breakpoint n);

@@ -31,11 +31,23 @@ const SI_HANDLER_ENTRY: i32 = libc::SIGTRAP;
 enum NativeFrame {
     /// A call into a library: comes back at `ret` with the stack pointer at `rsp`; `cost`: the
     /// meter's difference over the stretches it ran natively so far (in the meter's unit).
-    Call { ret: u64, rsp: u64, cost: u64 },
+    /// `callbacks`: the program's functions passed to it as arguments (an OpenMP outlined body,
+    /// a `qsort` comparator; 0: none), traced whenever the library runs them; `inside`: how
+    /// many of their runs are under way.
+    Call {
+        ret: u64,
+        rsp: u64,
+        cost: u64,
+        callbacks: [u64; CALLBACK_SLOTS],
+        inside: u32,
+    },
     /// Traced code was left some other way (a return into the C runtime, a signal handler
     /// in a library): it comes back after a system call, if ever.
     Out,
 }
+
+/// Debug registers left for callback entries once the return breakpoint has one.
+const CALLBACK_SLOTS: usize = 3;
 
 enum Next {
     Step,
@@ -154,11 +166,11 @@ pub struct Runner<X: Executor> {
     /// Traced code that natively-run code is known to call into: `main` of a stripped binary,
     /// passed to `__libc_start_main`. Tracing resumes when it runs.
     callback_entry: Option<u64>,
-    /// What debug registers 0 and 1 hold. Writing them costs the kernel an inter-processor
+    /// What debug registers 0 to 3 hold. Writing them costs the kernel an inter-processor
     /// call each time, so a return breakpoint stays armed after it fired (a loop calling a
     /// library function from one call site arms it once) and is cleared only before traced
     /// code runs natively, under single steps.
-    armed: [Option<u64>; 2],
+    armed: [Option<u64>; 4],
     /// Signal to deliver at the next resume.
     pending_signal: i32,
     warnings: Vec<String>,
@@ -199,7 +211,7 @@ impl<X: Executor> Runner<X> {
             pending_plt: None,
             last_call: (0, 0),
             callback_entry: None,
-            armed: [None, None],
+            armed: [None; 4],
             pending_signal: 0,
             warnings: Vec::new(),
             untraced_threads: BTreeMap::new(),
@@ -555,7 +567,7 @@ impl<X: Executor> Runner<X> {
         let pc = ptrace::get_regs(pid).map(|r| r.rip).unwrap_or(0);
         Self::emit(sink, Event::Detach { pc })?;
         self.complete = false;
-        let _ = self.set_breakpoints([None, None]);
+        let _ = self.set_breakpoints([None; 4]);
         self.clear_stray_trap_flag();
         ptrace::detach(pid, sig).map_err(Error::trace("PTRACE_DETACH"))?;
         // Still our child: wait for its end the ordinary way.
@@ -819,6 +831,15 @@ impl<X: Executor> Runner<X> {
         });
         let Some((k, ret)) = found else {
             self.pending_plt = None;
+            if d.transfer_kind() == Some(crate::event::TransferKind::Return) {
+                // A callback returning to the library that called it: the call goes on.
+                if let Some(NativeFrame::Call { inside, .. }) = self.frames.last_mut() {
+                    if *inside > 0 {
+                        *inside -= 1;
+                        return Ok(());
+                    }
+                }
+            }
             self.frames.push(NativeFrame::Out);
             return Ok(());
         };
@@ -831,10 +852,17 @@ impl<X: Executor> Runner<X> {
             // `main` (its first argument) natively. Catch that call.
             self.callback_entry = Some(regs.rdi);
         }
+        let callbacks = if name.as_deref() == Some("__libc_start_main") {
+            [0; CALLBACK_SLOTS]
+        } else {
+            self.callbacks_in(regs)
+        };
         self.frames.push(NativeFrame::Call {
             ret,
             rsp: regs.rsp.wrapping_add(8 * k + 8),
             cost: 0,
+            callbacks,
+            inside: 0,
         });
         let call = LibCall {
             site: self.call_site(pc, ret),
@@ -843,6 +871,35 @@ impl<X: Executor> Runner<X> {
             name,
         };
         Self::emit(sink, Event::LibCall(&call))
+    }
+
+    /// The program's functions among a library call's register arguments: where the library
+    /// may call back into the program (GOMP_parallel's outlined body, qsort's comparator,
+    /// pthread_once's routine). A value counts when it is the start of a function of the
+    /// program, or, without symbols, any address of its code.
+    fn callbacks_in(&self, regs: &Regs) -> [u64; CALLBACK_SLOTS] {
+        let mut out = [0; CALLBACK_SLOTS];
+        let mut n = 0;
+        for v in [regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9] {
+            if n == out.len() || self.opts.trace_libs {
+                break;
+            }
+            if v == 0 || !self.in_traced(v) || out[..n].contains(&v) {
+                continue;
+            }
+            let entry = match self.symbolizer.resolve(v) {
+                Some(r) => r
+                    .file
+                    .function_at(r.link_addr)
+                    .is_none_or(|f| f.address == r.link_addr),
+                None => true,
+            };
+            if entry {
+                out[n] = v;
+                n += 1;
+            }
+        }
+        out
     }
 
     /// Where a library call returning to `ret` was made, left at `pc`: the call in the
@@ -1080,11 +1137,11 @@ impl<X: Executor> Runner<X> {
         }
     }
 
-    /// Sets debug registers 0 and 1, unless they already hold `want`.
-    fn set_breakpoints(&mut self, want: [Option<u64>; 2]) -> Result<(), Error> {
+    /// Sets debug registers 0 to 3, unless they already hold `want`.
+    fn set_breakpoints(&mut self, want: [Option<u64>; 4]) -> Result<(), Error> {
         if self.armed != want {
             // Unknown after a failure: write again next time.
-            self.armed = [Some(u64::MAX); 2];
+            self.armed = [Some(u64::MAX); 4];
             ptrace::set_hw_breakpoints(self.pid, want)
                 .map_err(Error::trace("setting a hardware breakpoint"))?;
             self.armed = want;
@@ -1093,17 +1150,28 @@ impl<X: Executor> Runner<X> {
     }
 
     fn disarm(&mut self) -> Result<(), Error> {
-        self.set_breakpoints([None, None])
+        self.set_breakpoints([None; 4])
     }
 
-    /// Arms the breakpoints on the return address of the innermost pending library call and
-    /// on the known callback entry.
+    /// Arms the breakpoints on the return address of the innermost pending library call, on
+    /// the known callback entry and on the program's functions that call was given.
     fn arm_innermost_call(&mut self) -> Result<(), Error> {
-        let ret = self.frames.iter().rev().find_map(|f| match *f {
-            NativeFrame::Call { ret, .. } => Some(ret),
-            NativeFrame::Out => None,
-        });
-        self.set_breakpoints([ret, self.callback_entry])
+        let (ret, callbacks) = self
+            .frames
+            .iter()
+            .rev()
+            .find_map(|f| match *f {
+                NativeFrame::Call { ret, callbacks, .. } => Some((Some(ret), callbacks)),
+                NativeFrame::Out => None,
+            })
+            .unwrap_or((None, [0; CALLBACK_SLOTS]));
+        let mut want = [ret, None, None, None];
+        let entries = self.callback_entry.into_iter();
+        let given = callbacks.into_iter().filter(|&c| c != 0);
+        for (slot, a) in want[1..].iter_mut().zip(entries.chain(given)) {
+            *slot = Some(a);
+        }
+        self.set_breakpoints(want)
     }
 
     /// After a SIGTRAP while running natively: was it the return breakpoint, and is execution
@@ -1111,13 +1179,26 @@ impl<X: Executor> Runner<X> {
     fn check_return(&mut self, sink: &mut dyn EventSink) -> Result<ReturnCheck, Error> {
         let pid = self.pid;
         let hit = ptrace::hw_breakpoints_hit(pid).map_err(Error::trace("reading DR6"))?;
-        if hit & 3 == 0 {
+        if hit & 0xf == 0 {
             return Ok(ReturnCheck::NotOurs);
         }
         let regs = ptrace::get_regs(pid).map_err(Error::trace("GETREGS"))?;
-        if hit & 2 != 0 && self.callback_entry == Some(regs.rip) {
+        if hit & 0xe != 0 && self.callback_entry == Some(regs.rip) {
             self.callback_entry = None;
             return Ok(ReturnCheck::Back(regs));
+        }
+        if hit & 0xe != 0 {
+            // The library calls back into the program: trace the callback.
+            let call = self.frames.iter_mut().rev().find_map(|f| match f {
+                NativeFrame::Call {
+                    callbacks, inside, ..
+                } => Some((callbacks.contains(&regs.rip), inside)),
+                NativeFrame::Out => None,
+            });
+            if let Some((true, inside)) = call {
+                *inside += 1;
+                return Ok(ReturnCheck::Back(regs));
+            }
         }
         let here = self.frames.iter().rposition(|f| {
             matches!(*f, NativeFrame::Call { ret, rsp, .. } if ret == regs.rip && rsp == regs.rsp)
@@ -1333,6 +1414,7 @@ impl<X: Executor> Drop for Runner<X> {
 pub fn spawn_traced(opts: &RunOptions) -> Result<pid_t, Error> {
     let mut cmd = Command::new(&opts.program);
     cmd.arg0(&opts.argv0).args(&opts.args);
+    cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
     let open = |path: &Option<PathBuf>, write: bool| -> Result<Option<std::fs::File>, Error> {
         let Some(p) = path else { return Ok(None) };
         let f = if write {

@@ -684,6 +684,7 @@ mod tests {
             carries: Vec::new(),
             by_distances: false,
             parallel_after: Vec::new(),
+            openmp: None,
         };
         let advice = |kind, loops: [&str; 2], text: &str, rank| Suggestion {
             kind,

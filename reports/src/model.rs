@@ -39,6 +39,63 @@ pub struct LoopEntry {
     /// induction variable from the counters), `expansion`, `mapping`. Empty: the pragma alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parallel_after: Vec<String>,
+    /// For a loop the program itself runs in parallel (an OpenMP worksharing loop): whether
+    /// the dependences observed allow it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub openmp: Option<OmpCheck>,
+}
+
+/// What the observed dependences say of a loop the program already runs in parallel.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum OmpVerdict {
+    /// No dependence is carried between its iterations through storage its threads share.
+    Parallel,
+    /// Its iterations reuse shared storage for values of their own: a `private` (or
+    /// `firstprivate`, `lastprivate`) clause is missing.
+    PrivateNeeded,
+    /// Its iterations accumulate into shared storage: a `reduction` clause is missing.
+    ReductionNeeded,
+    /// A dependence is carried between its iterations that no clause removes: threads race.
+    Race,
+}
+
+impl OmpVerdict {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            OmpVerdict::Parallel => "parallel",
+            OmpVerdict::PrivateNeeded => "private_needed",
+            OmpVerdict::ReductionNeeded => "reduction_needed",
+            OmpVerdict::Race => "race",
+        }
+    }
+
+    /// A few words for a table.
+    pub fn brief(&self) -> &'static str {
+        match self {
+            OmpVerdict::Parallel => "parallel as written",
+            OmpVerdict::PrivateNeeded => "private clause missing",
+            OmpVerdict::ReductionNeeded => "reduction clause missing",
+            OmpVerdict::Race => "RACE",
+        }
+    }
+}
+
+/// A program's own parallel loop checked against the dependences observed.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct OmpCheck {
+    /// The directive as the source writes it (`#pragma omp parallel for private(j)`), when
+    /// the source could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directive: Option<String>,
+    /// The parallel body the compiler outlined (`main._omp_fn.0`).
+    pub body: String,
+    pub verdict: OmpVerdict,
+    /// The verdict in a sentence, with the storage and lines concerned.
+    pub text: String,
+    /// The clauses the directive lacks (`reduction(+: s)`, `private(t)`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
 }
 
 /// A statement: one instruction of the binary, with its iteration domain.

@@ -54,6 +54,7 @@ pub(crate) fn loop_answers(region: &Region, why: &str) -> Vec<LoopInfo> {
             Ok(needs) => super::loops::conditions_of(needs),
             Err(_) => Vec::new(),
         };
+        let openmp = super::openmp::check(region, l, verdict.as_deref().map_err(String::as_str));
         let (parallel, reduction, text) = match verdict {
             Ok(needs) => {
                 let reduced = needs
@@ -81,6 +82,7 @@ pub(crate) fn loop_answers(region: &Region, why: &str) -> Vec<LoopInfo> {
             carries: kinds.iter().map(|k| k.to_string()).collect(),
             by_distances: true,
             parallel_after: after,
+            openmp,
         });
     }
     out

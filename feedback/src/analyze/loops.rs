@@ -64,6 +64,14 @@ pub(super) fn loop_verdicts(
             carries: carried_kinds(region, cx.distances(), l, depth),
             by_distances: false,
             parallel_after: conditions(&verdict),
+            openmp: super::openmp::check(
+                region,
+                l,
+                match &verdict {
+                    Verdict::Legal(needs) => Ok(needs),
+                    Verdict::Blocked(why) => Err(why),
+                },
+            ),
         });
     }
     Ok(own)

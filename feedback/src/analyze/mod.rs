@@ -21,6 +21,7 @@ mod direct;
 mod fusion;
 mod interchange;
 mod loops;
+mod openmp;
 mod parallel;
 mod parts;
 mod schedule;

@@ -16,6 +16,7 @@
 mod classify;
 mod collect;
 mod naming;
+mod openmp;
 mod pipe;
 mod region;
 mod select;

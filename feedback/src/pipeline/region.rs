@@ -94,6 +94,7 @@ pub(super) fn build_region(
         });
     let stmts = scope.statements(&loop_nodes);
     let loop_code = LoopCode::of_region(&loop_nodes, &loops, tree, naming);
+    let omp_loops = super::openmp::omp_loops(&loop_nodes, &loops, tree, naming);
     let mut edges = scope.edges(&stmts, &loop_code);
     edges
         .reports
@@ -134,6 +135,7 @@ pub(super) fn build_region(
             .collect(),
         declared_in: edges.declared_in,
         sections: edges.sections,
+        omp_loops,
         language,
     };
     // A region isl cannot schedule is still reported, with the reason.

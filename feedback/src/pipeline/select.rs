@@ -18,7 +18,8 @@ pub(super) fn build_regions(
     code: &Code,
     opts: &PipelineOptions,
 ) -> Result<Vec<RegionReport>, PipelineError> {
-    let roots = select_regions(&analysis.tree, opts);
+    let mut roots = select_regions(&analysis.tree, opts);
+    roots.extend(openmp_roots(&analysis.tree, naming, &roots));
     let build = |i: usize, roots: &[NodeId]| {
         build_region(i, roots, &analysis.tree, naming, folded, code, opts)
     };
@@ -161,6 +162,44 @@ fn passed_values(group: &RegionReport, a: NodeId, b: NodeId, tree: &ScheduleTree
         ),
         None => format!("About {bytes} bytes of {what} pass from one nest to the other."),
     }
+}
+
+/// Most regions added for the program's own parallel loops outside the hot ones.
+const MAX_OPENMP_REGIONS: usize = 16;
+
+/// Regions for the program's own OpenMP loops that no hot region holds, whatever their share:
+/// each is checked against its dependences ([`super::openmp`]). A region is the outermost
+/// loop around such a loop, hottest first.
+fn openmp_roots(tree: &ScheduleTree, naming: &tracer::Naming<'_>, hot: &[NodeId]) -> Vec<NodeId> {
+    let is_loop = |n: NodeId| {
+        matches!(
+            tree.nodes[n].kind,
+            NodeKind::Loop { .. } | NodeKind::Recursion { .. }
+        )
+    };
+    let mut roots: Vec<NodeId> = Vec::new();
+    for n in 0..tree.nodes.len() {
+        if super::openmp::outlined_body(tree, naming, n).is_none()
+            || hot.iter().any(|&h| tree.is_within(n, h))
+        {
+            continue;
+        }
+        let mut root = n;
+        let mut p = tree.nodes[n].parent;
+        while let Some(q) = p {
+            if is_loop(q) {
+                root = q;
+            }
+            p = tree.nodes[q].parent;
+        }
+        if !roots.contains(&root) {
+            roots.push(root);
+        }
+    }
+    let totals = tree.total_weights();
+    roots.sort_by_key(|&n| std::cmp::Reverse(totals[n]));
+    roots.truncate(MAX_OPENMP_REGIONS);
+    roots
 }
 
 /// Outermost loop (or recursion) nodes holding at least the threshold share, hottest first.

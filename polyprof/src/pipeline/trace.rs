@@ -87,6 +87,8 @@ pub struct Prepared {
     start: StartAt,
     warnings: Vec<String>,
     out_dir: PathBuf,
+    /// Set for the program (OpenMP's thread count).
+    env: Vec<(OsString, OsString)>,
 }
 
 /// Stage 1, preflight. `Err(status)`: the program cannot be traced (said why).
@@ -146,6 +148,7 @@ pub fn preflight(run: &RunArgs, ui: Ui, command: &[OsString]) -> Result<Prepared
                 .to_string(),
         );
     }
+    let env = openmp_env(&exe, &mut warnings);
     for w in &warnings {
         say!(ui, "warning: {w}");
     }
@@ -162,7 +165,44 @@ pub fn preflight(run: &RunArgs, ui: Ui, command: &[OsString]) -> Result<Prepared
         start,
         warnings,
         out_dir,
+        env,
     })
+}
+
+/// An OpenMP program runs its parallel loops in a team of threads, and only the main thread
+/// is traced: unless the user chose a thread count, it runs with one, which runs every
+/// iteration in the main thread (the outlined bodies are traced as callbacks of the runtime).
+/// The runtime is known by the functions the program imports from it.
+fn openmp_env(exe: &symbols::ElfFile, warnings: &mut Vec<String>) -> Vec<(OsString, OsString)> {
+    let imports = exe.got_imports();
+    let runtime = if imports.values().any(|n| n.starts_with("GOMP_")) {
+        "libgomp"
+    } else if imports.values().any(|n| n.starts_with("__kmpc_")) {
+        "libomp"
+    } else {
+        return Vec::new();
+    };
+    match std::env::var_os("OMP_NUM_THREADS") {
+        Some(n) if n != "1" => {
+            warnings.push(format!(
+                "the program uses OpenMP ({runtime}) and OMP_NUM_THREADS is {}: its worker \
+                 threads run natively and untraced, so each parallel loop is analysed on the \
+                 main thread's share of its iterations (unset OMP_NUM_THREADS to trace them all)",
+                n.to_string_lossy()
+            ));
+            Vec::new()
+        }
+        Some(_) => Vec::new(),
+        None => {
+            warnings.push(format!(
+                "the program uses OpenMP ({runtime}): it ran with one OpenMP thread \
+                 (OMP_NUM_THREADS=1, set by polyprof), so that every iteration of its parallel \
+                 loops is traced; its own parallel loops are checked against the dependences \
+                 observed"
+            ));
+            vec![("OMP_NUM_THREADS".into(), "1".into())]
+        }
+    }
 }
 
 /// A run recorded: what the reports need, and the first pass when it ran during tracing.
@@ -204,6 +244,7 @@ pub fn trace(
     opts.trace_libs = run.trace_libs;
     opts.max_instructions = run.max_instructions;
     opts.interrupt = Some(&signals::INTERRUPTED);
+    opts.env = p.env.clone();
     let launched = match run.engine {
         EngineKind::Step => StepEngine::launch(opts).map(|e| Box::new(e) as Box<dyn Engine>),
         EngineKind::Emulate => {

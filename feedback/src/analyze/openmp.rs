@@ -1,0 +1,244 @@
+//! The program's own parallel loops checked against the dependences observed (ARCHITECTURE,
+//! decision 13). An OpenMP worksharing loop ([`crate::input::OmpLoop`]) ran with one thread,
+//! so its trace holds every iteration; its verdict as a serial loop says which storage its
+//! iterations pass values through. What the compiled program keeps per thread (registers,
+//! the outlined body's own frame, the variables its directive's clauses name) needs nothing
+//! more; what its threads share (globals, the heap, the frames around the parallel body)
+//! needs the change the verdict names, or the threads race.
+
+use crate::input::{OmpLoop, Region};
+use crate::legality::{Change, Requirement};
+use reports::model::{OmpCheck, OmpVerdict};
+use std::collections::BTreeSet;
+
+/// The verdict of loop `l` of `region` when the program runs it in parallel itself: from its
+/// verdict as a serial loop (the storage changes that make it parallel, or why none does).
+pub(super) fn check(
+    region: &Region,
+    l: usize,
+    serial: Result<&[Requirement], &str>,
+) -> Option<OmpCheck> {
+    let omp = region.omp_loops.get(&region.loops.get(l)?.id)?;
+    let (verdict, text, missing) = match serial {
+        Err(why) => (
+            OmpVerdict::Race,
+            format!("iterations given to different threads race: {why}"),
+            Vec::new(),
+        ),
+        Ok(needs) => judge(region, l, omp, needs),
+    };
+    Some(OmpCheck {
+        directive: omp.directive.clone(),
+        body: omp.body.clone(),
+        verdict,
+        text,
+        missing,
+    })
+}
+
+/// The verdict from the storage changes a serial loop needs: those on storage the threads
+/// share are what the directive lacks.
+fn judge(
+    region: &Region,
+    l: usize,
+    omp: &OmpLoop,
+    needs: &[Requirement],
+) -> (OmpVerdict, String, Vec<String>) {
+    let clauses = omp.directive.as_deref().map(clause_variables);
+    let mut verdict = OmpVerdict::Parallel;
+    let mut missing: Vec<String> = Vec::new();
+    let mut said: Vec<String> = Vec::new();
+    for r in needs {
+        if !shared(region, l, omp, clauses.as_ref(), r) {
+            continue;
+        }
+        let name = name_of(&r.storage);
+        let at = if r.lines.is_empty() {
+            String::new()
+        } else {
+            format!(" (at {})", r.lines.join(", "))
+        };
+        let (v, clause) = match r.change {
+            Change::Reduction { .. } => (OmpVerdict::ReductionNeeded, r.clause()),
+            Change::Privatize => (
+                OmpVerdict::PrivateNeeded,
+                name.map(|n| format!("private({n})")),
+            ),
+            Change::FirstPrivate => (
+                OmpVerdict::PrivateNeeded,
+                name.map(|n| format!("firstprivate({n})")),
+            ),
+            Change::LastPrivate => (
+                OmpVerdict::PrivateNeeded,
+                name.map(|n| format!("lastprivate({n})")),
+            ),
+            Change::CopyIn | Change::Expand | Change::MapToArray | Change::ClosedForm => {
+                (OmpVerdict::Race, None)
+            }
+        };
+        verdict = verdict.max(v);
+        said.push(match (&clause, r.change) {
+            (Some(c), _) => format!("`{c}` for {}{at}", r.storage),
+            (None, Change::Reduction { .. }) => format!("a reduction on {}{at}", r.storage),
+            (None, _) => r.phrase(),
+        });
+        missing.extend(clause);
+    }
+    missing.sort();
+    missing.dedup();
+    let text = match verdict {
+        OmpVerdict::Parallel => {
+            "no dependence is carried between its iterations through storage its threads share"
+                .to_string()
+        }
+        OmpVerdict::Race => format!(
+            "iterations given to different threads race: they share storage that only {} \
+             would make safe",
+            said.join(" and ")
+        ),
+        _ => format!(
+            "the directive lacks {}: without it, threads race on what their iterations share",
+            said.join(" and ")
+        ),
+    };
+    (verdict, text, missing)
+}
+
+/// Whether requirement `r` is on storage the loop's threads share in the compiled program
+/// (and the directive does not make private).
+fn shared(
+    region: &Region,
+    l: usize,
+    omp: &OmpLoop,
+    clauses: Option<&BTreeSet<String>>,
+    r: &Requirement,
+) -> bool {
+    let name = name_of(&r.storage);
+    if let Some(n) = name {
+        if clauses.is_some_and(|c| c.contains(&n.to_ascii_lowercase()))
+            || omp.counter.as_deref() == Some(n)
+        {
+            return false;
+        }
+    }
+    if !kept_per_thread(&r.storage, &omp.shared_frames) {
+        return true;
+    }
+    // A variable of the source declared outside the loop and assigned in it is shared under
+    // a combined `parallel for` without a clause, even where the compiler keeps it in a
+    // register of the body (each thread then works on a copy of a shared variable: the
+    // compiled code is already a race).
+    let combined = omp.directive.as_deref().is_some_and(|d| {
+        let d = d.to_ascii_lowercase();
+        d.contains("parallel for") || d.contains("parallel do")
+    });
+    let id = &region.loops[l].id;
+    combined
+        && name.is_some_and(|n| {
+            region
+                .shared_variables
+                .iter()
+                .any(|v| v.name == n && v.loops.contains(id))
+        })
+}
+
+/// Whether storage (as [`crate::input::Storage::describe`] names it) is each thread's own in
+/// the compiled parallel body: a register, or a stack variable of a frame other than those
+/// around the body (`shared_frames`).
+fn kept_per_thread(storage: &str, shared_frames: &[String]) -> bool {
+    if storage.starts_with("register ") || storage.contains(" (register ") {
+        return true;
+    }
+    let frame = ["(stack of ", "a stack slot of ", "a stack array of "]
+        .iter()
+        .find_map(|m| {
+            let at = storage.find(m)? + m.len();
+            let rest = &storage[at..];
+            let end = rest.find([')', ' ']).unwrap_or(rest.len());
+            Some(&rest[..end])
+        });
+    frame.is_some_and(|f| !shared_frames.iter().any(|s| s == f))
+}
+
+/// The source variable storage is named after (`` `s` (stack of main) `` gives `s`).
+fn name_of(storage: &str) -> Option<&str> {
+    let s = storage.strip_prefix("array ").unwrap_or(storage);
+    let name = s.strip_prefix('`')?.split('`').next()?;
+    let plain = !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_');
+    plain.then_some(name)
+}
+
+/// The variables a directive's data-sharing clauses name, lowercase (Fortran's are any case):
+/// `private(j, k)`, `reduction(+: s)`, `lastprivate(x)`, `linear(p:1)`.
+fn clause_variables(directive: &str) -> BTreeSet<String> {
+    const CLAUSES: [&str; 5] = [
+        "private",
+        "firstprivate",
+        "lastprivate",
+        "reduction",
+        "linear",
+    ];
+    let lower = directive.to_ascii_lowercase();
+    let mut out = BTreeSet::new();
+    let mut rest = lower.as_str();
+    while let Some(open) = rest.find('(') {
+        let word_start = rest[..open]
+            .rfind(|c: char| !c.is_alphanumeric() && c != '_')
+            .map_or(0, |i| i + 1);
+        let word = rest[word_start..open].trim();
+        let close = rest[open..].find(')').map_or(rest.len(), |c| open + c);
+        let inside = &rest[open + 1..close];
+        if CLAUSES.contains(&word) {
+            // `reduction(+: s)` and `linear(p: 1)`: the list is on one side of the colon.
+            let list = match (word, inside.split_once(':')) {
+                ("reduction", Some((_, vars))) => vars,
+                ("linear", Some((vars, _))) => vars,
+                _ => inside,
+            };
+            for v in list.split(',') {
+                let v = v.trim();
+                let v = v.split('[').next().unwrap_or(v).trim();
+                if !v.is_empty() {
+                    out.insert(v.to_string());
+                }
+            }
+        }
+        rest = &rest[(close + 1).min(rest.len())..];
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_clause_variables() {
+        let v = clause_variables(
+            "#pragma omp parallel for private(j, k) reduction(+: s) lastprivate(x) schedule(static, 4)",
+        );
+        let want: BTreeSet<String> = ["j", "k", "s", "x"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(v, want);
+        let f = clause_variables("!$omp PARALLEL DO PRIVATE(J) REDUCTION(+:Total)");
+        assert!(f.contains("j") && f.contains("total"), "{f:?}");
+    }
+
+    #[test]
+    fn tells_what_each_thread_keeps() {
+        let shared = vec!["main".to_string()];
+        assert!(kept_per_thread("register xmm0", &shared));
+        assert!(kept_per_thread("`t` (register xmm0)", &shared));
+        assert!(kept_per_thread("`j` (stack of main._omp_fn.0)", &shared));
+        assert!(kept_per_thread(
+            "a stack slot of main._omp_fn.0 (0x7ffe0)",
+            &shared
+        ));
+        assert!(!kept_per_thread("`s` (stack of main)", &shared));
+        assert!(!kept_per_thread("a stack slot of main (0x7ffe0)", &shared));
+        assert!(!kept_per_thread("`total`", &shared));
+        assert!(!kept_per_thread("array `a`", &shared));
+        assert_eq!(name_of("`s` (stack of main)"), Some("s"));
+        assert_eq!(name_of("array `a`"), Some("a"));
+        assert_eq!(name_of("register xmm0"), None);
+    }
+}
