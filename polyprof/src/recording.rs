@@ -216,12 +216,14 @@ pub fn start(out_dir: &Path, exe: &symbols::ElfFile) -> anyhow::Result<std::fs::
         .with_context(|| format!("creating {}", events.display()))
 }
 
-/// Finishes a recording: writes `run.json`.
+/// Finishes a recording: writes `run.json`, whole or not at all (a temporary file renamed):
+/// from then on, `polyprof report` can redo every report, whenever polyprof is killed.
 pub fn finish(out_dir: &Path, info: &RunInfo) -> anyhow::Result<()> {
     let path = Paths::new(out_dir).run();
     let mut text = serde_json::to_string_pretty(info)?;
     text.push('\n');
-    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+    reports::write_file(&path, |w| w.write_all(text.as_bytes()))?;
+    Ok(())
 }
 
 /// A recording read back.

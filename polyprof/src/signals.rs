@@ -8,9 +8,10 @@
 //!   next operation, and the reports say what was skipped.
 //! - While the reports are written, signals are noted (for the exit status) and ignored.
 //!
-//! polyprof then exits with 128 + the first signal's number. If a skipped analysis has not
-//! returned within [`GRACE`], a watchdog thread writes the reports it was given beforehand
-//! ([`Watchdog`]) and exits.
+//! polyprof then exits with 128 + the first signal's number. As soon as the analysis is
+//! skipped, a watchdog thread writes the reports of the trace ([`Watchdog`]), so that a
+//! SIGKILL that follows (`timeout -k`) loses nothing; if the analysis has not returned within
+//! [`GRACE`], it writes them again, saying so, and exits.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
@@ -115,11 +116,14 @@ pub fn skipping() -> bool {
     SKIP.load(Ordering::SeqCst)
 }
 
-/// What the watchdog writes if a skipped analysis does not return: set before the analysis.
-pub type Fallback = Box<dyn FnOnce() -> i32 + Send>;
+/// What the watchdog writes when the analysis is skipped, set before the analysis: called with
+/// `false` at once, with `true` if the analysis has not returned within [`GRACE`]; returns the
+/// exit status.
+pub type Fallback = Box<dyn FnMut(bool) -> i32 + Send>;
 
-/// Writes the fallback reports and exits if the analysis, once skipped, does not return in
-/// time. Dropping it (or [`Watchdog::writing`]) tells it the main thread is writing.
+/// Writes the reports of the trace as soon as the analysis is skipped, and again and exits if
+/// the analysis does not return in time. Dropping it (or [`Watchdog::writing`]) tells it the
+/// main thread is writing.
 pub struct Watchdog {
     fallback: Arc<Mutex<Option<Fallback>>>,
 }
@@ -137,12 +141,21 @@ impl Watchdog {
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
+            // The lock is held while writing: the main thread, done meanwhile, waits to write
+            // its own reports after these (or for the exit).
+            match watched.lock() {
+                Ok(mut slot) => match slot.as_mut() {
+                    Some(write) => {
+                        write(false);
+                    }
+                    None => return,
+                },
+                Err(_) => return,
+            }
             std::thread::sleep(GRACE);
-            // The lock is held while writing: the main thread, done meanwhile, waits for the
-            // exit instead of writing the same files.
             if let Ok(mut slot) = watched.lock() {
-                if let Some(write) = slot.take() {
-                    let code = write();
+                if let Some(mut write) = slot.take() {
+                    let code = write(true);
                     std::process::exit(code);
                 }
             }
@@ -159,7 +172,7 @@ impl Watchdog {
 impl Drop for Watchdog {
     fn drop(&mut self) {
         // Taking the fallback under the lock: if the watchdog is writing, wait for it (it then
-        // exits the process).
+        // exits the process, or stands down).
         if let Ok(mut f) = self.fallback.lock() {
             f.take();
         }

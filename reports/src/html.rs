@@ -177,8 +177,34 @@ fn header(h: &mut String, report: &Report) {
 /// The regions, hottest first, with their best advice.
 fn ranking(h: &mut String, report: &Report) {
     let _ = write!(h, "<h2 id=\"pp-regions\">Regions, hottest first</h2>");
+    if let Some(said) = report.analysis.sentence() {
+        let _ = write!(h, "<p class=\"warn\">{}</p>", prose(&said));
+    }
+    if report.hot_loops.is_empty() && !report.hot_functions.is_empty() {
+        let _ = write!(
+            h,
+            "<p>Hottest functions, by the {} in their own code:</p><table class=\"grid\"><tr><th>function</th><th>where</th><th class=\"num\">share</th></tr>",
+            term("ops", "traced instructions")
+        );
+        for f in report.hot_functions.iter().take(10) {
+            let at = f
+                .location
+                .as_ref()
+                .map_or(String::new(), |l| format!("{}:{}", short(&l.file), l.line));
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td class=\"num\">{:.2}%</td></tr>",
+                esc(&f.name),
+                esc(&at),
+                f.ops_percent
+            );
+        }
+        h.push_str("</table>");
+    }
     if report.regions.is_empty() {
-        h.push_str("<p>No region holds enough of the traced instructions to be analysed (see --region-threshold).</p>");
+        if report.analysis.is_complete() {
+            h.push_str("<p>No region holds enough of the traced instructions to be analysed (see --region-threshold).</p>");
+        }
         return;
     }
     let _ = write!(

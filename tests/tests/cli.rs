@@ -510,6 +510,96 @@ fn sigterm_from_timeout_leaves_a_partial_report() {
     assert!(out.join("report.txt").is_file());
 }
 
+/// The scenario, `timeout -s TERM -k K T polyprof PROGRAM` with an analysis longer
+/// than K: SIGTERM stops the tracing, SIGKILL comes during the analysis. The reports of the
+/// trace were written before the analysis (parseable, saying it is in progress and how to
+/// complete it), stderr named the command, and the recording is complete: `polyprof report
+/// DIR` then writes the full analysis. `--dump-events` into a FIFO nobody reads holds the
+/// analysis until the SIGKILL.
+#[test]
+fn sigkill_during_the_analysis_leaves_the_trace_report_and_the_command_that_completes_it() {
+    use std::process::{Command, Stdio};
+    let k = compile("forever", &["-O1", "-g"]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut child = Command::new("timeout")
+        .args(["-s", "TERM", "-k", "1", "2", BIN, "--engine", "step"])
+        .args(["--dump-events", "-o"])
+        .arg(&out)
+        .arg(&k.path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    assert_eq!(line, "started\n");
+    // The program runs: the output directory is there, and the analysis not yet.
+    let fifo = out.join("events.txt");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo(3) with a valid path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // polyprof never ended by itself: timeout killed it.
+    assert!(
+        output
+            .status
+            .code()
+            .is_none_or(|c| c == 128 + libc::SIGKILL),
+        "{:?}\n{stderr}",
+        output.status
+    );
+    let command = format!("polyprof report {}", out.display());
+    assert!(
+        stderr.contains(&format!(
+            "polyprof: the analysis continues; if it is cut short, `{command}` completes it"
+        )),
+        "{stderr}"
+    );
+    let r = tests::load_report(&out).unwrap_or_else(|e| panic!("{e}\n{stderr}"));
+    assert_eq!(r["analysis"]["state"], "in_progress", "{r:#}");
+    assert_eq!(r["analysis"]["complete_with"], command.as_str(), "{r:#}");
+    assert_eq!(r["trace"]["interrupted"], true, "{r:#}");
+    assert!(instructions(&r) > 100, "{r:#}");
+    assert_eq!(r["hot_functions"][0]["name"], "main", "{r:#}");
+    let text = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    assert!(text.contains("The analysis was in progress"), "{text}");
+    assert!(text.contains(&format!("`{command}` completes")), "{text}");
+    assert!(!text.contains("No region holds enough"), "{text}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(!html.contains("No region holds enough"));
+    let folded = std::fs::read_to_string(out.join("stacks.folded")).unwrap();
+    assert!(folded.lines().any(|l| l.starts_with("main ")), "{folded}");
+    assert!(out.join("flamegraph.svg").is_file());
+    // Every file was replaced whole: no temporary file is left.
+    for e in std::fs::read_dir(&out).unwrap() {
+        let name = e.unwrap().file_name();
+        assert!(!name.to_string_lossy().ends_with(".tmp"), "{name:?}");
+    }
+
+    // The recording is complete: `polyprof report DIR` does the analysis.
+    let mut cmd = Command::new(BIN);
+    cmd.arg("report").arg(&out);
+    let again = tests::run_with_deadline(cmd, b"");
+    assert_eq!(again.code(), 0, "{}", again.stderr);
+    let r = tests::load_report(&out).unwrap_or_else(|e| panic!("{e}\n{}", again.stderr));
+    assert_eq!(r["analysis"]["state"], "complete", "{r:#}");
+    assert!(r["analysis"].get("complete_with").is_none(), "{r:#}");
+    assert!(
+        r["hot_loops"].as_array().is_some_and(|l| !l.is_empty()),
+        "{r:#}"
+    );
+    assert!(
+        r["regions"].as_array().is_some_and(|l| !l.is_empty()),
+        "{r:#}"
+    );
+    let text = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    assert!(!text.contains("in progress"), "{text}");
+}
+
 /// A signal during the analysis skips the rest of it: the reports of what is ready are
 /// written (here the trace alone), with a warning, and polyprof exits with 128 + the signal.
 /// `polyprof report` analyses from the start; its `--dump-events` into a FIFO holds it inside
@@ -573,6 +663,21 @@ fn a_signal_during_the_analysis_skips_to_the_reports() {
         r["regions"].as_array().is_some_and(|r| r.is_empty()),
         "{r:#}"
     );
+    // Skipped, said so, with the command that completes it; never "no region".
+    let command = format!("polyprof report {}", out.display());
+    assert_eq!(r["analysis"]["state"], "skipped", "{r:#}");
+    assert_eq!(r["analysis"]["complete_with"], command.as_str(), "{r:#}");
+    // Said by the watchdog as it writes the reports of the trace, or in the closing lines.
+    assert!(
+        stderr.contains(&format!("`{command}` completes")),
+        "{stderr}"
+    );
+    let text = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    assert!(text.contains("The analysis was not done"), "{text}");
+    assert!(!text.contains("No region holds enough"), "{text}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("The analysis was not done"));
+    assert!(!html.contains("No region holds enough"));
 }
 
 /// A stripped program whose symbols and DWARF are in a separate debug file under the debug

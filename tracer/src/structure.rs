@@ -176,6 +176,11 @@ impl StructureBuilder {
         id
     }
 
+    /// Each function seen so far: its entry and the instructions traced in its own code.
+    pub fn function_instructions(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.s.funcs.iter().map(|f| (f.entry, f.instructions))
+    }
+
     /// Computes the loop-nesting forests and the recursive components.
     pub fn finish(mut self) -> Structure {
         for f in &mut self.s.funcs {

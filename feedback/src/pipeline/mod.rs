@@ -177,6 +177,12 @@ impl FirstPass {
             code: Code::default(),
         }
     }
+
+    /// Each function seen so far: its entry (run-time address) and the instructions traced
+    /// in its own code. Known before the second pass: the report of a trace not analysed.
+    pub fn function_instructions(&self) -> Vec<(u64, u64)> {
+        self.builder.function_instructions().collect()
+    }
 }
 
 impl EventSink for FirstPass {

@@ -84,7 +84,10 @@ pub fn profile(
         first,
         out_dir,
     } = rec;
-    report_stages(&info, &exe, &recording, first, opts, &out_dir, ui)?;
+    let completes = completing_command(&out_dir, &out_dir);
+    report_stages(
+        &info, &exe, &recording, first, opts, &out_dir, &completes, ui,
+    )?;
     // A signal during the analysis also says so in the exit status.
     Ok(signals::interrupted().map_or(info.exit_status, |s| 128 + s))
 }
@@ -115,13 +118,59 @@ pub fn report_again(
         None,
         opts,
         out,
+        &completing_command(dir, out),
         ui,
     )?;
     Ok(signals::interrupted().map_or(0, |s| 128 + s))
 }
 
+/// The command that redoes the analysis of the recording in `dir` into `out`:
+/// `polyprof report DIR` (`-o OUT` when they differ).
+fn completing_command(dir: &Path, out: &Path) -> String {
+    let mut cmd = format!("polyprof report {}", shell_word(&dir.display().to_string()));
+    if out != dir {
+        cmd.push_str(" -o ");
+        cmd.push_str(&shell_word(&out.display().to_string()));
+    }
+    cmd
+}
+
+/// `s` as one word of a shell command line.
+fn shell_word(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// The `analysis` of a report whose analysis is in `state`, completed by `completes`.
+fn analysis_state(state: reports::AnalysisState, completes: &str) -> reports::Analysis {
+    reports::Analysis {
+        state,
+        // A failed analysis would fail again.
+        complete_with: matches!(
+            state,
+            reports::AnalysisState::InProgress
+                | reports::AnalysisState::Skipped
+                | reports::AnalysisState::Partial
+        )
+        .then(|| completes.to_string()),
+    }
+}
+
 /// Stages 3 and 4 on a recording, into `out`. `first`: the first pass, when it ran while the
-/// program was traced. When the analysis fails or is skipped, the reports cover the trace.
+/// program was traced. When the analysis fails or is skipped, the reports cover the trace;
+/// `completes` is the command that redoes it (`polyprof report DIR`).
+///
+/// When polyprof was interrupted while it traced, the reports of the trace are written before
+/// the analysis starts (said in progress), and when a signal skips the analysis, the watchdog
+/// writes them at once: a SIGKILL during the analysis (`timeout -k`) then leaves a report, and
+/// a complete recording that `completes` analyses.
+#[allow(clippy::too_many_arguments)]
 fn report_stages(
     info: &RunInfo,
     exe: &symbols::ElfFile,
@@ -129,21 +178,48 @@ fn report_stages(
     first: Option<feedback::pipeline::FirstPass>,
     opts: &ReportArgs,
     out: &Path,
+    completes: &str,
     ui: Ui,
 ) -> anyhow::Result<()> {
+    use reports::AnalysisState;
     signals::analysing();
     let mut report = output::of_trace(info, exe);
-    // What the watchdog writes if the analysis, once interrupted, does not return in time.
+    if let Some(first) = &first {
+        report.hot_functions = output::hot_functions(first.function_instructions(), info, exe);
+    }
+    // Interrupted while tracing: the user is waiting, and may not wait for the analysis.
+    let hinted = signals::interrupted().is_some();
+    if hinted {
+        let mut early = report.clone();
+        early.analysis = analysis_state(AnalysisState::InProgress, completes);
+        output::write_trace_reports(&early, info, out, opts.format)?;
+        say!(
+            ui,
+            "the analysis continues; if it is cut short, `{completes}` completes it"
+        );
+    }
+    // What the watchdog writes once the analysis is skipped, and if it does not return in time.
     let watchdog = {
-        let mut report = report.clone();
+        let report = report.clone();
+        let info = info.clone();
         let out = out.to_path_buf();
         let format = opts.format;
-        signals::Watchdog::start(Box::new(move || {
-            report.trace.warnings.push(output::skipped_warning(
-                "the analysis did not stop in time; the reports cover the trace only",
-            ));
-            if let Err(e) = output::write_summary_reports(&report, &out, format, None) {
+        let completes = completes.to_string();
+        signals::Watchdog::start(Box::new(move |late| {
+            let mut report = report.clone();
+            report.analysis = analysis_state(AnalysisState::Skipped, &completes);
+            report.trace.warnings.push(output::skipped_warning(if late {
+                "the analysis did not stop in time; the reports cover the trace only"
+            } else {
+                "the analysis was skipped; the reports cover the trace only"
+            }));
+            if let Err(e) = output::write_trace_reports(&report, &info, &out, format) {
                 eprintln!("polyprof: {e:#}");
+            } else if !late && !hinted && !ui.quiet {
+                eprintln!(
+                    "polyprof: the reports of the trace are written; `{completes}` completes the \
+                     analysis"
+                );
             }
             128 + signals::interrupted().unwrap_or(0)
         }))
@@ -166,7 +242,13 @@ fn report_stages(
             // What was traced is still reported.
             say!(ui, "warning: {why}");
             report.trace.warnings.push(why);
-            output::write_summary_reports(&report, out, opts.format, None)?;
+            let state = if signals::skipping() {
+                AnalysisState::Skipped
+            } else {
+                AnalysisState::Failed
+            };
+            report.analysis = analysis_state(state, completes);
+            output::write_trace_reports(&report, info, out, opts.format)?;
             output::say_summary(&report, opts.format, out, false, ui);
             return Ok(());
         }
@@ -175,6 +257,7 @@ fn report_stages(
         let w = output::skipped_warning("regions after the last one reported were not analysed");
         say!(ui, "warning: {w}");
         report.trace.warnings.push(w);
+        report.analysis = analysis_state(AnalysisState::Partial, completes);
     }
     output::of_analysis(&mut report, info, exe, &profile, ui);
     output::write(&report, info, exe, &profile, opts, out)?;

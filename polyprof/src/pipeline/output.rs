@@ -27,6 +27,89 @@ pub fn write_summary_reports(
     Ok(())
 }
 
+/// Writes the reports of the trace alone (`report`, without the analysis): report.json, and
+/// with `--format all` report.txt, report.html, and the flame graph and folded stacks of the
+/// functions' own instructions when they are known (a flat graph: the analysis gives the
+/// calls and loops). Each file is replaced whole (`reports::write_file`).
+pub fn write_trace_reports(
+    report: &reports::Report,
+    info: &RunInfo,
+    out: &Path,
+    format: Format,
+) -> anyhow::Result<()> {
+    let svg = out.join("flamegraph.svg");
+    let mut flame = None;
+    if format == Format::All && !report.hot_functions.is_empty() {
+        let folded: Vec<String> = report
+            .hot_functions
+            .iter()
+            .map(|f| format!("{} {}", f.name.replace(';', ":"), f.instructions))
+            .collect();
+        reports::write_file(&out.join("stacks.folded"), |w| {
+            reports::write_folded(&folded, w)
+        })?;
+        let subtitle = "Width: instructions traced in each function's own code (the analysis, \
+                        not done, gives the calls and loops)";
+        reports::write_file(&svg, |w| {
+            reports::write_flamegraph(
+                &folded,
+                &flame_title(info),
+                Some(subtitle),
+                "instructions",
+                &Default::default(),
+                w,
+            )
+        })?;
+        flame = Some(svg.as_path());
+    }
+    write_summary_reports(report, out, format, flame)
+}
+
+/// The flame graph's title: the command line.
+fn flame_title(info: &RunInfo) -> String {
+    let mut title = format!("polyprof: {}", info.argv0);
+    for a in &info.program.args {
+        title.push(' ');
+        title.push_str(a);
+    }
+    title
+}
+
+/// The functions by the instructions traced in their own code, hottest first, from
+/// `(entry, instructions)` pairs (the first pass's, or the analysis's structure).
+pub fn hot_functions(
+    functions: impl IntoIterator<Item = (u64, u64)>,
+    info: &RunInfo,
+    exe: &symbols::ElfFile,
+) -> Vec<reports::HotFunction> {
+    let bin = symbols::Loaded::new(exe, info.load_bias);
+    let none = tracer::Structure::default();
+    let naming = tracer::Naming::new(bin, &none);
+    let functions: Vec<(u64, u64)> = functions.into_iter().filter(|f| f.1 > 0).collect();
+    let all = functions.iter().map(|f| f.1).sum::<u64>().max(1) as f64;
+    let mut hot: Vec<reports::HotFunction> = functions
+        .into_iter()
+        .map(|(entry, instructions)| reports::HotFunction {
+            name: match naming.import(entry) {
+                Some(name) => format!("call {name}"),
+                None => naming.function(entry),
+            },
+            location: naming.location(entry).map(|l| reports::Loc {
+                file: l.file,
+                line: l.line,
+            }),
+            instructions,
+            ops_percent: 100.0 * instructions as f64 / all,
+        })
+        .collect();
+    hot.sort_by(|a, b| {
+        b.instructions
+            .cmp(&a.instructions)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    hot
+}
+
 /// The warning of a report whose analysis a signal cut short.
 pub fn skipped_warning(what: &str) -> String {
     format!(
@@ -66,6 +149,15 @@ pub fn of_analysis(
         say!(ui, "warning: {w}");
         report.trace.warnings.push(w);
     }
+    report.hot_functions = hot_functions(
+        analysis
+            .structure
+            .funcs
+            .iter()
+            .map(|f| (f.entry, f.instructions)),
+        info,
+        exe,
+    );
     let shares = regions::RunShares::new(&analysis.tree);
     report.hot_loops = hot_loops(&analysis.tree, &naming, &shares);
     report.regions = profile
@@ -104,11 +196,7 @@ pub fn write(
         reports::write_file(&out.join("stacks.folded"), |w| {
             reports::write_folded(&folded, w)
         })?;
-        let mut title = format!("polyprof: {}", info.argv0);
-        for a in &info.program.args {
-            title.push(' ');
-            title.push_str(a);
-        }
+        let title = flame_title(info);
         let subtitle = if native.functions.is_empty() {
             "Width: instructions traced".to_string()
         } else {
@@ -125,8 +213,9 @@ pub fn write(
     write_summary_reports(report, out, opts.format, flame)
 }
 
-/// The closing lines: the trace, native calls, the hottest regions' advice, the crash, and
-/// where each output is. `analysed`: the analysis ran (there is a flame graph).
+/// The closing lines: the trace, native calls, the hottest regions' advice, the crash, where
+/// each output is, and the command that completes an analysis cut short. `analysed`: the
+/// analysis ran (there is a flame graph).
 pub fn say_summary(report: &reports::Report, format: Format, out: &Path, analysed: bool, ui: Ui) {
     if analysed {
         say!(ui, "{}", traced(&report.trace));
@@ -139,6 +228,9 @@ pub fn say_summary(report: &reports::Report, format: Format, out: &Path, analyse
     }
     if let Some(c) = &report.crash {
         say!(ui, "{}", c.sentence());
+    }
+    if let Some(cmd) = &report.analysis.complete_with {
+        say!(ui, "the analysis was not completed: `{cmd}` completes it");
     }
     if format == Format::All {
         say!(ui, "HTML report: {}", out.join("report.html").display());
