@@ -77,6 +77,12 @@ pub struct RunInfo {
     pub polyprof_version: String,
     /// Events in `events`.
     pub events: u64,
+    /// Size of `events` in bytes, and its CRC-32 (IEEE): a recording cut short or altered is
+    /// told from the one written. Absent from recordings of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events_crc32: Option<u32>,
     /// The program as given on the command line (the flame graph's title).
     pub argv0: String,
     /// report.json's `program` and `trace` (`trace.native_cost` without its per-function
@@ -94,6 +100,41 @@ pub struct RunInfo {
     pub build_id: Option<String>,
     /// Whether `program.debug` was kept.
     pub debug_file: bool,
+    /// CRC-32 of `program` and of `program.debug` (when kept), as copied: a copy altered
+    /// since is told from the one run. Absent from recordings of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program_crc32: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debug_crc32: Option<u32>,
+}
+
+/// CRC-32 (IEEE) of the file at `path`, `None` if it cannot be read.
+pub fn file_crc32(path: &Path) -> Option<u32> {
+    use std::io::Read as _;
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut h = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => return Some(h.finalize()),
+            Ok(n) => h.update(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+/// `Err` saying the file `path` kept as `what` was changed, when its CRC-32 is not `crc`.
+fn check_crc(path: &Path, crc: Option<u32>, what: &str) -> Result<(), String> {
+    let Some(crc) = crc else { return Ok(()) };
+    match file_crc32(path) {
+        Some(found) if found == crc => Ok(()),
+        Some(found) => Err(format!(
+            "its checksum is {found:08x}, not the {crc:08x} of the {what} copied when recording: \
+             it was changed or replaced since (or run.json is another recording's)"
+        )),
+        None => Err(format!("the {what} cannot be read")),
+    }
 }
 
 /// Paths of a recording.
@@ -244,9 +285,15 @@ pub enum LoadError {
     Format(String, String, u32, u32, String, u32, u32),
     #[error("{0} cannot be read: {1}")]
     Unreadable(String, String),
+    /// (the recording's directory, the file, what is wrong with it)
+    #[error("the recording in {0} is damaged: {1}: {2}; record the program again")]
+    Damaged(String, &'static str, String),
 }
 
-/// Reads the recording in `out_dir`, checking its format numbers.
+/// Reads the recording in `out_dir`, checking its format numbers, that its files belong
+/// together, and every event (see [`check_events`]): a recording copied with errors or cut
+/// short is refused here, with a sentence naming the damaged file, rather than failing (or
+/// misleading) the analysis.
 pub fn load(out_dir: &Path) -> Result<Loaded, LoadError> {
     let paths = Paths::new(out_dir);
     let shown = out_dir.display().to_string();
@@ -254,7 +301,9 @@ pub fn load(out_dir: &Path) -> Result<Loaded, LoadError> {
     if !paths.dir.is_dir() {
         return Err(LoadError::Missing(shown, paths.dir.display().to_string()));
     }
-    let text = match std::fs::read_to_string(&run) {
+    let dir = paths.dir.display().to_string();
+    let damaged = |file: &'static str, what: String| LoadError::Damaged(dir.clone(), file, what);
+    let bytes = match std::fs::read(&run) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(LoadError::Unfinished(shown, run.display().to_string()))
@@ -266,6 +315,15 @@ pub fn load(out_dir: &Path) -> Result<Loaded, LoadError> {
             ))
         }
     };
+    let text = String::from_utf8(bytes).map_err(|e| {
+        damaged(
+            RUN,
+            format!("it is not text (byte {})", e.utf8_error().valid_up_to()),
+        )
+    })?;
+    if text.trim().is_empty() {
+        return Err(damaged(RUN, "it is empty (was the disk full?)".to_string()));
+    }
     // The format numbers first: a newer layout may not parse as this one.
     #[derive(Deserialize)]
     struct Header {
@@ -275,10 +333,10 @@ pub fn load(out_dir: &Path) -> Result<Loaded, LoadError> {
         polyprof_version: String,
     }
     let header: Header = serde_json::from_str(&text)
-        .map_err(|e| LoadError::Unreadable(run.display().to_string(), e.to_string()))?;
+        .map_err(|e| damaged(RUN, format!("it is not the JSON polyprof writes ({e})")))?;
     if header.format != FORMAT || header.events_format != ptrace_runner::record::FORMAT {
         return Err(LoadError::Format(
-            paths.dir.display().to_string(),
+            dir.clone(),
             header.polyprof_version,
             header.format,
             header.events_format,
@@ -288,23 +346,213 @@ pub fn load(out_dir: &Path) -> Result<Loaded, LoadError> {
         ));
     }
     let info: RunInfo = serde_json::from_str(&text)
-        .map_err(|e| LoadError::Unreadable(run.display().to_string(), e.to_string()))?;
+        .map_err(|e| damaged(RUN, format!("it is not the JSON polyprof writes ({e})")))?;
+    let program = paths.program();
+    if !program.is_file() {
+        return Err(damaged(
+            PROGRAM,
+            "the copy of the program is missing".to_string(),
+        ));
+    }
+    let debug = paths.debug();
+    if info.debug_file && !debug.is_file() {
+        return Err(damaged(
+            DEBUG,
+            "the copy of the program's debug file is missing".to_string(),
+        ));
+    }
+    check_crc(&program, info.program_crc32, "program").map_err(|e| damaged(PROGRAM, e))?;
+    if info.debug_file {
+        check_crc(&debug, info.debug_crc32, "debug file").map_err(|e| damaged(DEBUG, e))?;
+    }
     let opts = symbols::OpenOptions {
         // Only the copy kept with the recording: what the run was named from.
         debug_root: paths.dir.join("no-debug-root"),
-        debug_file: info.debug_file.then(|| paths.debug()),
+        debug_file: info.debug_file.then_some(debug),
     };
-    let program = paths.program();
-    let exe = symbols::ElfFile::open_with(&program, &opts)
-        .map_err(|e| LoadError::Unreadable(program.display().to_string(), e.to_string()))?;
+    let exe = symbols::ElfFile::open_with(&program, &opts).map_err(|e| {
+        damaged(
+            PROGRAM,
+            format!("it is not a readable x86-64 program ({e})"),
+        )
+    })?;
+    if info.build_id.is_some() && exe.build_id() != info.build_id {
+        return Err(damaged(
+            RUN,
+            format!(
+                "it describes another program than the copy kept (build-id {}, the copy's {})",
+                info.build_id.as_deref().unwrap_or("none"),
+                exe.build_id().as_deref().unwrap_or("none")
+            ),
+        ));
+    }
     let events = paths.events();
-    let recording = ptrace_runner::record::Recording::open(&events, info.events)
-        .map_err(|e| LoadError::Unreadable(events.display().to_string(), e.to_string()))?;
+    let recording = match ptrace_runner::record::Recording::open(&events, info.events) {
+        Ok(r) => r,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(damaged(EVENTS, "the events are missing".to_string()))
+        }
+        Err(e) => {
+            return Err(LoadError::Unreadable(
+                events.display().to_string(),
+                e.to_string(),
+            ))
+        }
+    };
+    let size = recording.bytes() as u64;
+    match info.events_bytes {
+        Some(n) if size < n => {
+            return Err(damaged(
+                EVENTS,
+                format!(
+                    "the events end at byte {size}, short of the {n} bytes written (was the \
+                     recording cut short, or is run.json another recording's?)"
+                ),
+            ))
+        }
+        Some(n) if size > n => {
+            return Err(damaged(
+                EVENTS,
+                format!(
+                    "it holds {size} bytes, not the {n} bytes written (or run.json is another \
+                     recording's)"
+                ),
+            ))
+        }
+        _ => {}
+    }
+    if let Some(crc) = info.events_crc32 {
+        let found = recording.crc32();
+        if found != crc {
+            return Err(damaged(
+                EVENTS,
+                format!(
+                    "its checksum is {found:08x}, not the {crc:08x} written: bytes of it were \
+                     changed (or run.json is another recording's)"
+                ),
+            ));
+        }
+    }
+    check_events(&info, &exe, &recording).map_err(|(file, what)| damaged(file, what))?;
     Ok(Loaded {
         info,
         exe,
         recording,
     })
+}
+
+/// Largest memory access of one instruction's operand the runner records (an `fxsave` area is
+/// 512 bytes, an `xsave` one a few kilobytes).
+const MAX_ACCESS: u32 = 1 << 16;
+
+/// Decodes every event of `recording`, checking that it is one a recorder writes, that it
+/// fits the program (instructions in its code, unless libraries were traced) and that the
+/// counts match `info`'s. `Err`: the file at fault and a sentence.
+fn check_events(
+    info: &RunInfo,
+    exe: &symbols::ElfFile,
+    recording: &ptrace_runner::record::Recording,
+) -> Result<(), (&'static str, String)> {
+    use ptrace_runner::{Event, EventSink};
+    /// Runtime ranges of the program's code, page-aligned as mapped (`None`: any address).
+    struct Check {
+        code: Option<Vec<std::ops::Range<u64>>>,
+        insns: u64,
+        calls: u64,
+        syscalls: u64,
+        signals: u64,
+        problem: Option<String>,
+    }
+    impl Check {
+        fn fail(&mut self, what: String) -> std::io::Result<()> {
+            self.problem = Some(what);
+            Err(std::io::Error::other("damaged"))
+        }
+    }
+    impl EventSink for Check {
+        fn event(&mut self, ev: &Event<'_>) -> std::io::Result<()> {
+            match *ev {
+                Event::Insn(i) => {
+                    self.insns += 1;
+                    if i.len == 0 || i.len > 15 {
+                        return self.fail(format!(
+                            "an instruction at {:#x} is {} bytes long",
+                            i.pc, i.len
+                        ));
+                    }
+                    if let Some(code) = &self.code {
+                        if !code.iter().any(|r| r.contains(&i.pc)) {
+                            return self.fail(format!(
+                                "an instruction at {:#x} lies outside the program's code (are \
+                                 the events another program's?)",
+                                i.pc
+                            ));
+                        }
+                    }
+                    if let Some(a) = i.mem.iter().find(|a| a.size > MAX_ACCESS) {
+                        return self.fail(format!(
+                            "the instruction at {:#x} accesses {} bytes at once",
+                            i.pc, a.size
+                        ));
+                    }
+                }
+                Event::Code { addr, bytes } if bytes.is_empty() || bytes.len() > 15 => {
+                    return self.fail(format!(
+                        "the code at {addr:#x} is {} bytes long",
+                        bytes.len()
+                    ));
+                }
+                Event::LibCall(_) => self.calls += 1,
+                Event::Syscall(_) => self.syscalls += 1,
+                Event::Signal { .. } => self.signals += 1,
+                _ => {}
+            }
+            Ok(())
+        }
+    }
+    const PAGE: u64 = 4096;
+    let bias = info.load_bias;
+    let code = (!info.trace.trace_libs).then(|| {
+        exe.segments()
+            .iter()
+            .filter(|s| s.is_exec())
+            .map(|s| {
+                let r = s.range();
+                let start = (r.start & !(PAGE - 1)).wrapping_add(bias);
+                let end = r.end.saturating_add(PAGE - 1) & !(PAGE - 1);
+                start..end.wrapping_add(bias)
+            })
+            .collect()
+    });
+    let mut check = Check {
+        code,
+        insns: 0,
+        calls: 0,
+        syscalls: 0,
+        signals: 0,
+        problem: None,
+    };
+    if let Err(e) = recording.replay_into(&mut check) {
+        return Err((EVENTS, check.problem.unwrap_or_else(|| e.to_string())));
+    }
+    let t = &info.trace;
+    for (what, found, said) in [
+        ("instructions", check.insns, t.instructions),
+        ("library calls", check.calls, t.native_calls),
+        ("system calls", check.syscalls, t.syscalls),
+        ("signals", check.signals, t.signals),
+    ] {
+        if found != said {
+            return Err((
+                RUN,
+                format!(
+                    "it counts {said} {what}, the events hold {found} (are they from the same \
+                     run?)"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

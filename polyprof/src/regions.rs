@@ -89,9 +89,15 @@ pub fn native_cost(summary: &ptrace_runner::RunSummary) -> reports::NativeCost {
 }
 
 /// `run`'s cost with the natively-run functions from the tree, costliest first.
+///
+/// The total and its parts are then shares of one whole, the run's time as the flame graph
+/// and the regions' `run_percent` count it (the tree's traced instructions plus what its
+/// native calls cost): the total is the sum of the functions' costs, so that every function's
+/// share is at most the total's and the shares add up to it. (The runner's total, `run`'s,
+/// also counts the calls whose return the tree could not pair with a call.)
 pub fn native_functions(run: &reports::NativeCost, tree: &ScheduleTree) -> reports::NativeCost {
     let mut functions: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    let mut tree_total = 0;
+    let mut tree_total = 0u64;
     for node in &tree.nodes {
         if let NodeKind::Native { name } = node.kind {
             let name = tree
@@ -101,12 +107,17 @@ pub fn native_functions(run: &reports::NativeCost, tree: &ScheduleTree) -> repor
                 .unwrap_or_default();
             let f = functions.entry(name).or_default();
             f.0 += node.native_calls;
-            f.1 += node.native_weight;
-            tree_total += node.native_weight;
+            f.1 = f.1.saturating_add(node.native_weight);
+            tree_total = tree_total.saturating_add(node.native_weight);
         }
     }
+    if functions.is_empty() {
+        // No call reached the tree: the runner's measure stays.
+        return run.clone();
+    }
     // Shares of the run as the flame graph draws it.
-    let run_all = (tree.total_weights()[ScheduleTree::ROOT] + tree_total).max(1) as f64;
+    let run_all =
+        (tree.total_weights()[ScheduleTree::ROOT].saturating_add(tree_total)).max(1) as f64;
     let mut functions: Vec<reports::NativeFunction> = functions
         .into_iter()
         .map(|(name, (calls, instructions))| reports::NativeFunction {
@@ -118,6 +129,8 @@ pub fn native_functions(run: &reports::NativeCost, tree: &ScheduleTree) -> repor
         .collect();
     functions.sort_by_key(|f| std::cmp::Reverse(f.instructions));
     reports::NativeCost {
+        instructions: tree_total,
+        run_percent: 100.0 * tree_total as f64 / run_all,
         functions,
         ..run.clone()
     }

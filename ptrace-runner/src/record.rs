@@ -455,7 +455,7 @@ impl EventSink for Recorder {
 }
 
 /// What the recording thread hands back.
-type Recorded<C> = io::Result<(File, u64, C)>;
+type Recorded<C> = io::Result<(File, u64, u32, C)>;
 
 /// The recording thread: decodes each chunk for the consumer, then appends it to the file.
 fn record_chunks<C: EventSink>(
@@ -466,6 +466,7 @@ fn record_chunks<C: EventSink>(
 ) -> Recorded<C> {
     let mut state = Decoder::default();
     let mut bytes = 0u64;
+    let mut crc = crc32fast::Hasher::new();
     for chunk in rx {
         let mut r = Replay::resume(&chunk, state);
         while let Some(ev) = r.next_event().map_err(io::Error::other)? {
@@ -473,11 +474,12 @@ fn record_chunks<C: EventSink>(
         }
         state = r.into_state();
         file.write_all(&chunk)?;
+        crc.update(&chunk);
         bytes += chunk.len() as u64;
         // The tracing thread reuses the buffer; if it is gone, the buffer is simply freed.
         let _ = back.send(chunk);
     }
-    Ok((file, bytes, consumer))
+    Ok((file, bytes, crc.finalize(), consumer))
 }
 
 /// The tracing thread's side of [`Recorder::spawn`]: an [`EventSink`] that encodes events into
@@ -512,7 +514,7 @@ impl<C> RecordingThread<C> {
         }
     }
 
-    fn join(&mut self) -> io::Result<(File, u64, C)> {
+    fn join(&mut self) -> io::Result<(File, u64, u32, C)> {
         self.tx = None;
         match self.handle.take().map(|h| h.join()) {
             Some(Ok(r)) => r,
@@ -525,8 +527,10 @@ impl<C> RecordingThread<C> {
     pub fn finish(mut self) -> io::Result<(Recording, C)> {
         self.send()?;
         let events = self.enc.events;
-        let (file, bytes, consumer) = self.join()?;
-        Ok((Recording::map(&file, bytes, events)?, consumer))
+        let (file, bytes, crc, consumer) = self.join()?;
+        let mut recording = Recording::map(&file, bytes, events)?;
+        recording.crc32 = Some(crc);
+        Ok((recording, consumer))
     }
 }
 
@@ -544,6 +548,8 @@ impl<C> EventSink for RecordingThread<C> {
 pub struct Recording {
     map: Option<memmap2::Mmap>,
     events: u64,
+    /// [`Recording::crc32`], when computed while recording.
+    crc32: Option<u32>,
 }
 
 impl Recording {
@@ -557,7 +563,11 @@ impl Recording {
             // that maps its input.)
             Some(unsafe { memmap2::Mmap::map(file)? })
         };
-        Ok(Recording { map, events })
+        Ok(Recording {
+            map,
+            events,
+            crc32: None,
+        })
     }
 
     /// Maps a recording kept on disk (written through [`Recorder::spawn_into`]) whose
@@ -584,7 +594,18 @@ impl Recording {
     pub fn replay(&self) -> Replay<'_> {
         let mut r = Replay::new(self.map.as_deref().unwrap_or(&[]));
         r.release_behind = self.map.is_some();
+        r.expected = Some(self.events);
         r
+    }
+
+    /// CRC-32 (IEEE) of the recording's bytes: computed while recording through
+    /// [`Recorder::spawn_into`], else over the file now.
+    pub fn crc32(&self) -> u32 {
+        self.crc32.unwrap_or_else(|| {
+            let mut h = crc32fast::Hasher::new();
+            h.update(self.map.as_deref().unwrap_or(&[]));
+            h.finalize()
+        })
     }
 
     /// Sends every recorded event to `sink`.
@@ -600,10 +621,27 @@ impl Recording {
 /// A recording that cannot be decoded (truncated or corrupt), or a sink that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
-    #[error("the event recording is corrupt at byte {0}")]
-    Corrupt(usize),
+    /// The bytes end inside an event.
+    #[error("the events end at byte {0} in the middle of an event (was the recording cut short?)")]
+    Truncated(usize),
+    /// An event that no recorder writes, at this byte: why.
+    #[error("the events are corrupt at byte {0}: {1}")]
+    Corrupt(usize, &'static str),
+    /// More events than the recording says it holds.
+    #[error("the events go on after the {0} events the recording says it holds")]
+    TooMany(u64),
+    /// Fewer events than the recording says it holds: (decoded, said).
+    #[error("the events end after {0} events, not the {1} the recording says it holds (was the recording cut short?)")]
+    TooFew(u64, u64),
     #[error("replaying events: {0}")]
     Sink(io::Error),
+}
+
+impl ReplayError {
+    /// Whether the recording's bytes are at fault (not the sink).
+    pub fn is_damage(&self) -> bool {
+        !matches!(self, ReplayError::Sink(_))
+    }
 }
 
 /// The decoding state that carries from one event to the next: the model and the buffers the
@@ -648,6 +686,10 @@ pub struct Replay<'a> {
     data: &'a [u8],
     pos: usize,
     st: Decoder,
+    /// The events the data holds, when known (a finished recording): a replay delivers no
+    /// more, and fails if the data ends before.
+    expected: Option<u64>,
+    delivered: u64,
     /// `data` is a private file mapping whose pages can be dropped once read.
     release_behind: bool,
     released: usize,
@@ -664,6 +706,8 @@ impl<'a> Replay<'a> {
             data,
             pos: 0,
             st,
+            expected: None,
+            delivered: 0,
             release_behind: false,
             released: 0,
         }
@@ -696,7 +740,7 @@ impl<'a> Replay<'a> {
         let b = *self
             .data
             .get(self.pos)
-            .ok_or(ReplayError::Corrupt(self.pos))?;
+            .ok_or(ReplayError::Truncated(self.pos))?;
         self.pos += 1;
         Ok(b)
     }
@@ -707,7 +751,10 @@ impl<'a> Replay<'a> {
         loop {
             let b = self.byte()?;
             if shift >= 64 {
-                return Err(ReplayError::Corrupt(self.pos));
+                return Err(ReplayError::Corrupt(
+                    self.pos,
+                    "a number longer than 64 bits",
+                ));
             }
             v |= u64::from(b & 0x7f) << shift;
             if b & 0x80 == 0 {
@@ -725,11 +772,11 @@ impl<'a> Replay<'a> {
         let end = self
             .pos
             .checked_add(n)
-            .ok_or(ReplayError::Corrupt(self.pos))?;
+            .ok_or(ReplayError::Truncated(self.data.len()))?;
         let s = self
             .data
             .get(self.pos..end)
-            .ok_or(ReplayError::Corrupt(self.pos))?;
+            .ok_or(ReplayError::Truncated(self.data.len()))?;
         self.pos = end;
         Ok(s)
     }
@@ -747,7 +794,10 @@ impl<'a> Replay<'a> {
         let pm = pcs
             .get_mut(next_pc)
             .filter(|m| m.seen && m.nmem <= SLOTS && m.nregs <= SLOTS)
-            .ok_or(ReplayError::Corrupt(self.pos))?;
+            .ok_or(ReplayError::Corrupt(
+                self.pos,
+                "a run of predicted instructions at an address without a prediction",
+            ))?;
         let i = &mut st.insn;
         i.clear();
         i.pc = *next_pc;
@@ -770,7 +820,10 @@ impl<'a> Replay<'a> {
             });
         }
         if pm.transfer != NO_TRANSFER {
-            let kind = transfer_kind(pm.transfer).ok_or(ReplayError::Corrupt(self.pos))?;
+            let kind = transfer_kind(pm.transfer).ok_or(ReplayError::Corrupt(
+                self.pos,
+                "an unknown kind of transfer",
+            ))?;
             i.transfer = Some(Transfer {
                 kind,
                 target: pm.target,
@@ -783,11 +836,20 @@ impl<'a> Replay<'a> {
 
     /// The next event, or `None` at the end of the recording.
     pub fn next_event(&mut self) -> Result<Option<Event<'_>>, ReplayError> {
+        if self.st.run == 0 && self.pos >= self.data.len() {
+            return match self.expected {
+                Some(n) if self.delivered < n => Err(ReplayError::TooFew(self.delivered, n)),
+                _ => Ok(None),
+            };
+        }
+        if let Some(n) = self.expected {
+            if self.delivered >= n {
+                return Err(ReplayError::TooMany(n));
+            }
+        }
+        self.delivered += 1;
         if self.st.run > 0 {
             return self.predicted().map(Some);
-        }
-        if self.pos >= self.data.len() {
-            return Ok(None);
         }
         if self.release_behind && self.pos - self.released >= RELEASE_EVERY {
             self.release();
@@ -798,7 +860,7 @@ impl<'a> Replay<'a> {
             TAG_RUN => {
                 let n = self.var()?;
                 if n == 0 {
-                    return Err(ReplayError::Corrupt(start));
+                    return Err(ReplayError::Corrupt(start, "an empty run of instructions"));
                 }
                 self.st.run = n;
                 return self.predicted().map(Some);
@@ -871,7 +933,7 @@ impl<'a> Replay<'a> {
                 0 => Event::Exit(ExitStatus::Code(unzigzag(self.var()?) as i32)),
                 _ => Event::Exit(ExitStatus::Signal(self.var()? as i32)),
             },
-            _ => return Err(ReplayError::Corrupt(start)),
+            _ => return Err(ReplayError::Corrupt(start, "an unknown kind of event")),
         };
         Ok(Some(ev))
     }
@@ -894,20 +956,23 @@ impl<'a> Replay<'a> {
             } else {
                 AccessKind::Read
             };
-            let size = u32::try_from(code >> 1).map_err(|_| ReplayError::Corrupt(start))?;
+            let size = u32::try_from(code >> 1)
+                .map_err(|_| ReplayError::Corrupt(start, "an impossible access size"))?;
             insn.mem.push(MemAccess { addr, size, kind });
         }
         let n = self.var()? as usize;
         for k in 0..n {
             let idx = self.byte()? as usize;
-            let reg = register_from_index(idx).ok_or(ReplayError::Corrupt(start))?;
+            let reg = register_from_index(idx)
+                .ok_or(ReplayError::Corrupt(start, "an unknown register"))?;
             let predicted = pm.value(k, reg).unwrap_or(self.st.model.reg_values[idx]);
             let value = self.delta(predicted)?;
             insn.regs.push(RegWrite { reg, value });
         }
         let t = self.byte()?;
         if t != NO_TRANSFER {
-            let kind = transfer_kind(t).ok_or(ReplayError::Corrupt(start))?;
+            let kind = transfer_kind(t)
+                .ok_or(ReplayError::Corrupt(start, "an unknown kind of transfer"))?;
             let target = self.delta(insn.pc)?;
             insn.transfer = Some(Transfer { kind, target });
         }
@@ -1141,6 +1206,70 @@ mod tests {
                 assert!(n < 100);
             }
         }
+    }
+
+    /// A replay of a finished recording delivers the events it says it holds, no more (a
+    /// damaged run of predicted instructions cannot go on forever) and no fewer.
+    #[test]
+    fn replays_hold_the_recorded_number_of_events() {
+        let mut events = sample();
+        events.splice(1..1, affine_loop(50));
+        let mut rec = Recorder::new_temp(None).unwrap();
+        for e in &events {
+            rec.event(&e.as_event()).unwrap();
+        }
+        let mut recording = rec.finish().unwrap();
+        let n = recording.events();
+        recording.events = n - 1;
+        assert!(matches!(
+            recording.replay_into(&mut NullSink),
+            Err(ReplayError::TooMany(m)) if m == n - 1
+        ));
+        recording.events = n + 1;
+        assert!(matches!(
+            recording.replay_into(&mut NullSink),
+            Err(ReplayError::TooFew(m, k)) if m == n && k == n + 1
+        ));
+        // A run made endless: stopped at the count. (A loop without its last iteration ends
+        // with a run of fewer than 128 predicted instructions: a tag and one byte.)
+        let mut lp = affine_loop(50);
+        lp.truncate(lp.len() - 3);
+        let mut rec = Recorder::new_temp(None).unwrap();
+        for e in &lp {
+            rec.event(&e.as_event()).unwrap();
+        }
+        let looped = rec.finish().unwrap();
+        let data = looped.map.as_deref().unwrap();
+        assert_eq!(data[data.len() - 2], TAG_RUN);
+        let mut bad = data[..data.len() - 1].to_vec();
+        bad.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]);
+        let mut r = Replay::new(&bad);
+        r.expected = Some(looped.events());
+        let mut seen = 0u64;
+        let end = loop {
+            match r.next_event() {
+                Ok(Some(_)) => seen += 1,
+                other => break other.map(|_| ()),
+            }
+        };
+        assert!(matches!(end, Err(ReplayError::TooMany(_))), "{end:?}");
+        assert_eq!(seen, looped.events());
+        let data = recording.map.as_deref().unwrap();
+        // Cut short: said so.
+        let mut r = Replay::new(&data[..data.len() - 1]);
+        let end = loop {
+            match r.next_event() {
+                Ok(Some(_)) => {}
+                other => break other.map(|_| ()),
+            }
+        };
+        assert!(
+            matches!(
+                end,
+                Err(ReplayError::Truncated(_) | ReplayError::Corrupt(..)) | Ok(())
+            ),
+            "{end:?}"
+        );
     }
 
     #[test]

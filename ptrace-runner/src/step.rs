@@ -940,6 +940,9 @@ impl<X: Executor> Runner<X> {
             return Ok(None);
         };
         let ret = after.rip;
+        // Counted as a native call's cost is: `native_instructions` is the sum of the
+        // `LibReturn` costs, whoever ran the call.
+        self.native_instructions += cost;
         let call = LibCall {
             site: self.call_site(pc, ret),
             target,

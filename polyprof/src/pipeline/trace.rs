@@ -294,6 +294,8 @@ pub fn trace(
         counters: &counters,
         seconds,
         events: recording.events(),
+        bytes: recording.bytes() as u64,
+        crc32: recording.crc32(),
         interrupted: signals::interrupted(),
     };
     let info = run_info(&p, run, &run_end, ui);
@@ -312,8 +314,10 @@ struct RunEnd<'a> {
     summary: &'a ptrace_runner::RunSummary,
     counters: &'a Counters,
     seconds: f64,
-    /// Events recorded.
+    /// Events recorded, their size in bytes and CRC-32.
     events: u64,
+    bytes: u64,
+    crc32: u32,
     /// The signal that interrupted polyprof, if one did.
     interrupted: Option<i32>,
 }
@@ -364,6 +368,8 @@ fn run_info(p: &Prepared, run: &RunArgs, end: &RunEnd<'_>, ui: Ui) -> RunInfo {
         events_format: ptrace_runner::record::FORMAT,
         polyprof_version: env!("CARGO_PKG_VERSION").to_string(),
         events: end.events,
+        events_bytes: Some(end.bytes),
+        events_crc32: Some(end.crc32),
         argv0: p.given.to_string_lossy().into_owned(),
         program: reports::Program {
             path: p.program.display().to_string(),
@@ -404,5 +410,10 @@ fn run_info(p: &Prepared, run: &RunArgs, end: &RunEnd<'_>, ui: Ui) -> RunInfo {
         exit_status,
         build_id: p.exe.build_id(),
         debug_file: p.exe.debug_file().is_some(),
+        program_crc32: recording::file_crc32(&recording::Paths::new(&p.out_dir).program()),
+        debug_crc32: p
+            .exe
+            .debug_file()
+            .and_then(|_| recording::file_crc32(&recording::Paths::new(&p.out_dir).debug())),
     }
 }
