@@ -40,6 +40,7 @@ enum NativeFrame {
         cost: u64,
         callbacks: [u64; CALLBACK_SLOTS],
         inside: u32,
+        site: u64,
     },
     /// Traced code was left some other way (a return into the C runtime, a signal handler
     /// in a library): it comes back after a system call, if ever.
@@ -48,6 +49,12 @@ enum NativeFrame {
 
 /// Debug registers left for callback entries once the return breakpoint has one.
 const CALLBACK_SLOTS: usize = 3;
+
+/// Callbacks traced per call site of a library function: each costs two stops of the
+/// program (about 100 µs), so a `qsort` comparator called a million times would cost
+/// minutes. Past it, the site's callbacks run natively (OpenMP's outlined bodies, called
+/// once per parallel region, never get there).
+const CALLBACKS_PER_SITE: u32 = 2000;
 
 enum Next {
     Step,
@@ -166,6 +173,8 @@ pub struct Runner<X: Executor> {
     /// Traced code that natively-run code is known to call into: `main` of a stripped binary,
     /// passed to `__libc_start_main`. Tracing resumes when it runs.
     callback_entry: Option<u64>,
+    /// Callbacks traced so far, by library call site, with the library function's name.
+    callbacks_traced: std::collections::HashMap<u64, (u32, String)>,
     /// What debug registers 0 to 3 hold. Writing them costs the kernel an inter-processor
     /// call each time, so a return breakpoint stays armed after it fired (a loop calling a
     /// library function from one call site arms it once) and is cleared only before traced
@@ -211,6 +220,7 @@ impl<X: Executor> Runner<X> {
             pending_plt: None,
             last_call: (0, 0),
             callback_entry: None,
+            callbacks_traced: std::collections::HashMap::new(),
             armed: [None; 4],
             pending_signal: 0,
             warnings: Vec::new(),
@@ -852,20 +862,28 @@ impl<X: Executor> Runner<X> {
             // `main` (its first argument) natively. Catch that call.
             self.callback_entry = Some(regs.rdi);
         }
-        let callbacks = if name.as_deref() == Some("__libc_start_main") {
+        let site = self.call_site(pc, ret);
+        let spent = self.callbacks_traced.get(&site).map_or(0, |c| c.0);
+        let callbacks = if name.as_deref() == Some("__libc_start_main") || spent >= CALLBACKS_PER_SITE
+        {
             [0; CALLBACK_SLOTS]
         } else {
             self.callbacks_in(regs)
         };
+        if callbacks[0] != 0 && spent == 0 {
+            let shown = name.clone().unwrap_or_else(|| format!("{target:#x}"));
+            self.callbacks_traced.insert(site, (0, shown));
+        }
         self.frames.push(NativeFrame::Call {
             ret,
             rsp: regs.rsp.wrapping_add(8 * k + 8),
             cost: 0,
             callbacks,
             inside: 0,
+            site,
         });
         let call = LibCall {
-            site: self.call_site(pc, ret),
+            site,
             target,
             return_to: ret,
             name,
@@ -1194,13 +1212,24 @@ impl<X: Executor> Runner<X> {
             // The library calls back into the program: trace the callback.
             let call = self.frames.iter_mut().rev().find_map(|f| match f {
                 NativeFrame::Call {
-                    callbacks, inside, ..
-                } => Some((callbacks.contains(&regs.rip), inside)),
+                    callbacks,
+                    inside,
+                    site,
+                    ..
+                } => Some((callbacks, inside, *site)),
                 NativeFrame::Out => None,
             });
-            if let Some((true, inside)) = call {
-                *inside += 1;
-                return Ok(ReturnCheck::Back(regs));
+            if let Some((callbacks, inside, site)) = call {
+                if callbacks.contains(&regs.rip) {
+                    *inside += 1;
+                    let n = &mut self.callbacks_traced.entry(site).or_default().0;
+                    *n += 1;
+                    if *n >= CALLBACKS_PER_SITE {
+                        // The rest of this call's callbacks run natively.
+                        *callbacks = [0; CALLBACK_SLOTS];
+                    }
+                    return Ok(ReturnCheck::Back(regs));
+                }
             }
         }
         let here = self.frames.iter().rposition(|f| {
@@ -1252,6 +1281,21 @@ impl<X: Executor> Runner<X> {
             };
             w.push(format!(
                 "the program ended before reaching {what}; nothing was traced"
+            ));
+        }
+        let mut spent: Vec<&str> = self
+            .callbacks_traced
+            .values()
+            .filter(|(n, _)| *n >= CALLBACKS_PER_SITE)
+            .map(|(_, name)| name.as_str())
+            .collect();
+        spent.sort_unstable();
+        spent.dedup();
+        for name in spent {
+            w.push(format!(
+                "{name} called the program's functions back more than {CALLBACKS_PER_SITE} \
+                 times from one call site: the later callbacks ran natively and untraced \
+                 (tracing each costs two stops of the program)"
             ));
         }
         for (what, ids) in &self.untraced_threads {
