@@ -327,6 +327,7 @@ mod tests {
                     relation,
                     exact: true,
                     equal_pairs: EqualPairs::Unknown,
+                    reload: None,
                 }
             })
             .collect();

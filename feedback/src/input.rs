@@ -135,6 +135,12 @@ pub struct Dependence {
     pub exact: bool,
     /// Whether it pairs instances with equal coordinates (known from the folded pieces).
     pub equal_pairs: EqualPairs,
+    /// For a flow dependence through a register no source variable names, produced by a
+    /// plain load: the array (as [`Access::array`] names it) the value was loaded from. The
+    /// register then only mirrors that memory (gcc keeps a stencil's `a[i + 1]` for the next
+    /// iteration's `a[i]`): where no iteration writes the array, reading it again removes
+    /// the dependence.
+    pub reload: Option<String>,
 }
 
 /// Whether a dependence pairs instances with equal coordinates: between two instructions
@@ -242,10 +248,26 @@ pub struct OmpLoop {
     pub counter: Option<String>,
     /// The outlined body (`main._omp_fn.0`).
     pub body: String,
+    /// Variables the loop's body assigns in the source that are not variables of the
+    /// outlined body (debug information): the enclosing function's or globals, which the
+    /// loop's threads share. The counter and the directive's clauses' variables are the
+    /// body's own.
+    pub shared_writes: Vec<SharedWrite>,
     /// The program's functions whose calls enclose the body: their stack variables are
     /// shared by the loop's threads (the body's own frame, and those it calls, are each
     /// thread's own).
     pub shared_frames: Vec<String>,
+}
+
+/// A shared variable an OpenMP loop's body assigns ([`OmpLoop::shared_writes`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SharedWrite {
+    pub name: String,
+    /// `file.c:12`.
+    pub line: String,
+    /// The reduction operator when the assignment computes the variable from its own value
+    /// (`u += x` gives `+`); `None`: it sets it afresh.
+    pub op: Option<&'static str>,
 }
 
 /// A source variable declared outside loops whose iterations assign it. Wherever the compiler

@@ -665,6 +665,7 @@ impl<'a> Ctx<'a> {
         // hotspot3D's `w` of one iteration as the next one's `c - 1`), which code compiled
         // for the parallel loop does not do.
         within.retain(|&i| !self.declared_inside(l, &self.region.dependences[i].storage));
+        within.retain(|&i| !self.reloadable(l, i));
         let mut needs = match self.reductions_for(&carried, &mut within)? {
             Ok(needs) => needs,
             Err(why) => return Ok(Verdict::Blocked(why)),
@@ -688,6 +689,20 @@ impl<'a> Ctx<'a> {
             }
         }
         Ok(Verdict::Legal(merge(needs)))
+    }
+
+    /// Whether dependence `i` is a register mirroring an array no iteration of loop `l`
+    /// writes ([`crate::input::Dependence::reload`]): each iteration can read the array
+    /// itself, as the source does.
+    fn reloadable(&self, l: usize, i: usize) -> bool {
+        let Some(array) = &self.region.dependences[i].reload else {
+            return false;
+        };
+        !self.region.statements_in(l).iter().any(|s| {
+            s.accesses
+                .iter()
+                .any(|a| a.write && a.array.as_ref() == Some(array))
+        })
     }
 
     /// Why loop `l` cannot be named in a pragma: its code assigns the counter of a `for`

@@ -317,7 +317,7 @@ fn unrolled_loop_headers(
 /// The last line of the body of the loop statement at `line` of `file`, when its body is a
 /// `{ ... }` block: braces counted from the statement's line on, outside comments and
 /// literals. `None`: no block within [`MAX_SPAN`] lines.
-fn body_end(sources: &mut SourceText, file: &str, line: u32) -> Option<u32> {
+pub(crate) fn body_end(sources: &mut SourceText, file: &str, line: u32) -> Option<u32> {
     let (mut depth, mut parens) = (0usize, 0usize);
     let mut opened = false;
     let mut comment = false;
@@ -459,7 +459,7 @@ fn assignment(text: &str, name: &str) -> Option<Assignment> {
 
 /// The code of a source line, without its comments (`// ...`, `/* ... */`); a line inside a
 /// block comment (`* ...`) has none.
-fn code_of(text: &str) -> String {
+pub(crate) fn code_of(text: &str) -> String {
     if text.trim_start().starts_with('*') {
         return String::new();
     }

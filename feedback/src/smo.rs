@@ -648,6 +648,7 @@ mod tests {
             relation: Polyhedra::parse(rel).expect("a map"),
             exact: true,
             equal_pairs: EqualPairs::Unknown,
+            reload: None,
         };
         Region {
             loops: vec![

@@ -58,6 +58,7 @@ fn dep(src: &str, sink: &str, rel: &str) -> Dependence {
         relation: poly(rel),
         exact: true,
         equal_pairs: EqualPairs::Unknown,
+        reload: None,
     }
 }
 

@@ -864,12 +864,12 @@ impl<X: Executor> Runner<X> {
         }
         let site = self.call_site(pc, ret);
         let spent = self.callbacks_traced.get(&site).map_or(0, |c| c.0);
-        let callbacks = if name.as_deref() == Some("__libc_start_main") || spent >= CALLBACKS_PER_SITE
-        {
-            [0; CALLBACK_SLOTS]
-        } else {
-            self.callbacks_in(regs)
-        };
+        let callbacks =
+            if name.as_deref() == Some("__libc_start_main") || spent >= CALLBACKS_PER_SITE {
+                [0; CALLBACK_SLOTS]
+            } else {
+                self.callbacks_in(regs)
+            };
         if callbacks[0] != 0 && spent == 0 {
             let shown = name.clone().unwrap_or_else(|| format!("{target:#x}"));
             self.callbacks_traced.insert(site, (0, shown));

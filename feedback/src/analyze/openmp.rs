@@ -19,7 +19,7 @@ pub(super) fn check(
     serial: Result<&[Requirement], &str>,
 ) -> Option<OmpCheck> {
     let omp = region.omp_loops.get(&region.loops.get(l)?.id)?;
-    let (verdict, text, missing) = match serial {
+    let (mut verdict, mut text, mut missing) = match serial {
         Err(why) => (
             OmpVerdict::Race,
             format!("iterations given to different threads race: {why}"),
@@ -27,6 +27,48 @@ pub(super) fn check(
         ),
         Ok(needs) => judge(region, l, omp, needs),
     };
+    // What the source's body assigns among the variables the threads share, whatever the
+    // compiler kept them in (gcc keeps a shared `u` of `u += x` in a register for the whole
+    // loop: its dependences look like a private reduction's).
+    let clauses = omp.directive.as_deref().map(clause_variables);
+    let mut said: Vec<String> = Vec::new();
+    for w in &omp.shared_writes {
+        if clauses
+            .as_ref()
+            .is_some_and(|c| c.contains(&w.name.to_ascii_lowercase()))
+        {
+            continue;
+        }
+        let (v, clause) = match w.op {
+            Some(op) => (
+                OmpVerdict::ReductionNeeded,
+                format!("reduction({op}: {})", w.name),
+            ),
+            None => (OmpVerdict::PrivateNeeded, format!("private({})", w.name)),
+        };
+        if missing.contains(&clause) {
+            continue;
+        }
+        verdict = verdict.max(v);
+        said.push(format!(
+            "`{clause}` for `{}` (assigned at {})",
+            w.name, w.line
+        ));
+        missing.push(clause);
+    }
+    if !said.is_empty() {
+        let lacks = format!(
+            "the directive lacks {}: the variable is shared by the threads, which race on it",
+            said.join(" and ")
+        );
+        text = match verdict {
+            OmpVerdict::Race => format!("{text}; {lacks}"),
+            _ if text.starts_with("the directive lacks") => format!("{text}; {lacks}"),
+            _ => lacks,
+        };
+    }
+    missing.sort();
+    missing.dedup();
     Some(OmpCheck {
         directive: omp.directive.clone(),
         body: omp.body.clone(),

@@ -65,6 +65,7 @@ pub(super) fn part(region: &Region, root: usize) -> Option<Region> {
             (true, true) => dependences.push(Dependence {
                 relation: project(&d.relation, depth, depth, depth),
                 equal_pairs: EqualPairs::Unknown,
+                reload: None,
                 ..d.clone()
             }),
             // A value from elsewhere in the region: live-in, `{ S[i] -> Outside[] }`.

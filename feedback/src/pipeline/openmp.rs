@@ -4,7 +4,8 @@
 //! directive its source writes and the frames whose stack variables its threads share, for
 //! its verdict ([`crate::analyze`]).
 
-use crate::input::{Loop, OmpLoop};
+use crate::input::{Loop, OmpLoop, SharedWrite};
+use crate::scopes::{body_end, code_of};
 use std::collections::BTreeMap;
 use symbols::SourceText;
 use tracer::{NodeId, NodeKind, ScheduleTree};
@@ -68,13 +69,27 @@ pub(super) fn omp_loops(
             // Unreadable source: the outermost loop of an outlined body.
             Some(None) | None => (None, None),
         };
-        let (directive, counter) = directive;
+        let (directive, statement) = directive;
+        let shared_writes = match (&statement, naming.loop_location(func, lp)) {
+            (Some((counter, line)), Some(loc))
+                if directive.as_deref().is_some_and(|d| d.starts_with('#')) =>
+            {
+                let own = body_variables(naming, tree, body_node, *line);
+                assigned_in_body(&mut sources, &loc.file, *line)
+                    .into_iter()
+                    .filter(|w| &w.name != counter && !own.contains(&w.name))
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        let counter = statement.map(|(c, _)| c);
         out.insert(
             l.id.clone(),
             OmpLoop {
                 directive,
                 counter,
                 body,
+                shared_writes,
                 shared_frames: frames_around(tree, naming, body_node),
             },
         );
@@ -99,9 +114,9 @@ fn frames_around(tree: &ScheduleTree, naming: &tracer::Naming<'_>, body: NodeId)
 }
 
 enum Found {
-    /// `#pragma omp parallel for ...`, continuation lines joined, and the counter of the
-    /// loop statement below it.
-    Worksharing(String, Option<String>),
+    /// `#pragma omp parallel for ...`, continuation lines joined, and the counter and line of
+    /// the loop statement below it.
+    Worksharing(String, Option<(String, u32)>),
     /// A directive that shares no loop (`#pragma omp parallel`, `single`).
     Other,
 }
@@ -149,14 +164,157 @@ fn directive_above(sources: &mut SourceText, file: &str, line: u32) -> Option<Op
             "!$omp"
         };
         return Some(Some(if shares {
-            let counter =
-                (next..next + DIRECTIVE_REACH).find_map(|at| loop_counter(sources.line(file, at)?));
+            let counter = (next..next + DIRECTIVE_REACH)
+                .find_map(|at| Some((loop_counter(sources.line(file, at)?)?, at)));
             Found::Worksharing(format!("{prefix} {whole}"), counter)
         } else {
             Found::Other
         }));
     }
     Some(None)
+}
+
+/// The names of the variables the loop statement at line `from` declares (in its header or
+/// body), from the outlined body's debug information. (gcc describes the shared variables
+/// the body reaches, and the directive's private copies, as the body's variables too, with
+/// their declaration lines above the directive.)
+fn body_variables(
+    naming: &tracer::Naming<'_>,
+    tree: &ScheduleTree,
+    body: NodeId,
+    from: u32,
+) -> std::collections::BTreeSet<String> {
+    let NodeKind::Func { entry, .. } = tree.nodes[body].kind else {
+        return Default::default();
+    };
+    let bin = naming.loaded();
+    let Some(f) = bin.function_at(entry) else {
+        return Default::default();
+    };
+    let hi = f.address + f.size.max(1);
+    bin.exe
+        .locals_within(f.address, hi)
+        .into_iter()
+        .filter(|v| v.decl_line.is_none_or(|d| d >= from))
+        .map(|v| v.name)
+        .collect()
+}
+
+/// Longest loop body read for its assignments.
+const MAX_BODY: u32 = 2000;
+
+/// The variables a C loop statement at `line` assigns in its header and body (not elements
+/// or members): `u += x` (with its operator), `t = a[i]`, `j++`, `for (j = 0; ...`.
+fn assigned_in_body(sources: &mut SourceText, file: &str, line: u32) -> Vec<SharedWrite> {
+    // A block body, or the statements down to the first that ends with `;`.
+    let mut last = line;
+    let mut at = line;
+    loop {
+        let Some(text) = sources.line(file, at) else {
+            break;
+        };
+        let code = code_of(text);
+        if code.contains('{') {
+            last = body_end(sources, file, at).unwrap_or(at);
+            break;
+        }
+        last = at;
+        if code.trim_end().ends_with(';') || at >= line + MAX_BODY {
+            break;
+        }
+        at += 1;
+    }
+    let mut out: Vec<SharedWrite> = Vec::new();
+    for n in line..=last {
+        let Some(text) = sources.line(file, n) else {
+            continue;
+        };
+        let code = code_of(text);
+        for (name, op) in assignments(&code) {
+            if !out.iter().any(|w| w.name == name) {
+                out.push(SharedWrite {
+                    name,
+                    line: symbols::Loc {
+                        file: file.to_string(),
+                        line: n,
+                    }
+                    .short(),
+                    op,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The plain variables a line of C code assigns, each with its reduction operator when the
+/// assignment steps it (`+=`, `++`, `x = x * y`).
+fn assignments(code: &str) -> Vec<(String, Option<&'static str>)> {
+    const KEYWORDS: [&str; 12] = [
+        "for", "if", "while", "return", "sizeof", "else", "do", "switch", "case", "int", "double",
+        "float",
+    ];
+    let b = code.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut out = Vec::new();
+    let mut k = 0;
+    while k < b.len() {
+        if !(b[k].is_ascii_alphabetic() || b[k] == b'_') || (k > 0 && ident(b[k - 1])) {
+            k += 1;
+            continue;
+        }
+        let start = k;
+        while k < b.len() && ident(b[k]) {
+            k += 1;
+        }
+        let name = &code[start..k];
+        let before = code[..start].trim_end();
+        let after = code[k..].trim_start();
+        // A member, an element's index or a declaration (`double t = ...`: a type word
+        // before the name) is not a plain assignment.
+        let declared = before
+            .rsplit(|c: char| !c.is_alphanumeric() && c != '_' && c != '*')
+            .next()
+            .is_some_and(|w| {
+                let w = w.trim_matches('*');
+                !w.is_empty()
+                    && !KEYWORDS[..4].contains(&w)
+                    && w.chars().all(|c| c.is_alphanumeric() || c == '_')
+                    && before.ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == '*')
+            });
+        if KEYWORDS.contains(&name) || before.ends_with('.') || before.ends_with("->") || declared {
+            continue;
+        }
+        let op = if before.ends_with("++") || after.starts_with("++") {
+            Some(Some("+"))
+        } else if before.ends_with("--") || after.starts_with("--") {
+            Some(Some("-"))
+        } else if let Some(op) = ["+=", "-=", "*=", "&=", "|=", "^="]
+            .iter()
+            .find(|op| after.starts_with(**op))
+        {
+            Some(Some(&op[..1]))
+        } else if after.starts_with("/=")
+            || after.starts_with("%=")
+            || after.starts_with("<<=")
+            || after.starts_with(">>=")
+        {
+            Some(None)
+        } else if after.starts_with('=') && !after.starts_with("==") {
+            let rhs = after[1..].split(';').next().unwrap_or("");
+            let own = rhs
+                .split(|c: char| !c.is_alphanumeric() && c != '_')
+                .any(|w| w == name);
+            let op = ["+", "*", "-"].into_iter().find(|o| rhs.contains(o));
+            Some(if own { op.or(Some("+")) } else { None })
+        } else {
+            None
+        };
+        if let Some(op) = op {
+            out.push((name.to_string(), op));
+        }
+    }
+    out
 }
 
 /// The counter a loop statement assigns: `i` of `for (int i = 0; ...` or `do i = 1, n`.
@@ -209,7 +367,7 @@ mod tests {
         match directive_above(&mut s, file, 4) {
             Some(Some(Found::Worksharing(d, c))) => {
                 assert_eq!(d, "#pragma omp parallel for private(j) reduction(+:s)");
-                assert_eq!(c.as_deref(), Some("i"));
+                assert_eq!(c, Some(("i".to_string(), 4)));
             }
             _ => panic!("no directive"),
         }
@@ -221,10 +379,20 @@ mod tests {
         match directive_above(&mut s, f.to_str().unwrap(), 2) {
             Some(Some(Found::Worksharing(d, c))) => {
                 assert_eq!(d, "!$omp PARALLEL DO PRIVATE(j)");
-                assert_eq!(c.as_deref(), Some("i"));
+                assert_eq!(c, Some(("i".to_string(), 2)));
             }
             _ => panic!("no Fortran directive"),
         }
+        let got = assignments("u += a[i] * b[i]; t = a[i] + 1.0; double w = 2; c[i] = t; p->x = 1; k++; for (j = 0; j < n; j++) s = s * 2;");
+        let want: Vec<(String, Option<&str>)> = vec![
+            ("u".into(), Some("+")),
+            ("t".into(), None),
+            ("k".into(), Some("+")),
+            ("j".into(), None),
+            ("j".into(), Some("+")),
+            ("s".into(), Some("*")),
+        ];
+        assert_eq!(got, want);
         assert!(is_outlined("main._omp_fn.3"));
         assert!(is_outlined(".omp_outlined._debug__"));
         assert!(!is_outlined("main"));

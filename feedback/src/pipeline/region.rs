@@ -64,6 +64,79 @@ struct Edges {
     sections_asked: BTreeSet<String>,
 }
 
+/// Register-to-register and memory-to-register moves: the value goes unchanged.
+fn is_move(insn: &iced_x86::Instruction) -> bool {
+    matches!(
+        insn.mnemonic(),
+        Mnemonic::Mov
+            | Mnemonic::Movsd
+            | Mnemonic::Movss
+            | Mnemonic::Movapd
+            | Mnemonic::Movaps
+            | Mnemonic::Movupd
+            | Mnemonic::Movups
+            | Mnemonic::Movdqa
+            | Mnemonic::Movdqu
+            | Mnemonic::Movq
+            | Mnemonic::Movd
+            | Mnemonic::Vmovsd
+            | Mnemonic::Vmovss
+            | Mnemonic::Vmovapd
+            | Mnemonic::Vmovaps
+            | Mnemonic::Vmovupd
+            | Mnemonic::Vmovups
+            | Mnemonic::Movzx
+            | Mnemonic::Movsx
+            | Mnemonic::Movsxd
+    ) && insn.op_count() == 2
+        && insn.op0_kind() == iced_x86::OpKind::Register
+}
+
+/// Moves chased back from a register's producer to the load its value came from.
+const MOVE_CHAIN: usize = 4;
+
+/// The array whose element the register written by instruction `at` holds: it was loaded
+/// by a plain move from memory, maybe through register copies (gcc passes a stencil's
+/// `a[i + 1]` through `rsi` to the next iteration's `xmm0`). Producers outside the region
+/// (before its loops) are left out: the dependences asked about are the region's.
+fn loaded_from(
+    code: &Code,
+    at: (NodeId, u64),
+    producers: &HashMap<(NodeId, u64), Vec<(NodeId, u64)>>,
+    stmts: &Statements,
+    hops: usize,
+) -> Option<String> {
+    let insn = super::insn_at(code, at.1)?;
+    if !is_move(&insn) {
+        return None;
+    }
+    match insn.op1_kind() {
+        iced_x86::OpKind::Memory => {
+            let name = stmts.names.get(&at)?;
+            let stmt = stmts.list.iter().find(|s| &s.name == name)?;
+            match &stmt.accesses[..] {
+                [read] if !read.write => read.array.clone(),
+                _ => None,
+            }
+        }
+        iced_x86::OpKind::Register if hops < MOVE_CHAIN => {
+            let inside = producers
+                .get(&at)?
+                .iter()
+                .filter(|p| stmts.names.contains_key(p));
+            let mut found: Option<String> = None;
+            for &p in inside {
+                let array = loaded_from(code, p, producers, stmts, hops + 1)?;
+                if found.get_or_insert_with(|| array.clone()) != &array {
+                    return None;
+                }
+            }
+            found
+        }
+        _ => None,
+    }
+}
+
 /// Builds region `index` (rooted at `roots`) from the folded trace, and analyses it.
 pub(super) fn build_region(
     index: usize,
@@ -427,6 +500,16 @@ impl Scope<'_> {
             v.steps
                 .retain(|(l, _)| sets.get(&(name.clone(), l.clone())) == Some(&false));
         }
+        // Who produced each register an instruction reads, for [`loaded_from`].
+        let mut producers: HashMap<(NodeId, u64), Vec<(NodeId, u64)>> = HashMap::default();
+        for ((cons, prod, kind, through, _), ..) in &self.folded.deps {
+            if *kind == DepKind::Flow && *through == Through::Register {
+                producers
+                    .entry((cons.context, cons.pc))
+                    .or_default()
+                    .push((prod.context, prod.pc));
+            }
+        }
         for (key, f, multi, location, fixed) in &self.folded.deps {
             let (cons, prod, kind, through, _) = key;
             let sink = stmts.names.get(&(cons.context, cons.pc));
@@ -515,6 +598,12 @@ impl Scope<'_> {
                 relation: relation.clone(),
                 exact,
             });
+            let reload = match (&storage, kind) {
+                (Storage::Register { var: None, .. }, DepKind::Flow) => {
+                    loaded_from(self.code, (prod.context, prod.pc), &producers, stmts, 0)
+                }
+                _ => None,
+            };
             out.dependences.push(Dependence {
                 source: source.clone(),
                 sink: sink.clone(),
@@ -523,6 +612,7 @@ impl Scope<'_> {
                 relation,
                 exact,
                 equal_pairs: equal_pairs(f),
+                reload,
             });
         }
         out
