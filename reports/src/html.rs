@@ -536,6 +536,43 @@ fn source_row(h: &mut String, n: u32, text: &[String], notes: Option<&Notes>) {
     );
 }
 
+/// The loops the program runs in parallel itself, with their verdicts (a race in bold).
+fn own_parallel_loops(h: &mut String, r: &Region) {
+    let own: Vec<_> = r.all_loops.iter().filter(|l| l.openmp.is_some()).collect();
+    if own.is_empty() {
+        return;
+    }
+    h.push_str("<h3>The program's own parallel loops</h3><ul>");
+    for l in own {
+        let Some(o) = &l.openmp else { continue };
+        let at = l
+            .location
+            .as_ref()
+            .map_or(String::new(), |l| format!("{}:{}", short(&l.file), l.line));
+        let directive = o
+            .directive
+            .as_deref()
+            .map_or(format!("in {}", esc(&o.body)), |d| {
+                format!("<code>{}</code>", esc(d))
+            });
+        let verdict = match o.verdict {
+            crate::model::OmpVerdict::Parallel => esc(o.verdict.brief()),
+            _ => format!(
+                "<strong>{}</strong>",
+                esc(&o.verdict.brief().to_lowercase())
+            ),
+        };
+        let _ = write!(
+            h,
+            "<li>{} {} {directive}: {verdict}: {}</li>",
+            esc(&l.id),
+            esc(&at),
+            esc(&o.text)
+        );
+    }
+    h.push_str("</ul>");
+}
+
 fn loops_and_metrics(h: &mut String, r: &Region) {
     h.push_str("<h3>Loops and metrics</h3><table class=\"grid\"><tr><th>loop</th><th>");
     let _ = write!(
@@ -568,6 +605,7 @@ fn loops_and_metrics(h: &mut String, r: &Region) {
         );
     }
     h.push_str("</table>");
+    own_parallel_loops(h, r);
     let m = &r.metrics;
     let _ = write!(
         h,

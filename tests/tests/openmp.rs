@@ -1,0 +1,123 @@
+//! OpenMP programs traced whole (issue 39): built with `-fopenmp` and run with no environment
+//! set, the program runs with one OpenMP thread, its outlined parallel bodies are traced as
+//! the runtime calls them back (inside their source nest), a `qsort` comparator too, and each
+//! of its own `#pragma omp parallel for` loops gets its verdict from the dependences
+//! observed: a stencil is parallel as written, a planted race is a race, a reduction with its
+//! clause is parallel, one without it lacks `reduction(+: u)`, a shared temporary lacks
+//! `private(t)`. At -O0 and -O2 (where gcc keeps the stencil's `a[i + 1]` in a register for
+//! the next iteration, and the shared `u` in a register for the whole loop).
+
+use serde_json::Value;
+use std::process::Command;
+use tests::{compile_linked, line_of, load_report, polyprof_bin, run_with_deadline};
+
+const KERNEL: &str = "omp_own";
+
+/// The verdict of the loop with an `openmp` verdict named within two lines of the marker
+/// (gcc names a loop by its `for` line or a line of its body).
+fn verdict_at(r: &Value, marker: &str) -> Value {
+    let line = i64::from(line_of(KERNEL, marker));
+    let loops: Vec<&Value> = r["regions"]
+        .as_array()
+        .expect("regions")
+        .iter()
+        .flat_map(|g| g["all_loops"].as_array().expect("all_loops"))
+        .filter(|l| !l["openmp"].is_null())
+        .collect();
+    loops
+        .iter()
+        .find(|l| {
+            let at = l["location"]["line"].as_i64().unwrap_or(0);
+            (line - 1..=line + 2).contains(&at)
+        })
+        .map(|l| l["openmp"].clone())
+        .unwrap_or_else(|| {
+            let all: Vec<String> = loops.iter().map(|l| l.to_string()).collect();
+            panic!("no verdict for the loop at line {line} ({marker}): {all:#?}")
+        })
+}
+
+fn check(opt: &str) {
+    let k = compile_linked(KERNEL, &[opt, "-g", "-fopenmp"], &[]);
+    let mut native = Command::new(&k.path);
+    native.env("OMP_NUM_THREADS", "1");
+    let native = run_with_deadline(native, b"");
+    assert!(native.status.success(), "{native:?}");
+
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = dir.path().join("out");
+    let mut cmd = Command::new(polyprof_bin!());
+    cmd.env_remove("OMP_NUM_THREADS")
+        .arg("-o")
+        .arg(&out)
+        .arg(&k.path);
+    let run = run_with_deadline(cmd, b"");
+    assert!(run.status.success(), "{opt}: {}", run.stderr);
+    // One thread: the program's output is that of its one-thread run.
+    assert_eq!(run.stdout, native.stdout, "{opt}");
+    let r = load_report(&out).expect("report.json");
+    let warnings = r["trace"]["warnings"].to_string();
+    assert!(
+        warnings.contains("OpenMP (libgomp)") && warnings.contains("OMP_NUM_THREADS=1"),
+        "{opt}: {warnings}"
+    );
+    assert!(!warnings.contains("not traced (id"), "{opt}: {warnings}");
+
+    // The outlined bodies run inside their source nest, and the comparator inside qsort.
+    let stacks = std::fs::read_to_string(out.join("stacks.folded")).expect("stacks.folded");
+    assert!(
+        stacks
+            .lines()
+            .any(|l| l.contains("call GOMP_parallel;main._omp_fn.")),
+        "{opt}: {stacks}"
+    );
+    assert!(
+        stacks.lines().any(|l| l.contains("call qsort;by_value")),
+        "{opt}: {stacks}"
+    );
+
+    let verdict = |marker: &str| {
+        let v = verdict_at(&r, marker);
+        (
+            v["verdict"].as_str().unwrap_or("?").to_string(),
+            v["missing"].to_string(),
+            v,
+        )
+    };
+    let (v, _, all) = verdict("/* stencil */");
+    assert_eq!(v, "parallel", "{opt}: {all:#}");
+    let (v, _, all) = verdict("/* race */");
+    assert_eq!(v, "race", "{opt}: {all:#}");
+    let (v, _, all) = verdict("/* reduction */");
+    assert_eq!(v, "parallel", "{opt}: {all:#}");
+    assert!(
+        all["directive"]
+            .as_str()
+            .is_some_and(|d| d.contains("reduction(+ : s)")),
+        "{opt}: {all:#}"
+    );
+    let (v, missing, all) = verdict("/* unreduced */");
+    assert_eq!(v, "reduction_needed", "{opt}: {all:#}");
+    assert!(missing.contains("reduction(+: u)"), "{opt}: {all:#}");
+    let (v, missing, all) = verdict("/* shared temporary */");
+    assert_eq!(v, "private_needed", "{opt}: {all:#}");
+    assert!(missing.contains("private(t)"), "{opt}: {all:#}");
+
+    let text = std::fs::read_to_string(out.join("report.txt")).expect("report.txt");
+    assert!(
+        text.contains("The program's own parallel loops") && text.contains("RACE"),
+        "{opt}: {text}"
+    );
+    let html = std::fs::read_to_string(out.join("report.html")).expect("report.html");
+    assert!(html.contains("race"), "{opt}");
+}
+
+#[test]
+fn own_parallel_loops_are_checked_at_o0() {
+    check("-O0");
+}
+
+#[test]
+fn own_parallel_loops_are_checked_at_o2() {
+    check("-O2");
+}
