@@ -246,6 +246,12 @@ pub struct OmpLoop {
     pub directive: Option<String>,
     /// The counter of the loop statement below the directive (`i`), private to each thread.
     pub counter: Option<String>,
+    /// The variables the loop statement declares (in its header or body), from debug
+    /// information: each iteration's own.
+    pub declared: Vec<String>,
+    /// The variables the directive's data-sharing clauses name (`private(j)`,
+    /// `reduction(+: s)`), lowercase: each thread's own.
+    pub clauses: Vec<String>,
     /// The outlined body (`main._omp_fn.0`).
     pub body: String,
     /// Variables the loop's body assigns in the source that are not variables of the
@@ -257,6 +263,42 @@ pub struct OmpLoop {
     /// shared by the loop's threads (the body's own frame, and those it calls, are each
     /// thread's own).
     pub shared_frames: Vec<String>,
+}
+
+impl OmpLoop {
+    /// Whether the compiled parallel body keeps `storage` per thread in memory: a stack
+    /// variable of a frame other than those around the body, or a variable the directive's
+    /// clauses name (registers are each thread's own too, but a value a register carries
+    /// between iterations is what the source passed through shared memory).
+    pub fn keeps_in_memory(&self, storage: &Storage) -> bool {
+        let name = match storage {
+            Storage::Scalar { name, .. } | Storage::Array { name } => name,
+            Storage::Register { var: Some(v), .. } => return self.in_clauses(v),
+            _ => return false,
+        };
+        let frame = ["(stack of ", "a stack slot of ", "a stack array of "]
+            .iter()
+            .find_map(|m| {
+                let at = name.find(m)? + m.len();
+                let rest = &name[at..];
+                let end = rest.find([')', ' ']).unwrap_or(rest.len());
+                Some(&rest[..end])
+            });
+        if frame.is_some_and(|f| !self.shared_frames.iter().any(|s| s == f)) {
+            return true;
+        }
+        let var = name
+            .strip_prefix("array ")
+            .unwrap_or(name)
+            .strip_prefix('`')
+            .and_then(|n| n.split('`').next());
+        var.is_some_and(|v| self.in_clauses(v))
+    }
+
+    /// Whether the directive's data-sharing clauses name variable `v`.
+    pub fn in_clauses(&self, v: &str) -> bool {
+        self.clauses.iter().any(|c| c.eq_ignore_ascii_case(v))
+    }
 }
 
 /// A shared variable an OpenMP loop's body assigns ([`OmpLoop::shared_writes`]).

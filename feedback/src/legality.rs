@@ -666,6 +666,12 @@ impl<'a> Ctx<'a> {
         // for the parallel loop does not do.
         within.retain(|&i| !self.declared_inside(l, &self.region.dependences[i].storage));
         within.retain(|&i| !self.reloadable(l, i));
+        // A loop the program runs in parallel itself: what its threads keep in memory of
+        // their own (the outlined body's frame, the directive's private copies) is no one
+        // else's.
+        if let Some(omp) = self.region.omp_loops.get(&self.region.loops[l].id) {
+            within.retain(|&i| !omp.keeps_in_memory(&self.region.dependences[i].storage));
+        }
         let mut needs = match self.reductions_for(&carried, &mut within)? {
             Ok(needs) => needs,
             Err(why) => return Ok(Verdict::Blocked(why)),
@@ -698,6 +704,13 @@ impl<'a> Ctx<'a> {
         let Some(array) = &self.region.dependences[i].reload else {
             return false;
         };
+        // Memory a library call may write, which no statement shows: a stack variable whose
+        // address the code passes (`strtol(p, &p, 10)`), anything where the region calls
+        // more than OpenMP's runtime.
+        let runtime = |c: &String| c.starts_with("GOMP_") || c.starts_with("omp_");
+        if array.contains("stack") || !self.region.library_calls.iter().all(runtime) {
+            return false;
+        }
         !self.region.statements_in(l).iter().any(|s| {
             s.accesses
                 .iter()

@@ -337,7 +337,8 @@ fn native_library_calls_weigh_what_they_cost() {
         );
         assert!(all < ops && nat == 0.0, "region {}: {g:#}", g["id"]);
     }
-    // The loop making the calls: little of the traced instructions, most of the run.
+    // The loop making the calls: little of the traced instructions (the comparator's first
+    // callbacks are traced), most of the run.
     let sort_loop = format!(
         "main;loop native_sort.c:{}",
         line_of("native_sort.c", "for (int r = 0; r < rows; r++) {")
@@ -349,7 +350,7 @@ fn native_library_calls_weigh_what_they_cost() {
         .find(|l| l["stack"] == sort_loop.as_str())
         .unwrap_or_else(|| panic!("no hot loop {sort_loop}: {:#}", r["hot_loops"]));
     assert!(
-        hot["ops_percent"].as_f64().unwrap() < 1.0 && hot["run_percent"].as_f64().unwrap() > 50.0,
+        hot["ops_percent"].as_f64().unwrap() < 10.0 && hot["run_percent"].as_f64().unwrap() > 50.0,
         "{hot:#}"
     );
 

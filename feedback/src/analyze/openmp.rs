@@ -30,13 +30,9 @@ pub(super) fn check(
     // What the source's body assigns among the variables the threads share, whatever the
     // compiler kept them in (gcc keeps a shared `u` of `u += x` in a register for the whole
     // loop: its dependences look like a private reduction's).
-    let clauses = omp.directive.as_deref().map(clause_variables);
     let mut said: Vec<String> = Vec::new();
     for w in &omp.shared_writes {
-        if clauses
-            .as_ref()
-            .is_some_and(|c| c.contains(&w.name.to_ascii_lowercase()))
-        {
+        if omp.in_clauses(&w.name) {
             continue;
         }
         let (v, clause) = match w.op {
@@ -86,7 +82,10 @@ fn judge(
     omp: &OmpLoop,
     needs: &[Requirement],
 ) -> (OmpVerdict, String, Vec<String>) {
-    let clauses = omp.directive.as_deref().map(clause_variables);
+    let clauses: Option<BTreeSet<String>> = omp
+        .directive
+        .as_ref()
+        .map(|_| omp.clauses.iter().cloned().collect());
     let mut verdict = OmpVerdict::Parallel;
     let mut missing: Vec<String> = Vec::new();
     let mut said: Vec<String> = Vec::new();
@@ -159,6 +158,7 @@ fn shared(
     if let Some(n) = name {
         if clauses.is_some_and(|c| c.contains(&n.to_ascii_lowercase()))
             || omp.counter.as_deref() == Some(n)
+            || omp.declared.iter().any(|d| d == n)
         {
             return false;
         }
@@ -210,60 +210,9 @@ fn name_of(storage: &str) -> Option<&str> {
     plain.then_some(name)
 }
 
-/// The variables a directive's data-sharing clauses name, lowercase (Fortran's are any case):
-/// `private(j, k)`, `reduction(+: s)`, `lastprivate(x)`, `linear(p:1)`.
-fn clause_variables(directive: &str) -> BTreeSet<String> {
-    const CLAUSES: [&str; 5] = [
-        "private",
-        "firstprivate",
-        "lastprivate",
-        "reduction",
-        "linear",
-    ];
-    let lower = directive.to_ascii_lowercase();
-    let mut out = BTreeSet::new();
-    let mut rest = lower.as_str();
-    while let Some(open) = rest.find('(') {
-        let word_start = rest[..open]
-            .rfind(|c: char| !c.is_alphanumeric() && c != '_')
-            .map_or(0, |i| i + 1);
-        let word = rest[word_start..open].trim();
-        let close = rest[open..].find(')').map_or(rest.len(), |c| open + c);
-        let inside = &rest[open + 1..close];
-        if CLAUSES.contains(&word) {
-            // `reduction(+: s)` and `linear(p: 1)`: the list is on one side of the colon.
-            let list = match (word, inside.split_once(':')) {
-                ("reduction", Some((_, vars))) => vars,
-                ("linear", Some((vars, _))) => vars,
-                _ => inside,
-            };
-            for v in list.split(',') {
-                let v = v.trim();
-                let v = v.split('[').next().unwrap_or(v).trim();
-                if !v.is_empty() {
-                    out.insert(v.to_string());
-                }
-            }
-        }
-        rest = &rest[(close + 1).min(rest.len())..];
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_clause_variables() {
-        let v = clause_variables(
-            "#pragma omp parallel for private(j, k) reduction(+: s) lastprivate(x) schedule(static, 4)",
-        );
-        let want: BTreeSet<String> = ["j", "k", "s", "x"].iter().map(|s| s.to_string()).collect();
-        assert_eq!(v, want);
-        let f = clause_variables("!$omp PARALLEL DO PRIVATE(J) REDUCTION(+:Total)");
-        assert!(f.contains("j") && f.contains("total"), "{f:?}");
-    }
 
     #[test]
     fn tells_what_each_thread_keeps() {

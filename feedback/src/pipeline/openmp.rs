@@ -6,13 +6,20 @@
 
 use crate::input::{Loop, OmpLoop, SharedWrite};
 use crate::scopes::{body_end, code_of};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use symbols::SourceText;
 use tracer::{NodeId, NodeKind, ScheduleTree};
 
 /// Lines above a loop's own line searched for its directive: the pragma, its continuation
-/// lines, and the `for` line when the loop is named by its body's first line.
-const DIRECTIVE_REACH: u32 = 4;
+/// lines, the `for` line and the body's lines down to the one gcc names the loop by (its
+/// latch's, often the body's last statement).
+const DIRECTIVE_REACH: u32 = 16;
+
+/// Directives of constructs inside a loop's body, passed over on the way up to the loop's
+/// own.
+const INNER_CONSTRUCTS: [&str; 8] = [
+    "simd", "critical", "atomic", "single", "master", "barrier", "ordered", "flush",
+];
 
 /// Whether `name` is a parallel body the compiler outlined from an OpenMP construct.
 pub(crate) fn is_outlined(name: &str) -> bool {
@@ -70,24 +77,33 @@ pub(super) fn omp_loops(
             Some(None) | None => (None, None),
         };
         let (directive, statement) = directive;
+        let declared = match &statement {
+            Some((_, line)) => body_variables(naming, tree, body_node, *line),
+            None => BTreeSet::new(),
+        };
         let shared_writes = match (&statement, naming.loop_location(func, lp)) {
             (Some((counter, line)), Some(loc))
                 if directive.as_deref().is_some_and(|d| d.starts_with('#')) =>
             {
-                let own = body_variables(naming, tree, body_node, *line);
                 assigned_in_body(&mut sources, &loc.file, *line)
                     .into_iter()
-                    .filter(|w| &w.name != counter && !own.contains(&w.name))
+                    .filter(|w| &w.name != counter && !declared.contains(&w.name))
                     .collect()
             }
             _ => Vec::new(),
         };
         let counter = statement.map(|(c, _)| c);
+        let clauses = directive
+            .as_deref()
+            .map(|d| clause_variables(d).into_iter().collect())
+            .unwrap_or_default();
         out.insert(
             l.id.clone(),
             OmpLoop {
                 directive,
                 counter,
+                declared: declared.into_iter().collect(),
+                clauses,
                 body,
                 shared_writes,
                 shared_frames: frames_around(tree, naming, body_node),
@@ -158,6 +174,13 @@ fn directive_above(sources: &mut SourceText, file: &str, line: u32) -> Option<Op
             .filter(|w| !w.is_empty())
             .take(4)
             .any(|w| w == "for" || w == "do" || w == "loop");
+        if words
+            .iter()
+            .find(|w| !w.is_empty())
+            .is_some_and(|w| INNER_CONSTRUCTS.contains(&w.as_str()))
+        {
+            continue;
+        }
         let prefix = if text.trim_start().starts_with('#') {
             "#pragma omp"
         } else {
@@ -183,7 +206,7 @@ fn body_variables(
     tree: &ScheduleTree,
     body: NodeId,
     from: u32,
-) -> std::collections::BTreeSet<String> {
+) -> BTreeSet<String> {
     let NodeKind::Func { entry, .. } = tree.nodes[body].kind else {
         return Default::default();
     };
@@ -317,6 +340,46 @@ fn assignments(code: &str) -> Vec<(String, Option<&'static str>)> {
     out
 }
 
+/// The variables a directive's data-sharing clauses name, lowercase (Fortran's are any case):
+/// `private(j, k)`, `reduction(+: s)`, `lastprivate(x)`, `linear(p:1)`.
+pub(crate) fn clause_variables(directive: &str) -> BTreeSet<String> {
+    const CLAUSES: [&str; 5] = [
+        "private",
+        "firstprivate",
+        "lastprivate",
+        "reduction",
+        "linear",
+    ];
+    let lower = directive.to_ascii_lowercase();
+    let mut out = BTreeSet::new();
+    let mut rest = lower.as_str();
+    while let Some(open) = rest.find('(') {
+        let word_start = rest[..open]
+            .rfind(|c: char| !c.is_alphanumeric() && c != '_')
+            .map_or(0, |i| i + 1);
+        let word = rest[word_start..open].trim();
+        let close = rest[open..].find(')').map_or(rest.len(), |c| open + c);
+        let inside = &rest[open + 1..close];
+        if CLAUSES.contains(&word) {
+            // `reduction(+: s)` and `linear(p: 1)`: the list is on one side of the colon.
+            let list = match (word, inside.split_once(':')) {
+                ("reduction", Some((_, vars))) => vars,
+                ("linear", Some((vars, _))) => vars,
+                _ => inside,
+            };
+            for v in list.split(',') {
+                let v = v.trim();
+                let v = v.split('[').next().unwrap_or(v).trim();
+                if !v.is_empty() {
+                    out.insert(v.to_string());
+                }
+            }
+        }
+        rest = &rest[(close + 1).min(rest.len())..];
+    }
+    out
+}
+
 /// The counter a loop statement assigns: `i` of `for (int i = 0; ...` or `do i = 1, n`.
 fn loop_counter(text: &str) -> Option<String> {
     let t = text.trim_start();
@@ -394,6 +457,14 @@ mod tests {
         ];
         assert_eq!(got, want);
         assert!(is_outlined("main._omp_fn.3"));
+        let v = clause_variables(
+            "#pragma omp parallel for private(j, k) reduction(+: s) lastprivate(x) schedule(static, 4)",
+        );
+        let want: std::collections::BTreeSet<String> =
+            ["j", "k", "s", "x"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(v, want);
+        let f = clause_variables("!$omp PARALLEL DO PRIVATE(J) REDUCTION(+:Total)");
+        assert!(f.contains("j") && f.contains("total"), "{f:?}");
         assert!(is_outlined(".omp_outlined._debug__"));
         assert!(!is_outlined("main"));
     }
