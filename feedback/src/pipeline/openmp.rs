@@ -232,10 +232,7 @@ fn assigned_in_body(sources: &mut SourceText, file: &str, line: u32) -> Vec<Shar
     // A block body, or the statements down to the first that ends with `;`.
     let mut last = line;
     let mut at = line;
-    loop {
-        let Some(text) = sources.line(file, at) else {
-            break;
-        };
+    while let Some(text) = sources.line(file, at) {
         let code = code_of(text);
         if code.contains('{') {
             last = body_end(sources, file, at).unwrap_or(at);
