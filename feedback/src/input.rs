@@ -276,15 +276,7 @@ impl OmpLoop {
             Storage::Register { var: Some(v), .. } => return self.in_clauses(v),
             _ => return false,
         };
-        let frame = ["(stack of ", "a stack slot of ", "a stack array of "]
-            .iter()
-            .find_map(|m| {
-                let at = name.find(m)? + m.len();
-                let rest = &name[at..];
-                let end = rest.find([')', ' ']).unwrap_or(rest.len());
-                Some(&rest[..end])
-            });
-        if frame.is_some_and(|f| !self.shared_frames.iter().any(|s| s == f)) {
+        if self.on_own_stack(name) {
             return true;
         }
         let var = name
@@ -293,6 +285,20 @@ impl OmpLoop {
             .strip_prefix('`')
             .and_then(|n| n.split('`').next());
         var.is_some_and(|v| self.in_clauses(v))
+    }
+
+    /// Whether storage named `name` ([`Storage::describe`]) is a stack variable of a frame
+    /// other than those around the body: the body's own, or a callee's.
+    pub fn on_own_stack(&self, name: &str) -> bool {
+        let frame = ["(stack of ", "a stack slot of ", "a stack array of "]
+            .iter()
+            .find_map(|m| {
+                let at = name.find(m)? + m.len();
+                let rest = &name[at..];
+                let end = rest.find([')', ' ']).unwrap_or(rest.len());
+                Some(&rest[..end])
+            });
+        frame.is_some_and(|f| !self.shared_frames.iter().any(|s| s == f))
     }
 
     /// Whether the directive's data-sharing clauses name variable `v`.

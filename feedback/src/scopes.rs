@@ -373,7 +373,7 @@ pub(crate) fn body_end(sources: &mut SourceText, file: &str, line: u32) -> Optio
 
 /// The counter a `for` statement's line initialises: `i` in `for (i = 0; ...` or
 /// `for (int i = 0; ...`.
-fn loop_counter(text: &str) -> Option<&str> {
+pub(crate) fn loop_counter(text: &str) -> Option<&str> {
     let k = text.find("for")?;
     let rest = text[k + 3..].trim_start().strip_prefix('(')?;
     let init = rest.split(';').next()?;

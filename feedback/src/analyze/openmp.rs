@@ -9,7 +9,6 @@
 use crate::input::{OmpLoop, Region};
 use crate::legality::{Change, Requirement};
 use reports::model::{OmpCheck, OmpVerdict};
-use std::collections::BTreeSet;
 
 /// The verdict of loop `l` of `region` when the program runs it in parallel itself: from its
 /// verdict as a serial loop (the storage changes that make it parallel, or why none does).
@@ -82,15 +81,11 @@ fn judge(
     omp: &OmpLoop,
     needs: &[Requirement],
 ) -> (OmpVerdict, String, Vec<String>) {
-    let clauses: Option<BTreeSet<String>> = omp
-        .directive
-        .as_ref()
-        .map(|_| omp.clauses.iter().cloned().collect());
     let mut verdict = OmpVerdict::Parallel;
     let mut missing: Vec<String> = Vec::new();
     let mut said: Vec<String> = Vec::new();
     for r in needs {
-        if !shared(region, l, omp, clauses.as_ref(), r) {
+        if !shared(region, l, omp, r) {
             continue;
         }
         let name = name_of(&r.storage);
@@ -147,23 +142,17 @@ fn judge(
 
 /// Whether requirement `r` is on storage the loop's threads share in the compiled program
 /// (and the directive does not make private).
-fn shared(
-    region: &Region,
-    l: usize,
-    omp: &OmpLoop,
-    clauses: Option<&BTreeSet<String>>,
-    r: &Requirement,
-) -> bool {
+fn shared(region: &Region, l: usize, omp: &OmpLoop, r: &Requirement) -> bool {
     let name = name_of(&r.storage);
     if let Some(n) = name {
-        if clauses.is_some_and(|c| c.contains(&n.to_ascii_lowercase()))
+        if omp.in_clauses(n)
             || omp.counter.as_deref() == Some(n)
             || omp.declared.iter().any(|d| d == n)
         {
             return false;
         }
     }
-    if !kept_per_thread(&r.storage, &omp.shared_frames) {
+    if !kept_per_thread(&r.storage, omp) {
         return true;
     }
     // A variable of the source declared outside the loop and assigned in it is shared under
@@ -185,21 +174,9 @@ fn shared(
 }
 
 /// Whether storage (as [`crate::input::Storage::describe`] names it) is each thread's own in
-/// the compiled parallel body: a register, or a stack variable of a frame other than those
-/// around the body (`shared_frames`).
-fn kept_per_thread(storage: &str, shared_frames: &[String]) -> bool {
-    if storage.starts_with("register ") || storage.contains(" (register ") {
-        return true;
-    }
-    let frame = ["(stack of ", "a stack slot of ", "a stack array of "]
-        .iter()
-        .find_map(|m| {
-            let at = storage.find(m)? + m.len();
-            let rest = &storage[at..];
-            let end = rest.find([')', ' ']).unwrap_or(rest.len());
-            Some(&rest[..end])
-        });
-    frame.is_some_and(|f| !shared_frames.iter().any(|s| s == f))
+/// the compiled parallel body: a register, or a stack variable of the body's own frames.
+fn kept_per_thread(storage: &str, omp: &OmpLoop) -> bool {
+    storage.starts_with("register ") || storage.contains(" (register ") || omp.on_own_stack(storage)
 }
 
 /// The source variable storage is named after (`` `s` (stack of main) `` gives `s`).
@@ -216,7 +193,10 @@ mod tests {
 
     #[test]
     fn tells_what_each_thread_keeps() {
-        let shared = vec!["main".to_string()];
+        let shared = OmpLoop {
+            shared_frames: vec!["main".to_string()],
+            ..OmpLoop::default()
+        };
         assert!(kept_per_thread("register xmm0", &shared));
         assert!(kept_per_thread("`t` (register xmm0)", &shared));
         assert!(kept_per_thread("`j` (stack of main._omp_fn.0)", &shared));

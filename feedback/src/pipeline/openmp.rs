@@ -377,19 +377,17 @@ pub(crate) fn clause_variables(directive: &str) -> BTreeSet<String> {
     out
 }
 
-/// The counter a loop statement assigns: `i` of `for (int i = 0; ...` or `do i = 1, n`.
+/// The counter a loop statement assigns: `i` of `for (int i = 0; ...` (as the scopes read
+/// it) or of Fortran's `do i = 1, n`.
 fn loop_counter(text: &str) -> Option<String> {
     let t = text.trim_start();
-    let head = t.get(..3)?;
-    let init = if head.eq_ignore_ascii_case("for") {
-        t[3..].trim_start().strip_prefix('(')?.split(';').next()?
-    } else if head.get(..2)?.eq_ignore_ascii_case("do") && t[2..].starts_with(' ') {
-        &t[2..]
-    } else {
-        return None;
-    };
-    let name = init.split('=').next()?.split_whitespace().last()?;
-    let name = name.trim_start_matches('*');
+    if let Some(c) = crate::scopes::loop_counter(t).filter(|_| t.starts_with("for")) {
+        return Some(c.to_string());
+    }
+    let rest = t
+        .get(..3)
+        .filter(|h| h[..2].eq_ignore_ascii_case("do") && h.ends_with(' '))?;
+    let name = t[rest.len()..].split('=').next()?.trim();
     (!name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_'))
         .then(|| name.to_string())
 }
