@@ -431,6 +431,8 @@ pub(crate) fn schedule(
     params: &Parameterizer,
 ) -> Result<Scheduled, Error> {
     let mut first_error = None;
+    // Whether isl answered something other than its budget: only then may fixed sizes help.
+    let mut failed_on_sizes = false;
     // The problem, for reproducing it with isl's own `isl_schedule` tool.
     let debug = std::env::var_os("POLYPROF_DEBUG_SCHEDULE").is_some();
     if debug {
@@ -439,7 +441,20 @@ pub(crate) fn schedule(
         let context = context.unwrap_or_else(|e| e.to_string());
         eprintln!("DOMAIN {domain}\nVALIDITY {validity}\nCONTEXT {context}");
     }
-    for strategy in Strategy::ALL {
+    // At the program's own sizes when the sizes as parameters fail: two large constants
+    // that differ by one may become `P3` and 242, a distance `242 - P3` that is backward
+    // for every `P3` above the observed 241, which no schedule carries.
+    let rounds = match params.count() == 0 {
+        true => &[false][..],
+        false => &[false, true][..],
+    };
+    for (&fixed, strategy) in rounds
+        .iter()
+        .flat_map(|f| Strategy::ALL.iter().map(move |s| (f, *s)))
+    {
+        if fixed && !failed_on_sizes {
+            break;
+        }
         let share = crate::Options {
             isl_max_seconds: opts.isl_max_seconds * strategy.share(),
             isl_max_operations: (opts.isl_max_operations as f64 * strategy.share()) as u64,
@@ -449,7 +464,7 @@ pub(crate) fn schedule(
             strategy.configure(ctx)?;
             let validity = union_map(ctx, validity)?;
             let (text, tree, map, [tiled, tiled_check]) =
-                schedule_in(ctx, domain, &validity, params, opts.tile_size)?;
+                schedule_in(ctx, domain, &validity, params, fixed, opts.tile_size)?;
             Ok(Scheduled {
                 text,
                 tree,
@@ -463,8 +478,10 @@ pub(crate) fn schedule(
             Ok(s) => return Ok(s),
             Err(e) => {
                 if debug {
-                    eprintln!("{}: {e}", strategy.as_str());
+                    let sizes = if fixed { " (fixed sizes)" } else { "" };
+                    eprintln!("{}{sizes}: {e}", strategy.as_str());
                 }
+                failed_on_sizes |= !matches!(e, Error::TooComplex);
                 first_error.get_or_insert(e);
             }
         }
@@ -472,13 +489,27 @@ pub(crate) fn schedule(
     Err(first_error.unwrap_or(Error::TooComplex))
 }
 
-/// One scheduler run on a configured context: the schedule's text, tree, map, and maps once
+/// `m` in fewer pieces for the scheduler, whose ILP grows with them: pieces contained in
+/// others under the parameters' context are dropped (a part's projected relations come as
+/// `i <= 8 or i <= 15 or ... or i <= P1`, where `P1 >= 99`), then what the context implies.
+fn simplified(m: UnionMap, context: &Set) -> Result<UnionMap, Error> {
+    let copy = || context.copy().map_err(isl("copying the context"));
+    let (within, gist) = (copy()?, copy()?);
+    m.intersect_params(within)
+        .and_then(UnionMap::coalesce)
+        .and_then(|m| m.gist_params(gist))
+        .map_err(isl("simplifying dependences"))
+}
+
+/// One scheduler run on a configured context (`fixed`: the parameters at their observed
+/// values): the schedule's text, tree, map, and maps once
 /// tiled by `tile` and by [`CHECK_TILE`].
 fn schedule_in(
     ctx: &Context,
     domain: &str,
     validity: &UnionMap,
     params: &Parameterizer,
+    fixed: bool,
     tile: u32,
 ) -> Result<(String, Tree, String, [String; 2]), Error> {
     // A parameter the problem does not use (a large constant of another relation of the
@@ -495,7 +526,11 @@ fn schedule_in(
     used.extend(param_names(
         &validity.get_space().map_err(isl("reading a space"))?,
     ));
-    let ctx_set = params.context_of(ctx, &used)?;
+    let ctx_set = match fixed {
+        true => params.fixed_of(ctx, &used)?,
+        false => params.context_of(ctx, &used)?,
+    };
+    let validity = simplified(validity, &ctx_set)?;
     let validity = &validity;
     let copy = |m: &UnionMap| m.copy().map_err(isl("copying dependences"));
     let sc = ScheduleConstraints::on_domain(dom)

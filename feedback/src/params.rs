@@ -75,6 +75,12 @@ impl Parameterizer {
         self.bounds(ctx, false, &|k| used.contains(&Parameterizer::name(k)))
     }
 
+    /// [`Self::fixed`] for the parameters named in `used`: the problem at the program's own
+    /// sizes.
+    pub(crate) fn fixed_of(&self, ctx: &Context, used: &[String]) -> Result<Set, Error> {
+        self.bounds(ctx, true, &|k| used.contains(&Parameterizer::name(k)))
+    }
+
     /// Each parameter fixed to its base value, to read a parameterized result back in the
     /// program's own numbers; `None` when there are no parameters.
     pub(crate) fn fixed(&self, ctx: &Context) -> Result<Option<Set>, Error> {

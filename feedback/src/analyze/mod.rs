@@ -75,6 +75,11 @@ const LAST_STEPS: f64 = 0.5;
 /// small nests (nussinov, with 20) need all the time there is.
 const LARGE_REGION: usize = 60;
 
+/// Statements (before blocks are formed) past which the whole region gets half of its isl
+/// time, the other half going to its parts when it does not fit: myocyte's region has 35,051
+/// (786 blocks), lud's 1,004.
+const HUGE_REGION: usize = 200;
+
 /// Analyses one region. Its answers degrade, they never vanish: what the isl analysis
 /// answered before it stopped (at its budget, or on an error) stays, and every loop it left
 /// without an answer gets the answers its dependences' distances give ([`direct`]).
@@ -91,8 +96,21 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
             ..opts.clone()
         }
     };
+    // A very large region gets half of the time: the other half goes to its parts when the
+    // whole does not fit.
+    let whole = if region.statements.len() > HUGE_REGION {
+        Options {
+            isl_max_seconds: opts.isl_max_seconds / 2.0,
+            ..opts.clone()
+        }
+    } else {
+        opts.clone()
+    };
     let mut fb = Feedback::default();
-    let analysed = islx::limited(opts, |isl| analyze_in(region, opts, isl, started, &mut fb));
+    let analysed = islx::limited(&whole, |isl| {
+        analyze_in(region, &whole, isl, started, &mut fb)
+    });
+    let mut analysed_part = None;
     let stopped = match analysed {
         Ok(()) => None,
         Err(e) => {
@@ -101,28 +119,60 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
             } else {
                 format!("the polyhedral analysis stopped: {e}")
             };
-            add_why_not(
-                &mut fb,
-                format!("{why}; each loop is answered from its dependences alone"),
-            );
+            analysed_part = if opts.cancelled() {
+                None
+            } else {
+                parts::analyze_parts(region, &left(1.0), |sub, o, isl, fb| {
+                    analyze_in(sub, o, isl, std::time::Instant::now(), fb)
+                })
+            };
+            match &analysed_part {
+                Some(p) => add_why_not(
+                    &mut fb,
+                    format!(
+                        "isl stopped on the whole region ({}); the nest of loop {} was analysed on its own (for each iteration of the loops around it), the other loops from their dependences alone",
+                        whole_stop(&e),
+                        region.loops[p.root].label
+                    ),
+                ),
+                None => add_why_not(
+                    &mut fb,
+                    format!("{why}; each loop is answered from its dependences alone"),
+                ),
+            }
             Some(why)
         }
     };
+    let mut timing = Timing::new();
+    timing.mark("region");
+    if let Some(p) = &analysed_part {
+        take_part(&mut fb, &p.feedback);
+    }
     answer_missing_loops(region, opts, stopped.as_deref(), &mut fb);
+    timing.mark("direct answers");
+    if let Some(p) = &analysed_part {
+        part_metrics(region, p, &mut fb.metrics);
+    }
     if opts.cancelled() {
         return Ok(fb);
     }
+    // The storage advice and the code are the part's when only a part was analysed: the
+    // whole is what isl could not take.
+    let analysed_region = analysed_part.as_ref().map_or(region, |p| &p.region);
     // A quarter of the region's isl time at most: this advice must not double a large
     // region's analysis.
-    storage_maps(region, &left(0.25), &mut fb);
+    storage_maps(analysed_region, &left(0.25), &mut fb);
+    timing.mark("storage");
     // The models read the region's instructions one by one (before they were grouped into
     // blocks): each statement's executions are then its iterations.
     crate::gain::rate(region, &mut fb, &opts.gain);
+    timing.mark("gain");
     // The code before and after, from the ranked advice; without it the loop trees remain.
     let code = islx::limited(&left(1.0), |isl| {
-        let coarse = crate::coarsen::coarsen(region, isl);
+        let coarse = crate::coarsen::coarsen(analysed_region, isl);
         crate::codegen::region_code(&coarse, &fb, isl)
     });
+    timing.mark("code");
     match code {
         Ok((before, after)) => {
             fb.code_before = before;
@@ -134,6 +184,69 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
         Err(_) => {}
     }
     Ok(fb)
+}
+
+/// Why isl stopped on a whole region whose parts were then analysed: the whole is not the
+/// region's last word, so its budget is named as the budget of the whole.
+fn whole_stop(e: &Error) -> String {
+    match e {
+        Error::TooComplex => {
+            "at its budget, which --isl-max-operations and --isl-max-seconds raise".into()
+        }
+        e => e.to_string(),
+    }
+}
+
+/// [`whole_stop`] of the scheduler's failure, kept as text.
+fn whole_stop_text(e: &str) -> String {
+    match e == Error::TooComplex.to_string() {
+        true => whole_stop(&Error::TooComplex),
+        false => e.to_string(),
+    }
+}
+
+/// The answers of a part analysed on its own go to the region's: its suggestions (those the
+/// whole did not give before it stopped), its loops' answers (where the whole gave none), its
+/// reasons, its schedule and trees.
+fn take_part(fb: &mut Feedback, part: &Feedback) {
+    for s in &part.suggestions {
+        if !fb
+            .suggestions
+            .iter()
+            .any(|o| o.kind == s.kind && o.loops == s.loops)
+        {
+            fb.suggestions.push(s.clone());
+        }
+    }
+    for l in &part.loops {
+        if !fb.loops.iter().any(|o| o.id == l.id) {
+            fb.loops.push(l.clone());
+        }
+    }
+    if let Some(why) = &part.why_not {
+        add_why_not(fb, why.clone());
+    }
+    fb.ast_before = part.ast_before.clone();
+    fb.ast_after = part.ast_after.clone();
+    fb.schedule = part.schedule.clone();
+    fb.strategy = part.strategy;
+    fb.schedule_seconds = part.schedule_seconds;
+    fb.isl_schedule = part.isl_schedule.clone();
+}
+
+/// The region's metrics when only a part was analysed: those of its loops' answers
+/// (`metrics`, from [`answer_missing_loops`]), with the part's tiling and skew, whose
+/// operations are a share of the region's.
+fn part_metrics(region: &Region, part: &parts::AnalysedPart, metrics: &mut Metrics) {
+    let ops = |r: &Region| r.statements.iter().map(|s| s.ops).sum::<u64>();
+    let share = ops(&part.region) as f64 / ops(region).max(1) as f64;
+    let m = &part.feedback.metrics;
+    if m.tile_depth > metrics.tile_depth {
+        metrics.tile_depth = m.tile_depth;
+        metrics.tile_ops_percent = m.tile_ops_percent * share;
+    }
+    metrics.skew |= m.skew;
+    metrics.preuse_percent = metrics.preuse_percent.max(m.preuse_percent);
 }
 
 /// Storage hyperplanes and shared buffers (SMO) on the region's instructions, under the
@@ -213,6 +326,16 @@ fn analyze_in(
     let fine = region;
     let coarse = crate::coarsen::coarsen(region, isl);
     timing.mark("coarsen");
+    if std::env::var_os("POLYPROF_DEBUG_SCHEDULE").is_some() {
+        eprintln!(
+            "polyprof: region {} statements, {} dependences; coarse {} statements, {} dependences, {} pieces",
+            fine.statements.len(),
+            fine.dependences.len(),
+            coarse.statements.len(),
+            coarse.dependences.len(),
+            coarse.dependences.iter().map(|d| d.relation.pieces.len()).sum::<usize>()
+        );
+    }
     islx::fresh_budget(isl);
     let region = &coarse;
     let total: u64 = region.statements.iter().map(|s| s.ops).sum();
@@ -276,7 +399,8 @@ fn analyze_in(
             p.components,
             p.skewed,
             Some(format!(
-                "isl's scheduler stopped on the whole region ({e}); the nest of loop {} was scheduled on its own, for each iteration of the loops around it",
+                "isl's scheduler stopped on the whole region ({}); the nest of loop {} was scheduled on its own, for each iteration of the loops around it",
+                whole_stop_text(e),
                 region.loops[p.root].label
             )),
         ),

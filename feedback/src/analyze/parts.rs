@@ -184,6 +184,73 @@ fn to_outside(rel: &Polyhedra, depth: usize, sink_inside: bool) -> Polyhedra {
     }
 }
 
+/// A part of a region analysed on its own, after the analysis of the whole stopped.
+pub(super) struct AnalysedPart {
+    /// The loop the part starts at.
+    pub(super) root: usize,
+    pub(super) region: Region,
+    pub(super) feedback: Feedback,
+}
+
+/// Analyses the parts of the hottest nest of `region` with `analyze`, from the innermost
+/// outward, each on a budget of its own (half of the time `opts` allows that is left), and
+/// keeps the largest one analysed to its end: the whole region was too large for isl even to
+/// read, or to answer its loops, so its answers come from the largest part that fits
+/// (ARCHITECTURE, decision 11). Inner parts first: they are cheap, so a region always gets
+/// the answers of its innermost nest, and the outer ones have the time left.
+pub(super) fn analyze_parts(
+    region: &Region,
+    opts: &Options,
+    analyze: impl Fn(&Region, &Options, &Context, &mut Feedback) -> Result<(), Error>,
+) -> Option<AnalysedPart> {
+    let (started, deadline) = (std::time::Instant::now(), opts.isl_max_seconds);
+    let chain = region
+        .statements
+        .iter()
+        .max_by_key(|s| s.ops)
+        .map(|s| s.loops.clone())?;
+    let mut largest = None;
+    for root in chain.into_iter().rev() {
+        let Some(sub) = part(region, root) else {
+            continue;
+        };
+        if sub.statements.len() == region.statements.len() {
+            continue;
+        }
+        if opts.cancelled() {
+            break;
+        }
+        let opts = &Options {
+            isl_max_seconds: (deadline - started.elapsed().as_secs_f64()).max(0.0) / 2.0,
+            ..opts.clone()
+        };
+        let mut feedback = Feedback::default();
+        let attempt = islx::limited(opts, |isl| analyze(&sub, opts, isl, &mut feedback));
+        if std::env::var_os("POLYPROF_DEBUG_SCHEDULE").is_some() {
+            let what = match &attempt {
+                Ok(()) => "analysed".to_string(),
+                Err(e) => e.to_string(),
+            };
+            eprintln!(
+                "polyprof: region part at loop {} ({} statements, {} dependences): {what}",
+                region.loops[root].label,
+                sub.statements.len(),
+                sub.dependences.len()
+            );
+        }
+        if attempt.is_err() {
+            // A part around it would not fit either.
+            break;
+        }
+        largest = Some(AnalysedPart {
+            root,
+            region: sub,
+            feedback,
+        });
+    }
+    largest
+}
+
 /// What scheduling a part gave: its tiling, fusion components and skew, and the loop it
 /// starts at.
 pub(super) struct PartAdvice {
