@@ -20,7 +20,7 @@
 //! storage, and so does everything in a region that calls library code (it may read or
 //! write the element unseen).
 
-use crate::input::{Access, Dependence, EqualPairs, Region, Statement, Storage};
+use crate::input::{Access, Boundary, Dependence, EqualPairs, Region, Statement, Storage};
 use crate::islx::{self, empty};
 use crate::legality::{kelly, schedule_map};
 use crate::params::Parameterizer;
@@ -58,10 +58,17 @@ struct Edits {
     /// The element's storage, and the pairs that stay (within one accumulator range).
     relabel: BTreeMap<usize, (Storage, Polyhedra)>,
     add: Vec<Dependence>,
+    /// Live-out borders (indices into [`Region::live_out`]) through the element instead.
+    borders: BTreeMap<usize, Storage>,
 }
 
 impl Edits {
     fn apply(mut self, region: &mut Region) {
+        for (k, storage) in std::mem::take(&mut self.borders) {
+            if let Some(b) = region.live_out.get_mut(k) {
+                b.storage = storage;
+            }
+        }
         if self.drop.is_empty() && self.relabel.is_empty() && self.add.is_empty() {
             return;
         }
@@ -287,6 +294,7 @@ impl<'a> Rewriter<'a> {
                 taken.extend(range);
                 edits.drop.extend(plan.drop);
                 edits.relabel.extend(plan.relabel);
+                edits.borders.extend(plan.borders);
                 found = true;
             }
         }
@@ -370,16 +378,11 @@ impl<'a> Rewriter<'a> {
                 }
             }
         }
-        let crosses = |b: &crate::input::Boundary| {
+        let crosses = |b: &Boundary| {
             unnamed_register(&b.storage) == Some(reg) && range.contains(b.stmt.as_str())
         };
-        if self
-            .region
-            .live_in
-            .iter()
-            .chain(&self.region.live_out)
-            .any(crosses)
-        {
+        // A value from before the region would not be the element's.
+        if self.region.live_in.iter().any(crosses) {
             return Ok(None);
         }
         // Nothing else in the range touches the array's memory (it is stale there), and the
@@ -428,6 +431,13 @@ impl<'a> Rewriter<'a> {
                     plan.drop.insert(i);
                 }
                 (false, false) => {}
+            }
+        }
+        // What the register holds after the region (read there, or only taken for a library
+        // call's argument) is the last range's element, which its store left in memory.
+        for (k, b) in self.region.live_out.iter().enumerate() {
+            if crosses(b) {
+                plan.borders.insert(k, element.clone());
             }
         }
         Ok(Some((range, plan)))
