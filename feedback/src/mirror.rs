@@ -373,7 +373,7 @@ impl<'a> Rewriter<'a> {
                 let Some(eq) = same_outer(d)? else {
                     return Ok(None);
                 };
-                if !(a && b) || !self.rel(i)?.is_subset(&eq).map_err(e())? {
+                if !(a && b && self.rel(i)?.is_subset(&eq).map_err(e())?) {
                     return Ok(None);
                 }
             }
@@ -466,10 +466,10 @@ impl<'a> Rewriter<'a> {
             }
             let new = match load_access(p) {
                 Some(a) if a.array.as_ref().is_some_and(|n| !n.contains("stack")) => {
-                    self.from_load(i)?
+                    self.forwarded_load(i)?
                 }
                 Some(_) => None,
-                None => self.from_store(i, reg, idx)?,
+                None => self.forwarded_store(i, reg, idx)?,
             };
             if let Some(new) = new {
                 forwarded.insert(i);
@@ -506,7 +506,7 @@ impl<'a> Rewriter<'a> {
     /// Flow dependence `i` from a plain load to a reader, as the reader's dependences on the
     /// loaded element: its writers before the load, its next writers after (which must run
     /// after the reader, or memory no longer holds the value then).
-    fn from_load(&self, i: usize) -> Found<Vec<Dependence>> {
+    fn forwarded_load(&self, i: usize) -> Found<Vec<Dependence>> {
         let deps = self.deps();
         let d = &deps[i];
         let (u, p) = (d.sink.as_str(), d.source.as_str());
@@ -573,7 +573,7 @@ impl<'a> Rewriter<'a> {
     /// Flow dependence `i` of register `reg` from a computation to a reader, when a plain
     /// store put the value into an element before the read and nothing wrote the element
     /// again until then: the reader's dependences on that element.
-    fn from_store(&self, i: usize, reg: &str, idx: &[usize]) -> Found<Vec<Dependence>> {
+    fn forwarded_store(&self, i: usize, reg: &str, idx: &[usize]) -> Found<Vec<Dependence>> {
         let deps = self.deps();
         let d = &deps[i];
         let (u, p) = (d.sink.as_str(), d.source.as_str());
