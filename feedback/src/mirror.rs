@@ -55,8 +55,9 @@ pub fn elements_for_registers(region: &mut Region, opts: &Options) {
 #[derive(Default)]
 struct Edits {
     drop: BTreeSet<usize>,
-    /// The element's storage, and the pairs that stay (within one accumulator range).
-    relabel: BTreeMap<usize, (Storage, Polyhedra)>,
+    /// The element's storage, the register it is kept in, and the pairs that stay (within
+    /// one accumulator range).
+    relabel: BTreeMap<usize, (Storage, String, Polyhedra)>,
     add: Vec<Dependence>,
     /// Live-out borders (indices into [`Region::live_out`]) through the element instead.
     borders: BTreeMap<usize, Storage>,
@@ -74,10 +75,11 @@ impl Edits {
         }
         let old = std::mem::take(&mut region.dependences);
         for (i, mut d) in old.into_iter().enumerate() {
-            if let Some((storage, relation)) = self.relabel.remove(&i) {
+            if let Some((storage, reg, relation)) = self.relabel.remove(&i) {
                 d.storage = storage;
                 d.relation = relation;
                 d.reload = None;
+                d.mirror = Some(reg);
             } else if self.drop.contains(&i) {
                 continue;
             }
@@ -239,6 +241,7 @@ impl<'a> Rewriter<'a> {
             exact,
             equal_pairs: EqualPairs::Unknown,
             reload: None,
+            mirror: None,
         })
     }
 
@@ -423,7 +426,8 @@ impl<'a> Rewriter<'a> {
                         let Some(relation) = Polyhedra::from_union_map(&within) else {
                             return Ok(None);
                         };
-                        plan.relabel.insert(i, (element.clone(), relation));
+                        plan.relabel
+                            .insert(i, (element.clone(), reg.to_string(), relation));
                     }
                 }
                 // The register reused outside the ranges: another value, renamed freely.

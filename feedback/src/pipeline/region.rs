@@ -615,6 +615,7 @@ impl Scope<'_> {
                 exact,
                 equal_pairs: equal_pairs(f),
                 reload,
+                mirror: None,
             });
         }
         out
