@@ -226,6 +226,7 @@ impl<'a> Rewriter<'a> {
     /// be read back.
     fn dep(
         &self,
+        reg: &str,
         (source, sink): (&str, &str),
         kind: DepKind,
         storage: &Storage,
@@ -241,7 +242,7 @@ impl<'a> Rewriter<'a> {
             exact,
             equal_pairs: EqualPairs::Unknown,
             reload: None,
-            mirror: None,
+            mirror: Some(reg.to_string()),
         })
     }
 
@@ -470,7 +471,7 @@ impl<'a> Rewriter<'a> {
             }
             let new = match load_access(p) {
                 Some(a) if a.array.as_ref().is_some_and(|n| !n.contains("stack")) => {
-                    self.forwarded_load(i)?
+                    self.forwarded_load(i, reg)?
                 }
                 Some(_) => None,
                 None => self.forwarded_store(i, reg, idx)?,
@@ -510,7 +511,7 @@ impl<'a> Rewriter<'a> {
     /// Flow dependence `i` from a plain load to a reader, as the reader's dependences on the
     /// loaded element: its writers before the load, its next writers after (which must run
     /// after the reader, or memory no longer holds the value then).
-    fn forwarded_load(&self, i: usize) -> Found<Vec<Dependence>> {
+    fn forwarded_load(&self, i: usize, reg: &str) -> Found<Vec<Dependence>> {
         let deps = self.deps();
         let d = &deps[i];
         let (u, p) = (d.sink.as_str(), d.source.as_str());
@@ -531,6 +532,7 @@ impl<'a> Rewriter<'a> {
                     continue;
                 }
                 let Some(new) = self.dep(
+                    reg,
                     (&m.source, u),
                     DepKind::Flow,
                     &m.storage,
@@ -560,6 +562,7 @@ impl<'a> Rewriter<'a> {
                     return Ok(None);
                 }
                 let Some(new) = self.dep(
+                    reg,
                     (u, &m.sink),
                     DepKind::Anti,
                     &m.storage,
@@ -638,6 +641,7 @@ impl<'a> Rewriter<'a> {
                 }
                 storage = o.storage.clone();
                 let Some(new) = self.dep(
+                    reg,
                     (u, &o.sink),
                     DepKind::Anti,
                     &o.storage,
@@ -648,8 +652,14 @@ impl<'a> Rewriter<'a> {
                 };
                 out.push(new);
             }
-            let Some(new) = self.dep((st, u), DepKind::Flow, &storage, &x, d.exact && sd.exact)
-            else {
+            let Some(new) = self.dep(
+                reg,
+                (st, u),
+                DepKind::Flow,
+                &storage,
+                &x,
+                d.exact && sd.exact,
+            ) else {
                 return Ok(None);
             };
             out.push(new);

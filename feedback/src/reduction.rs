@@ -301,17 +301,15 @@ impl<'a> Finder<'a> {
                 .chain(&writers)
                 .flat_map(|n| &self.stmt(n).expect("chain statements exist").accesses)
                 .collect();
-            // An element kept in a register is one per range already (`crate::mirror`).
+            // An element kept in a register, with no access of its own in the chain, is one
+            // per range already (`crate::mirror`).
             let mirrored = carried.iter().all(|&i| deps[i].mirror.is_some());
-            let one_element = mirrored
-                || accesses.first().is_some_and(|first| {
-                    first.strides.iter().all(Option::is_some)
-                        && accesses.iter().all(|a| {
-                            a.strides == first.strides
-                                && a.base == first.base
-                                && a.size == first.size
-                        })
-                });
+            let one_element = accesses.first().map_or(mirrored, |first| {
+                first.strides.iter().all(Option::is_some)
+                    && accesses.iter().all(|a| {
+                        a.strides == first.strides && a.base == first.base && a.size == first.size
+                    })
+            });
             if !one_element {
                 return Ok(None);
             }
