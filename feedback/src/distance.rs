@@ -328,6 +328,7 @@ mod tests {
                     exact: true,
                     equal_pairs: EqualPairs::Unknown,
                     reload: None,
+                    mirror: None,
                 }
             })
             .collect();

@@ -141,6 +141,10 @@ pub struct Dependence {
     /// iteration's `a[i]`): where no iteration writes the array, reading it again removes
     /// the dependence.
     pub reload: Option<String>,
+    /// For a dependence through an array element that the compiler kept in a register
+    /// (`crate::mirror`): that register, through which its statements read and write the
+    /// element.
+    pub mirror: Option<String>,
 }
 
 /// Whether a dependence pairs instances with equal coordinates: between two instructions

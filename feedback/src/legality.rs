@@ -1060,8 +1060,10 @@ impl<'a> Ctx<'a> {
             .filter(|&&i| deps[i].kind == DepKind::Anti)
             .map(|&i| deps[i].source.as_str())
             .collect();
+        // A value the binary passes in a register (`Dependence::mirror`) is not a copied read.
         let fed_inside = deps.iter().any(|d| {
             d.kind == DepKind::Flow
+                && d.mirror.is_none()
                 && d.storage.root() == storage.root()
                 && readers.contains(d.sink.as_str())
                 && inside.contains(d.source.as_str())

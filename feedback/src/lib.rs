@@ -15,6 +15,7 @@ mod heap;
 pub mod input;
 mod islx;
 pub mod legality;
+mod mirror;
 pub mod params;
 pub mod pipeline;
 pub mod poly;

@@ -22,7 +22,7 @@
 //! and its result may differ in the last bits.
 
 use crate::distance::{Distances, Tri};
-use crate::input::{Access, DepKind, ReduceOp, Region, Statement, Storage};
+use crate::input::{Access, DepKind, Dependence, ReduceOp, Region, Statement, Storage};
 use crate::islx::{empty, union_map};
 use crate::legality::line_of;
 use crate::Error;
@@ -247,19 +247,24 @@ impl<'a> Finder<'a> {
             let s = self.stmt(n).expect("chain statements exist");
             let u = s.update.as_ref().expect("links have an update");
             // The accumulated value comes in through one storage, an `acc` operand.
-            let ins: BTreeMap<String, &Storage> = deps
+            let ins: BTreeMap<String, &Dependence> = deps
                 .iter()
                 .filter(|d| {
                     d.kind == DepKind::Flow && d.sink == *n && chain.contains(d.source.as_str())
                 })
-                .map(|d| (d.storage.root(), &d.storage))
+                .map(|d| (d.storage.root(), d))
                 .collect();
             if ins.len() != 1 {
                 return Ok(None);
             }
-            let fits = match ins.values().next().expect("one storage") {
+            let d = ins.values().next().expect("one storage");
+            let fits = match &d.storage {
                 Storage::Register { reg, .. } => u.acc_registers.contains(reg),
-                Storage::Scalar { .. } | Storage::Array { .. } => u.acc_memory,
+                // An element the compiler keeps in a register comes in through it.
+                Storage::Scalar { .. } | Storage::Array { .. } => match &d.mirror {
+                    Some(reg) => u.acc_registers.contains(reg),
+                    None => u.acc_memory,
+                },
                 Storage::Effect { .. } => false,
             };
             if !fits {
@@ -296,7 +301,10 @@ impl<'a> Finder<'a> {
                 .chain(&writers)
                 .flat_map(|n| &self.stmt(n).expect("chain statements exist").accesses)
                 .collect();
-            let one_element = accesses.first().is_some_and(|first| {
+            // An element kept in a register, with no access of its own in the chain, is one
+            // per range already (`crate::mirror`).
+            let mirrored = carried.iter().all(|&i| deps[i].mirror.is_some());
+            let one_element = accesses.first().map_or(mirrored, |first| {
                 first.strides.iter().all(Option::is_some)
                     && accesses.iter().all(|a| {
                         a.strides == first.strides && a.base == first.base && a.size == first.size

@@ -649,6 +649,7 @@ mod tests {
             exact: true,
             equal_pairs: EqualPairs::Unknown,
             reload: None,
+            mirror: None,
         };
         Region {
             loops: vec![

@@ -141,19 +141,24 @@ fn runs_chain(s: &Statement, chain: &[usize]) -> bool {
 fn split_groups(region: &Region, chain: &[usize], order: &[usize]) -> Option<(usize, Vec<u32>)> {
     let f = (0..chain.len().min(order.len())).find(|&k| chain[k] != order[k])?;
     let member = |s: &Statement| runs_chain(s, chain);
-    let chain_pos = region
+    let chain_pos: Vec<u32> = region
         .statements
         .iter()
         .find(|s| member(s))
-        .and_then(|s| s.positions.get(f + 1).copied());
+        .map(|s| s.positions.get(f + 1..).unwrap_or_default().to_vec())
+        .unwrap_or_default();
     let groups = region
         .statements
         .iter()
         .map(|s| {
             let shares = s.loops.len() > f && s.loops[..=f] == chain[..=f];
+            // Before or after the chain's statements in the program's order, at the first
+            // level where they part (code around a deeper inner loop too: Fortran's `c(i,
+            // j)` loaded and stored around k, with i made innermost).
+            let own = s.positions.get(f + 1..).unwrap_or_default();
             if member(s) || !shares {
                 1
-            } else if s.positions.get(f + 1).copied() > chain_pos {
+            } else if own > &chain_pos[..] {
                 2
             } else {
                 0

@@ -66,6 +66,7 @@ pub(super) fn part(region: &Region, root: usize) -> Option<Region> {
                 relation: project(&d.relation, depth, depth, depth),
                 equal_pairs: EqualPairs::Unknown,
                 reload: None,
+                mirror: None,
                 ..d.clone()
             }),
             // A value from elsewhere in the region: live-in, `{ S[i] -> Outside[] }`.

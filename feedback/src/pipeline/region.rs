@@ -186,7 +186,7 @@ pub(super) fn build_region(
         .max_by_key(|s| s.ops)
         .and_then(|s| naming.loaded().language(s.pc))
         .unwrap_or_default();
-    let input = Region {
+    let mut input = Region {
         loops,
         statements: stmts.list,
         dependences: edges.dependences,
@@ -211,6 +211,8 @@ pub(super) fn build_region(
         omp_loops,
         language,
     };
+    // Registers that only hold an array element are that element for every verdict.
+    crate::mirror::elements_for_registers(&mut input, &opts.feedback);
     // A region isl cannot schedule is still reported, with the reason.
     let feedback = analyze_region(&input, &opts.feedback).unwrap_or_else(|e| Feedback {
         why_not: Some(if opts.feedback.cancelled() {
@@ -613,6 +615,7 @@ impl Scope<'_> {
                 exact,
                 equal_pairs: equal_pairs(f),
                 reload,
+                mirror: None,
             });
         }
         out
