@@ -144,17 +144,19 @@ fn redact_counts(text: &str) -> String {
 }
 
 /// The flame graph's frame titles, one per line, in the SVG's order, for the frames that run
-/// at least 1% of the traced instructions (`folded`: stacks.folded). Widths also count measured
-/// native calls, which vary from run to run, and inferno leaves out frames under a tenth of a
-/// pixel: a smaller frame may be drawn in one run and not in the next.
+/// at least 1% of the traced instructions and 0.05% of the whole width (`folded`:
+/// stacks.folded). Widths also count measured native calls, which vary from run to run (with
+/// the machine's load), and inferno leaves out frames under a tenth of a pixel: a smaller
+/// frame may be drawn in one run and not in the next.
 fn flame_titles(svg: &str, folded: &str) -> String {
     let mut traced: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut total = 0u64;
+    let (mut total, mut all) = (0u64, 0u64);
     for (stack, count) in folded.lines().filter_map(|l| l.rsplit_once(' ')) {
+        let count: u64 = count.parse().unwrap_or(0);
+        all += count;
         if stack.ends_with("[native]") {
             continue;
         }
-        let count: u64 = count.parse().unwrap_or(0);
         total += count;
         let mut names: Vec<&str> = stack.split(';').collect();
         names.sort_unstable();
@@ -169,7 +171,9 @@ fn flame_titles(svg: &str, folded: &str) -> String {
             .next()
             .unwrap_or(title)
             .replace("&apos;", "'");
-        traced.get(name.as_str()).is_some_and(|&c| c * 100 >= total)
+        traced
+            .get(name.as_str())
+            .is_some_and(|&c| c * 100 >= total && c * 2000 >= all)
     };
     let titles: Vec<&str> = svg
         .split("<title>")

@@ -446,7 +446,27 @@ fn analyze_in(
         .filter(|(_, &p)| p)
         .map(|(&l, _)| l)
         .collect();
-    fb.metrics = metrics(&nest, &ic, &parallel_loops, &tiling, components, skewed);
+    // Every loop of the region counts, not only the hottest nest's: the loops the table
+    // answers parallel (or parallel as a reduction) as written.
+    let as_written: BTreeSet<usize> = region
+        .loops
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| {
+            fb.loops
+                .iter()
+                .any(|i| i.id == l.id && (i.parallel || i.reduction))
+        })
+        .map(|(k, _)| k)
+        .collect();
+    fb.metrics = metrics(
+        &nest,
+        &ic,
+        (&parallel_loops, &as_written),
+        &tiling,
+        components,
+        skewed,
+    );
     fb.ast_before = ast_before(region, &fb.loops);
     fb.ast_after = if skewed && part.is_none() {
         ast_after(region, &scheduled.tree, &fb.loops)
@@ -574,31 +594,36 @@ fn layout_advice(nest: &Nest<'_>, skewed: bool, fb: &mut Feedback) {
 }
 
 /// The POLY-PROF paper's metrics of the region.
+///
+/// Parallel operations run in a loop that is parallel once the nest is interchanged
+/// (`parallel_loops`, of the hottest nest) or as written (`as_written`, any loop of the
+/// region); SIMD operations, in such an innermost loop.
 fn metrics(
     nest: &Nest<'_>,
     ic: &Interchanged,
-    parallel_loops: &BTreeSet<usize>,
+    (parallel_loops, as_written): (&BTreeSet<usize>, &BTreeSet<usize>),
     tiling: &Tiling,
     (components_before, components_after): (usize, usize),
     skewed: bool,
 ) -> Metrics {
     let (region, total) = (nest.region, nest.total);
     let inner_parallel = ic.order.last().is_some_and(|l| parallel_loops.contains(l));
+    let simd = |s: &Statement| {
+        (inner_parallel && s.loops.last() == nest.chain.last())
+            || s.loops.last().is_some_and(|l| as_written.contains(l))
+    };
     Metrics {
         mem_ops_percent: pct(nest.ops_where(|s| !s.accesses.is_empty()), total),
         fp_ops_percent: pct(nest.ops_where(|s| s.fp), total),
         parallel_ops_percent: pct(
-            nest.ops_where(|s| s.loops.iter().any(|l| parallel_loops.contains(l))),
+            nest.ops_where(|s| {
+                s.loops
+                    .iter()
+                    .any(|l| parallel_loops.contains(l) || as_written.contains(l))
+            }),
             total,
         ),
-        simd_ops_percent: if inner_parallel {
-            pct(
-                nest.ops_where(|s| s.loops.last() == nest.chain.last()),
-                total,
-            )
-        } else {
-            0.0
-        },
+        simd_ops_percent: pct(nest.ops_where(simd), total),
         reuse_percent: nest.chain.last().map_or(0.0, |&l| nest.share_along(l)),
         preuse_percent: ic.preuse,
         tile_depth: tiling.depth,
