@@ -328,6 +328,7 @@ mod tests {
                     exact: true,
                     equal_pairs: EqualPairs::Unknown,
                     reload: None,
+                    invariant_in: Vec::new(),
                 }
             })
             .collect();

@@ -649,6 +649,7 @@ mod tests {
             exact: true,
             equal_pairs: EqualPairs::Unknown,
             reload: None,
+            invariant_in: Vec::new(),
         };
         Region {
             loops: vec![

@@ -137,6 +137,36 @@ fn loaded_from(
     }
 }
 
+/// Marks the register flow dependences whose value is one along a loop
+/// ([`crate::input::Dependence::invariant_in`]).
+fn invariant_registers(
+    deps: &mut [Dependence],
+    stmts: &Statements,
+    loop_nodes: &[NodeId],
+    loops: &[Loop],
+    tree: &ScheduleTree,
+    folded: &Folded2,
+    code: &Code,
+) {
+    let copies = super::copies::Copies::new(folded);
+    let keys: HashMap<&str, (NodeId, u64)> =
+        stmts.names.iter().map(|(k, n)| (n.as_str(), *k)).collect();
+    for d in deps {
+        if d.kind != DepKind::Flow || !matches!(d.storage, Storage::Register { .. }) {
+            continue;
+        }
+        let Some(&at) = keys.get(d.source.as_str()) else {
+            continue;
+        };
+        d.invariant_in = loop_nodes
+            .iter()
+            .zip(loops)
+            .filter(|(&n, _)| tree.is_within(at.0, n) && copies.one_value_along(code, tree, at, n))
+            .map(|(_, l)| l.id.clone())
+            .collect();
+    }
+}
+
 /// Builds region `index` (rooted at `roots`) from the folded trace, and analyses it.
 pub(super) fn build_region(
     index: usize,
@@ -169,6 +199,15 @@ pub(super) fn build_region(
     let loop_code = LoopCode::of_region(&loop_nodes, &loops, tree, naming);
     let omp_loops = super::openmp::omp_loops(&loop_nodes, &loops, tree, naming);
     let mut edges = scope.edges(&stmts, &loop_code);
+    invariant_registers(
+        &mut edges.dependences,
+        &stmts,
+        &loop_nodes,
+        &loops,
+        tree,
+        folded,
+        code,
+    );
     edges
         .reports
         .sort_by(|a, b| (&a.sink, &a.source).cmp(&(&b.sink, &b.source)));
@@ -613,6 +652,7 @@ impl Scope<'_> {
                 exact,
                 equal_pairs: equal_pairs(f),
                 reload,
+                invariant_in: Vec::new(),
             });
         }
         out
