@@ -250,6 +250,8 @@ pub struct OmpLoop {
     pub directive: Option<String>,
     /// The counter of the loop statement below the directive (`i`), private to each thread.
     pub counter: Option<String>,
+    /// The line of that loop statement (gcc may name the loop by a line of its body).
+    pub line: Option<u32>,
     /// The variables the loop statement declares (in its header or body), from debug
     /// information: each iteration's own.
     pub declared: Vec<String>,

@@ -109,6 +109,13 @@ def own_loops(report):
 DIRECTIVE = re.compile(r"^\s*#\s*pragma\s+omp\b(.*)")
 
 
+def compiled_sources(p, root):
+    """The files the build compiles (paths relative to `root`, WORK/<name>): the suite's
+    folders hold variants that are not built (cfd's euler3d_cpu_double.cpp)."""
+    bdir = p.get("build", ".")
+    return [os.path.normpath(os.path.join(bdir, u)) for u in p["units"]]
+
+
 def source_directives(root, sources):
     """The worksharing-loop directives of the program's sources: [(rel path, line, text)],
     continuation lines joined. A commented-out pragma is not one."""
@@ -135,19 +142,31 @@ def source_directives(root, sources):
 
 
 def match_directives(directives, loops):
-    """Each directive with the verdicts of the loops below it (the nearest directive above
-    a loop's line, in the same file, is its own): [(rel, line, text, [loop rows])]."""
+    """Each directive with the verdicts of the loops below it (the nearest directive on or
+    above a loop's line, in the same file, is its own: gcc may name the loop by the
+    directive's line): [(rel, line, text, [loop rows])]."""
     out = [(rel, line, text, []) for rel, line, text in directives]
     for row in loops:
         _, f, line, _ = row
         best = None
         for k, (rel, dline, _, _) in enumerate(out):
-            if os.path.basename(rel) == os.path.basename(f) and dline < line and \
+            if os.path.basename(rel) == os.path.basename(f) and dline <= line and \
                     (best is None or dline > out[best][1]):
                 best = k
         if best is not None:
             out[best][3].append(row)
     return out
+
+
+def why(o):
+    """The verdict's text, without its common opening, short."""
+    t = o.get("text") or ""
+    for lead in ("iterations given to different threads race: ", "the directive lacks "):
+        if t.startswith(lead):
+            t = t[len(lead):]
+    if o.get("verdict") == "parallel":
+        return "-"
+    return t[:110] + (" ..." if len(t) > 110 else "")
 
 
 def table(progs, serial):
@@ -169,16 +188,17 @@ def table(progs, serial):
         rows = own_loops(p.report)
         for loc, _, _, o in rows:
             counts[o.get("verdict")] = counts.get(o.get("verdict"), 0) + 1
-            loops_out.append("%-14s %-28s %-16s %-34s %s" % (
+            loops_out.append("%-14s %-28s %-16s %-34s %-44s %s" % (
                 p.name, loc, o.get("verdict"), ", ".join(o.get("missing") or [])[:34],
-                (o.get("directive") or "-")[:70]))
-        for rel, line, text, got in match_directives(source_directives(p.dir, p.sources),
-                                                     rows):
+                (o.get("directive") or "-")[:44], why(o)))
+        directives = source_directives(p.dir, compiled_sources(p.p, p.dir))
+        for rel, line, text, got in match_directives(directives, rows):
             if not got:
                 missing.append("%-14s %s:%d %s" % (p.name, rel, line, text[:80]))
     lines += ["", "The programs' own OpenMP loops (report.json all_loops[].openmp), %d: %s" % (
         len(loops_out), ", ".join("%s %d" % kv for kv in sorted(counts.items())) or "none"),
-        "%-14s %-28s %-16s %-34s %s" % ("program", "loop", "verdict", "missing", "directive")]
+        "%-14s %-28s %-16s %-34s %-44s %s" % ("program", "loop", "verdict", "missing",
+                                              "directive", "why (the verdict's text)")]
     lines += loops_out
     lines += ["", "Worksharing directives of the sources with no verdict (%d):" % len(missing)]
     lines += missing or ["none"]

@@ -1,7 +1,8 @@
 /* The program's own OpenMP loops, each with a known verdict: a parallel stencil, a planted
  * race, a reduction with its clause, one without it, a shared temporary without `private`;
  * partial sums in a row per thread (Rodinia's kmeans), a stencil by chunks whose shared
- * pointer gcc -O2 spills and restores around the interior loop (Rodinia's hotspot); and a
+ * pointer gcc -O2 spills and restores around the interior loop (Rodinia's hotspot), a loop
+ * over columns that gcc -O2 names by a line of its inner loop's body (Rodinia's srad); and a
  * qsort comparator called back by the library. The program asks for four threads itself,
  * as Rodinia's backprop does: polyprof's thread limit keeps it to one. */
 #include <omp.h>
@@ -40,6 +41,34 @@ static void chunks(float *res, const float *tmp, const float *pw, int n, float c
                                          (tmp[k + 1] + tmp[k - 1] - 2.f * tmp[k]) * rx +
                                          (80.f - tmp[k]) * rz);
             }
+    }
+}
+
+#define NR 32
+#define NC 32
+static float img[NR * NC], dn[NR * NC], ds[NR * NC], dw[NR * NC], de[NR * NC], cc[NR * NC];
+static int in_[NR], is_[NR], jw[NC], je[NC];
+
+static void derivatives(void)
+{
+    int i, j, k;
+    float jc, g2;
+#pragma omp parallel for shared(img, dn, ds, dw, de, cc) private(i, j, k, jc, g2)
+    for (j = 0; j < NC; j++) {
+
+        for (i = 0; i < NR; i++) {
+
+            k = i + NR * j;
+            jc = img[k];
+
+            dn[k] = img[in_[i] + NR * j] - jc;
+            ds[k] = img[is_[i] + NR * j] - jc;
+            dw[k] = img[i + NR * jw[j]] - jc;
+            de[k] = img[i + NR * je[j]] - jc;
+
+            g2 = (dn[k] * dn[k] + ds[k] * ds[k] + dw[k] * dw[k] + de[k] * de[k]) / (jc * jc);
+            cc[k] = 1.0f / (1.0f + g2);
+        }
     }
 }
 
@@ -96,7 +125,19 @@ int main(void)
         g = r;
         r = x;
     }
+    for (int i = 0; i < NR; i++) {
+        in_[i] = i > 0 ? i - 1 : 0;
+        is_[i] = i < NR - 1 ? i + 1 : NR - 1;
+    }
+    for (int j = 0; j < NC; j++) {
+        jw[j] = j > 0 ? j - 1 : 0;
+        je[j] = j < NC - 1 ? j + 1 : NC - 1;
+    }
+    for (int k = 0; k < NR * NC; k++)
+        img[k] = 1.0f + (k * 7 % 11);
+    derivatives();
     qsort(a, N, sizeof(double), by_value);
     printf("%a %a %a %a %a %a %a\n", s, u, c[N - 1], b[7], a[N - 1], part[0][3], g[G + 1]);
+    printf("%a\n", cc[NR + 3]);
     return 0;
 }

@@ -7,7 +7,8 @@
 //! `private(t)`; partial sums in rows indexed by the thread number are parallel (with one
 //! thread every iteration uses row 0), and so is a stencil by chunks whose shared pointer gcc
 //! -O2 spills and restores around the interior loop (a register that holds one value all
-//! along the loop); the program's own `omp_set_num_threads(4)` starts no thread. At -O0 and
+//! along the loop), and so is a loop over columns gcc -O2 names by a line of its inner loop's
+//! body (not merged with it: its own `for` is below the directive); the program's own `omp_set_num_threads(4)` starts no thread. At -O0 and
 //! -O2 (where gcc keeps the stencil's `a[i + 1]` in a register for the next iteration, and the
 //! shared `u` in a register for the whole loop).
 
@@ -131,6 +132,8 @@ fn check(opt: &str) {
     let (v, _, all) = verdict("/* per-thread rows */");
     assert_eq!(v, "parallel", "{opt}: {all:#}");
     let all = verdict_of_body(&r, "chunks._omp_fn.");
+    assert_eq!(all["verdict"], "parallel", "{opt}: {all:#}");
+    let all = verdict_of_body(&r, "derivatives._omp_fn.");
     assert_eq!(all["verdict"], "parallel", "{opt}: {all:#}");
 
     let text = std::fs::read_to_string(out.join("report.txt")).expect("report.txt");

@@ -96,6 +96,7 @@ pub(super) fn omp_loops(
             (Some((_, line)), Some(loc)) => thread_rows(&mut sources, &loc.file, *line),
             _ => Default::default(),
         };
+        let line = statement.as_ref().map(|(_, l)| *l);
         let counter = statement.map(|(c, _)| c);
         let clauses = directive
             .as_deref()
@@ -106,6 +107,7 @@ pub(super) fn omp_loops(
             OmpLoop {
                 directive,
                 counter,
+                line,
                 declared: declared.into_iter().collect(),
                 clauses,
                 body,

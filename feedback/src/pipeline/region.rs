@@ -208,6 +208,16 @@ pub(super) fn build_region(
         folded,
         code,
     );
+    // An OpenMP loop's own statement is known (the `for` below its directive): a loop
+    // statement below it is nested in it, not one the compiler merged it with (gcc names
+    // srad's outlined `j` loop by a line of the inner `i` loop's body).
+    for v in edges.shared.values_mut() {
+        v.merged.retain(|(id, at)| {
+            let own = omp_loops.get(id).and_then(|o| o.line);
+            let line = at.rsplit(':').next().and_then(|n| n.parse::<u32>().ok());
+            !matches!((own, line), (Some(own), Some(line)) if line > own)
+        });
+    }
     edges
         .reports
         .sort_by(|a, b| (&a.sink, &a.source).cmp(&(&b.sink, &b.source)));
