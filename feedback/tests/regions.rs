@@ -59,6 +59,7 @@ fn dep(src: &str, sink: &str, rel: &str) -> Dependence {
         exact: true,
         equal_pairs: EqualPairs::Unknown,
         reload: None,
+        invariant_in: Vec::new(),
     }
 }
 

@@ -566,4 +566,30 @@ mod tests {
         assert!(is_outlined(".omp_outlined._debug__"));
         assert!(!is_outlined("main"));
     }
+
+    #[test]
+    fn finds_the_rows_each_thread_owns() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = dir.path().join("k.c");
+        std::fs::write(
+            &c,
+            "void f(int n, float *x) {\n  float **p = malloc(n * sizeof *p);\n  for (int t = 0; t < n; t++)\n    p[t] = calloc(8, sizeof **p);\n  int *q = malloc(64);\n  #pragma omp parallel\n  {\n    int tid = omp_get_thread_num();\n    #pragma omp for\n    for (int i = 0; i < 64; i++) {\n      p[tid][i % 8] += x[i];\n      q[i % 8] += 1;\n    }\n  }\n}\n",
+        )
+        .unwrap();
+        let mut s = SourceText::default();
+        let (rows, sites) = thread_rows(&mut s, c.to_str().unwrap(), 10);
+        assert_eq!(rows, vec!["p".to_string()]);
+        assert_eq!(sites, vec!["k.c:2".to_string(), "k.c:4".to_string()]);
+        let omp = OmpLoop {
+            thread_rows: rows,
+            thread_blocks: sites,
+            ..OmpLoop::default()
+        };
+        assert!(omp.thread_row("the heap block allocated at k.c:4"));
+        assert!(omp.thread_row("array the heap block allocated at k.c:4 (+8)"));
+        assert!(!omp.thread_row("the heap block allocated at k.c:42"));
+        assert!(!omp.thread_row("the heap block allocated at k.c:5"));
+        assert!(omp.thread_row("array `p`"));
+        assert!(!omp.thread_row("array `q`"));
+    }
 }
