@@ -454,10 +454,12 @@ pub(crate) fn clause_variables(directive: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut rest = lower.as_str();
     while let Some(open) = rest.find('(') {
-        let word_start = rest[..open]
+        // `private (i, thid)` (b+tree): the clause's word may stand apart from its list.
+        let head = rest[..open].trim_end();
+        let word_start = head
             .rfind(|c: char| !c.is_alphanumeric() && c != '_')
             .map_or(0, |i| i + 1);
-        let word = rest[word_start..open].trim();
+        let word = &head[word_start..];
         let close = rest[open..].find(')').map_or(rest.len(), |c| open + c);
         let inside = &rest[open + 1..close];
         if CLAUSES.contains(&word) {
@@ -561,6 +563,8 @@ mod tests {
         let want: std::collections::BTreeSet<String> =
             ["j", "k", "s", "x"].iter().map(|s| s.to_string()).collect();
         assert_eq!(v, want);
+        let v = clause_variables("#pragma omp parallel for private (i, thid)");
+        assert!(v.contains("i") && v.contains("thid"), "{v:?}");
         let f = clause_variables("!$omp PARALLEL DO PRIVATE(J) REDUCTION(+:Total)");
         assert!(f.contains("j") && f.contains("total"), "{f:?}");
         assert!(is_outlined(".omp_outlined._debug__"));
