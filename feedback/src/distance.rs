@@ -329,6 +329,7 @@ mod tests {
                     equal_pairs: EqualPairs::Unknown,
                     reload: None,
                     mirror: None,
+                    invariant_in: Vec::new(),
                 }
             })
             .collect();

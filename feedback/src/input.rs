@@ -145,6 +145,10 @@ pub struct Dependence {
     /// (`crate::mirror`): that register, through which its statements read and write the
     /// element.
     pub mirror: Option<String>,
+    /// For a flow dependence through a register: the loops ([`Loop::id`]) along which the
+    /// value is one value, written outside the loop and only copied inside it (a pointer
+    /// spilled and restored around an inner loop). It orders no iterations of those loops.
+    pub invariant_in: Vec<String>,
 }
 
 /// Whether a dependence pairs instances with equal coordinates: between two instructions
@@ -250,6 +254,8 @@ pub struct OmpLoop {
     pub directive: Option<String>,
     /// The counter of the loop statement below the directive (`i`), private to each thread.
     pub counter: Option<String>,
+    /// The line of that loop statement (gcc may name the loop by a line of its body).
+    pub line: Option<u32>,
     /// The variables the loop statement declares (in its header or body), from debug
     /// information: each iteration's own.
     pub declared: Vec<String>,
@@ -267,6 +273,12 @@ pub struct OmpLoop {
     /// shared by the loop's threads (the body's own frame, and those it calls, are each
     /// thread's own).
     pub shared_frames: Vec<String>,
+    /// Arrays the loop's body indexes by the thread number (`partial[tid][k]`,
+    /// `tid = omp_get_thread_num()`): a row per thread, each thread's own.
+    pub thread_rows: Vec<String>,
+    /// Where the source allocates those rows (`kmeans_clustering.c:177`), as heap blocks are
+    /// named.
+    pub thread_blocks: Vec<String>,
 }
 
 impl OmpLoop {
@@ -280,7 +292,7 @@ impl OmpLoop {
             Storage::Register { var: Some(v), .. } => return self.in_clauses(v),
             _ => return false,
         };
-        if self.on_own_stack(name) {
+        if self.on_own_stack(name) || self.thread_row(name) {
             return true;
         }
         let var = name
@@ -303,6 +315,24 @@ impl OmpLoop {
                 Some(&rest[..end])
             });
         frame.is_some_and(|f| !self.shared_frames.iter().any(|s| s == f))
+    }
+
+    /// Whether storage named `name` ([`Storage::describe`]) is in a row the body indexes by
+    /// the thread number: an array of [`OmpLoop::thread_rows`], or a block allocated at one
+    /// of [`OmpLoop::thread_blocks`]. With one thread every iteration uses row 0; with more,
+    /// each thread its own.
+    pub fn thread_row(&self, name: &str) -> bool {
+        let block = self.thread_blocks.iter().any(|site| {
+            let at = format!("allocated at {site}");
+            name.match_indices(&at)
+                .any(|(k, _)| !name[k + at.len()..].starts_with(|c: char| c.is_ascii_digit()))
+        });
+        let var = name
+            .strip_prefix("array ")
+            .unwrap_or(name)
+            .strip_prefix('`')
+            .and_then(|n| n.split('`').next());
+        block || var.is_some_and(|v| self.thread_rows.iter().any(|r| r == v))
     }
 
     /// Whether the directive's data-sharing clauses name variable `v`.

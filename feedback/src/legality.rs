@@ -666,6 +666,8 @@ impl<'a> Ctx<'a> {
         // for the parallel loop does not do.
         within.retain(|&i| !self.declared_inside(l, &self.region.dependences[i].storage));
         within.retain(|&i| !self.reloadable(l, i));
+        let id = &self.region.loops[l].id;
+        within.retain(|&i| !self.region.dependences[i].invariant_in.contains(id));
         // A loop the program runs in parallel itself: what its threads keep in memory of
         // their own (the outlined body's frame, the directive's private copies) is no one
         // else's.

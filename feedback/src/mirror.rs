@@ -243,6 +243,7 @@ impl<'a> Rewriter<'a> {
             equal_pairs: EqualPairs::Unknown,
             reload: None,
             mirror: Some(reg.to_string()),
+            invariant_in: Vec::new(),
         })
     }
 

@@ -650,6 +650,7 @@ mod tests {
             equal_pairs: EqualPairs::Unknown,
             reload: None,
             mirror: None,
+            invariant_in: Vec::new(),
         };
         Region {
             loops: vec![

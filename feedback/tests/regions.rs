@@ -60,6 +60,7 @@ fn dep(src: &str, sink: &str, rel: &str) -> Dependence {
         equal_pairs: EqualPairs::Unknown,
         reload: None,
         mirror: None,
+        invariant_in: Vec::new(),
     }
 }
 

@@ -27,6 +27,8 @@ import subprocess
 import sys
 import time
 
+import omp_mode
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 STUB_INCLUDE = os.path.join(HERE, "include")   # the stub omp.h of the serial builds
@@ -475,12 +477,15 @@ def apply_patches(root, patches):
             f.write(text.replace(old, new))
 
 
-def build(p, root, exe, openmp=False, lib_archive=None, timeout=600):
+def build(p, root, exe, openmp=False, lib_archive=None, timeout=600, shipped=False):
     """Compiles the program whose sources are under `root` (WORK/<name> or a variant's
-    copy) into `exe`: serial with the stub omp.h, or with -fopenmp. (ok, message)."""
+    copy) into `exe`: serial with the stub omp.h, with -fopenmp and omp_set_num_threads()
+    made a no-op (phase 2), or `shipped`: with -fopenmp alone (--openmp). (ok, message)."""
     bdir = os.path.join(root, p.get("build", "."))
     cmd = [p["cc"], "-O2", "-g"] + p.get("flags", [])
-    if openmp:
+    if shipped:
+        cmd += ["-fopenmp"]
+    elif openmp:
         cmd += ["-fopenmp", "-include", os.path.join(STUB_INCLUDE, "omp_env_threads.h")]
     else:
         cmd += ["-I" + STUB_INCLUDE, "-include", "omp.h"]
@@ -674,6 +679,8 @@ class Program:
         self.timing = ""
         self.arows = []          # phase 2 rows
         self.baseline = None
+        self.openmp = getattr(args, "openmp", False)   # built as shipped, with -fopenmp
+        self.vs_serial = "-"     # --openmp: the one-thread native run against the serial one
 
     # -- preparation --
     def prepare(self):
@@ -686,7 +693,7 @@ class Program:
         apply_patches(self.dir, self.p.get("patches"))
         # the pristine (patched) sources, for phase 2's variants
         self.sources = source_files(self.p, self.dir)
-        ok, err = build(self.p, self.dir, self.exe)
+        ok, err = build(self.p, self.dir, self.exe, shipped=self.openmp)
         if not ok:
             self.error = "does not build: " + err.strip()[-400:]
             return False
@@ -703,7 +710,9 @@ class Program:
 
     def run_native(self):
         self.clean_outputs()
-        rc, o, e, t = run([self.exe] + self.p["args"], cwd=self.run_dir, timeout=600)
+        env = omp_mode.env_one_thread(os.environ) if self.openmp else None
+        rc, o, e, t = run([self.exe] + self.p["args"], cwd=self.run_dir, env=env,
+                          timeout=600)
         self.ref = collect(self.p, self.run_dir, rc, o, e, t)
         nat = os.path.join(self.dir, "native")
         os.makedirs(nat, exist_ok=True)
@@ -740,6 +749,8 @@ class Program:
             shutil.rmtree(d, ignore_errors=True)
         self.clean_outputs()
         env = dict(os.environ, POLYPROF_TIMING="1")
+        if self.openmp:
+            env = omp_mode.env_without_omp(env)   # polyprof chooses the thread count
         cmd = [self.args.polyprof_bin, "--region-threshold", "5", "-o", out, self.exe] + \
             self.p["args"]
         rc, o, e, t = run(cmd, cwd=self.run_dir, env=env, timeout=self.args.timeout)
@@ -779,12 +790,14 @@ class Program:
             m = json.load(open(meta))
             self.verdict, self.pp_rc, self.pp_seconds = m["verdict"], m["rc"], m["seconds"]
             self.error = m.get("error")
+            self.vs_serial = m.get("vs_serial", "-")
 
     def save_meta(self):
         json.dump({"verdict": self.verdict, "rc": self.pp_rc, "seconds": self.pp_seconds,
                    "native_rc": self.ref.rc if self.ref else None,
                    "native_seconds": self.ref.seconds if self.ref else None,
-                   "error": self.error, "diffs": getattr(self, "diffs", [])},
+                   "error": self.error, "diffs": getattr(self, "diffs", []),
+                   "vs_serial": self.vs_serial},
                   open(os.path.join(self.dir, "phase1.json"), "w"), indent=1)
 
     # -- reading the report --
@@ -1077,6 +1090,28 @@ def apply_table(progs):
     return out
 
 
+def serial_native(sargs, spec, p):
+    """The one-thread native run of an -fopenmp build against the serial audit's native
+    run: 'same', 'DIFF' (logged), or '-' when the serial audit has none."""
+    sp = Program(sargs, spec)
+    try:
+        sp.load_native()
+    except (OSError, ValueError, KeyError):
+        return "-"
+    diffs = compare(spec, sp.ref, p.ref)
+    if diffs:
+        log("  the one-thread run differs from the serial one: " + "; ".join(diffs))
+    return "same" if not diffs else "DIFF"
+
+
+def serial_report(sargs, spec):
+    path = os.path.join(sargs.work, spec["name"], "out", "report.json")
+    try:
+        return json.load(open(path))
+    except (OSError, ValueError):
+        return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1094,7 +1129,15 @@ def main():
     ap.add_argument("--reuse", action="store_true",
                     help="reuse WORK/<name> from an earlier run (sources, native outputs, "
                     "report.json) instead of building and profiling again")
+    ap.add_argument("--openmp", action="store_true",
+                    help="build as shipped with -fopenmp, profile with no OpenMP environment "
+                    "set, and compare with the serial audit in --serial (see README.md)")
+    ap.add_argument("--serial", default="/tmp/rodinia-audit/work",
+                    help="with --openmp: the WORK of a serial audit (read only)")
     args = ap.parse_args()
+    if args.openmp and args.apply:
+        ap.error("--openmp does not run phase 2")
+    args.serial = os.path.abspath(args.serial)
     args.rodinia = os.path.abspath(args.rodinia)
     args.polyprof = os.path.abspath(args.polyprof)
     args.work = os.path.abspath(args.work)
@@ -1122,6 +1165,8 @@ def main():
         json.dump({"commit": commit, "built": args.built, "polyprof": args.polyprof,
                    "date": time.strftime("%Y-%m-%d %H:%M")}, open(meta_path, "w"))
 
+    serial = {}   # --openmp: name -> the serial audit's report.json
+    sargs = argparse.Namespace(**dict(vars(args), work=args.serial, openmp=False))
     progs = []
     shown_apply = False   # --reuse without --apply: phase 2 as the earlier run left it
     for spec in PROGRAMS:
@@ -1142,10 +1187,14 @@ def main():
                     p.save_meta()
                     continue
                 if p.run_native():
+                    if p.openmp:
+                        p.vs_serial = serial_native(sargs, spec, p)
                     p.profile()
                 else:
                     log("  " + p.error)
                 p.save_meta()
+            if p.openmp:
+                serial[p.name] = serial_report(sargs, spec)
             r = p.row()
             log("  %s: %s instr, top %s %s ops, %s loops %s" % (
                 p.verdict, r["instr"], r["region"], pct(r["ops"]), r["loops"], r["state"]))
@@ -1186,6 +1235,11 @@ def main():
         "; ".join("%s (%s)" % (p.name, p.error) for p in errs) or "none"))
     if args.apply or shown_apply:
         out += [""] + apply_table(progs)
+    if args.openmp:
+        out += ["", "OpenMP builds (-fopenmp as shipped, no OpenMP environment) against the "
+                "serial audit in %s; `out`: under polyprof against the native run with "
+                "OMP_NUM_THREADS=1; `=ser`: that run against the serial build's" % args.serial,
+                ""] + omp_mode.table(progs, serial)
     text = "\n".join(out) + "\n"
     print(text)
     with open(table_path, "w") as f:

@@ -4,8 +4,13 @@
 //! of its own `#pragma omp parallel for` loops gets its verdict from the dependences
 //! observed: a stencil is parallel as written, a planted race is a race, a reduction with its
 //! clause is parallel, one without it lacks `reduction(+: u)`, a shared temporary lacks
-//! `private(t)`. At -O0 and -O2 (where gcc keeps the stencil's `a[i + 1]` in a register for
-//! the next iteration, and the shared `u` in a register for the whole loop).
+//! `private(t)`; partial sums in rows indexed by the thread number are parallel (with one
+//! thread every iteration uses row 0), and so is a stencil by chunks whose shared pointer gcc
+//! -O2 spills and restores around the interior loop (a register that holds one value all
+//! along the loop), and so is a loop over columns gcc -O2 names by a line of its inner loop's
+//! body (not merged with it: its own `for` is below the directive); the program's own `omp_set_num_threads(4)` starts no thread. At -O0 and
+//! -O2 (where gcc keeps the stencil's `a[i + 1]` in a register for the next iteration, and the
+//! shared `u` in a register for the whole loop).
 
 use serde_json::Value;
 use std::process::Command;
@@ -37,10 +42,30 @@ fn verdict_at(r: &Value, marker: &str) -> Value {
         })
 }
 
+/// The verdict of the loop of outlined body `body` (`chunks._omp_fn.0`): gcc names the
+/// chunk loop by its `continue` at -O0, by its `for` at -O2.
+fn verdict_of_body(r: &Value, body: &str) -> Value {
+    r["regions"]
+        .as_array()
+        .expect("regions")
+        .iter()
+        .flat_map(|g| g["all_loops"].as_array().expect("all_loops"))
+        .find(|l| {
+            l["openmp"]["body"]
+                .as_str()
+                .is_some_and(|b| b.starts_with(body))
+        })
+        .map(|l| l["openmp"].clone())
+        .unwrap_or_else(|| panic!("no verdict for a loop of {body}"))
+}
+
 fn check(opt: &str) {
     let k = compile_linked(KERNEL, &[opt, "-g", "-fopenmp"], &[]);
     let mut native = Command::new(&k.path);
-    native.env("OMP_NUM_THREADS", "1");
+    // One thread, though the program asks for four itself.
+    native
+        .env("OMP_NUM_THREADS", "1")
+        .env("OMP_THREAD_LIMIT", "1");
     let native = run_with_deadline(native, b"");
     assert!(native.status.success(), "{native:?}");
 
@@ -48,6 +73,7 @@ fn check(opt: &str) {
     let out = dir.path().join("out");
     let mut cmd = Command::new(polyprof_bin!());
     cmd.env_remove("OMP_NUM_THREADS")
+        .env_remove("OMP_THREAD_LIMIT")
         .arg("-o")
         .arg(&out)
         .arg(&k.path);
@@ -102,6 +128,13 @@ fn check(opt: &str) {
     let (v, missing, all) = verdict("/* shared temporary */");
     assert_eq!(v, "private_needed", "{opt}: {all:#}");
     assert!(missing.contains("private(t)"), "{opt}: {all:#}");
+
+    let (v, _, all) = verdict("/* per-thread rows */");
+    assert_eq!(v, "parallel", "{opt}: {all:#}");
+    let all = verdict_of_body(&r, "chunks._omp_fn.");
+    assert_eq!(all["verdict"], "parallel", "{opt}: {all:#}");
+    let all = verdict_of_body(&r, "derivatives._omp_fn.");
+    assert_eq!(all["verdict"], "parallel", "{opt}: {all:#}");
 
     let text = std::fs::read_to_string(out.join("report.txt")).expect("report.txt");
     assert!(

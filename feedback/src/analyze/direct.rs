@@ -38,7 +38,19 @@ pub(crate) fn loop_answers(region: &Region, why: &str) -> Vec<LoopInfo> {
         else {
             continue;
         };
-        let within = deps_within(region, &inside);
+        let mut within = deps_within(region, &inside);
+        // As the isl analysis leaves them out (`Ctx::parallel`): a register that holds one
+        // value along the loop, and what an OpenMP loop's threads keep of their own (memory,
+        // and registers but for the values they pass between iterations).
+        let omp = region.omp_loops.get(&lp.id);
+        within.retain(|&i| {
+            let d = &region.dependences[i];
+            let own = omp.is_some_and(|o| {
+                o.keeps_in_memory(&d.storage)
+                    || (d.kind != DepKind::Flow && matches!(d.storage, Storage::Register { .. }))
+            });
+            !d.invariant_in.contains(&lp.id) && !own
+        });
         let carried = carried_by(&distances, &within, depth);
         let permutable = within
             .iter()

@@ -176,7 +176,10 @@ fn shared(region: &Region, l: usize, omp: &OmpLoop, r: &Requirement) -> bool {
 /// Whether storage (as [`crate::input::Storage::describe`] names it) is each thread's own in
 /// the compiled parallel body: a register, or a stack variable of the body's own frames.
 fn kept_per_thread(storage: &str, omp: &OmpLoop) -> bool {
-    storage.starts_with("register ") || storage.contains(" (register ") || omp.on_own_stack(storage)
+    storage.starts_with("register ")
+        || storage.contains(" (register ")
+        || omp.on_own_stack(storage)
+        || omp.thread_row(storage)
 }
 
 /// The source variable storage is named after (`` `s` (stack of main) `` gives `s`).

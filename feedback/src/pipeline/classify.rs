@@ -122,7 +122,7 @@ pub(super) fn writes_data(
 }
 
 /// The full name of a register as dependences name it (`rax` for `eax`, `xmm0` for `ymm0`).
-fn full_name(r: iced_x86::Register) -> Option<String> {
+pub(super) fn full_name(r: iced_x86::Register) -> Option<String> {
     let full = r.full_register();
     if full.is_gpr64() {
         let n = full.number();

@@ -15,6 +15,7 @@
 
 mod classify;
 mod collect;
+mod copies;
 mod naming;
 mod openmp;
 mod pipe;

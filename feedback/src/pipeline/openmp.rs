@@ -92,6 +92,11 @@ pub(super) fn omp_loops(
             }
             _ => Vec::new(),
         };
+        let (thread_rows, thread_blocks) = match (&statement, naming.loop_location(func, lp)) {
+            (Some((_, line)), Some(loc)) => thread_rows(&mut sources, &loc.file, *line),
+            _ => Default::default(),
+        };
+        let line = statement.as_ref().map(|(_, l)| *l);
         let counter = statement.map(|(c, _)| c);
         let clauses = directive
             .as_deref()
@@ -102,11 +107,14 @@ pub(super) fn omp_loops(
             OmpLoop {
                 directive,
                 counter,
+                line,
                 declared: declared.into_iter().collect(),
                 clauses,
                 body,
                 shared_writes,
                 shared_frames: frames_around(tree, naming, body_node),
+                thread_rows,
+                thread_blocks,
             },
         );
     }
@@ -229,21 +237,7 @@ const MAX_BODY: u32 = 2000;
 /// The variables a C loop statement at `line` assigns in its header and body (not elements
 /// or members): `u += x` (with its operator), `t = a[i]`, `j++`, `for (j = 0; ...`.
 fn assigned_in_body(sources: &mut SourceText, file: &str, line: u32) -> Vec<SharedWrite> {
-    // A block body, or the statements down to the first that ends with `;`.
-    let mut last = line;
-    let mut at = line;
-    while let Some(text) = sources.line(file, at) {
-        let code = code_of(text);
-        if code.contains('{') {
-            last = body_end(sources, file, at).unwrap_or(at);
-            break;
-        }
-        last = at;
-        if code.trim_end().ends_with(';') || at >= line + MAX_BODY {
-            break;
-        }
-        at += 1;
-    }
+    let last = last_line(sources, file, line);
     let mut out: Vec<SharedWrite> = Vec::new();
     for n in line..=last {
         let Some(text) = sources.line(file, n) else {
@@ -265,6 +259,115 @@ fn assigned_in_body(sources: &mut SourceText, file: &str, line: u32) -> Vec<Shar
         }
     }
     out
+}
+
+/// The last line of the C loop statement at `line`: of its block body, or of the statements
+/// down to the first that ends with `;`.
+fn last_line(sources: &mut SourceText, file: &str, line: u32) -> u32 {
+    let mut last = line;
+    let mut at = line;
+    while let Some(text) = sources.line(file, at) {
+        let code = code_of(text);
+        if code.contains('{') {
+            return body_end(sources, file, at).unwrap_or(at);
+        }
+        last = at;
+        if code.trim_end().ends_with(';') || at >= line + MAX_BODY {
+            break;
+        }
+        at += 1;
+    }
+    last
+}
+
+/// Lines above a worksharing loop searched for the variable that holds the thread number
+/// (`int tid = omp_get_thread_num();` opening the parallel region around an `omp for`).
+const THREAD_NUMBER_REACH: u32 = 40;
+
+/// Longest source file read for the allocations of the rows a thread owns.
+const MAX_FILE: u32 = 100_000;
+
+/// The arrays the C loop statement at `line` indexes by the thread number
+/// (`partial[tid][k] += x`, `tid = omp_get_thread_num()`): each thread has a row of its own,
+/// which is what its iterations pass values through, never another thread's. With the file's
+/// lines that allocate their rows (`partial[i] = calloc(...)`), as heap blocks are named
+/// (`file.c:12`).
+fn thread_rows(sources: &mut SourceText, file: &str, line: u32) -> (Vec<String>, Vec<String>) {
+    let last = last_line(sources, file, line);
+    let mut numbers: Vec<String> = vec!["omp_get_thread_num()".to_string()];
+    for n in line.saturating_sub(THREAD_NUMBER_REACH).max(1)..=last {
+        let Some(code) = sources.line(file, n).map(code_of) else {
+            continue;
+        };
+        let Some(at) = code.find("omp_get_thread_num") else {
+            continue;
+        };
+        let Some(lhs) = code[..at].trim_end().strip_suffix('=') else {
+            continue;
+        };
+        if let Some(v) = last_identifier(lhs).filter(|_| !lhs.ends_with(['=', '!', '<', '>'])) {
+            numbers.push(v);
+        }
+    }
+    let mut rows: Vec<String> = Vec::new();
+    for n in line..=last {
+        let Some(code) = sources.line(file, n).map(code_of) else {
+            continue;
+        };
+        let squeezed: String = code.chars().filter(|c| !c.is_whitespace()).collect();
+        for v in &numbers {
+            let subscript = format!("[{v}]");
+            let mut from = 0;
+            while let Some(k) = squeezed[from..].find(&subscript) {
+                if let Some(a) = last_identifier(&squeezed[..from + k]) {
+                    if !rows.contains(&a) {
+                        rows.push(a);
+                    }
+                }
+                from += k + subscript.len();
+            }
+        }
+    }
+    let mut sites = Vec::new();
+    if !rows.is_empty() {
+        for n in 1..MAX_FILE {
+            let Some(code) = sources.line(file, n).map(code_of) else {
+                break;
+            };
+            let allocates = ["malloc(", "calloc(", "realloc(", "aligned_alloc(", "new "]
+                .iter()
+                .any(|f| code.contains(f));
+            let Some((lhs, _)) = code.split_once('=').filter(|_| allocates) else {
+                continue;
+            };
+            // `partial[i][j] = calloc(...)`: the array before the first subscript;
+            // `float **p = malloc(...)`: the variable declared.
+            let root = match lhs.split_once('[') {
+                Some((before, _)) => last_identifier(before),
+                None => last_identifier(lhs),
+            };
+            if root.is_some_and(|r| rows.contains(&r)) {
+                sites.push(
+                    symbols::Loc {
+                        file: file.to_string(),
+                        line: n,
+                    }
+                    .short(),
+                );
+            }
+        }
+    }
+    (rows, sites)
+}
+
+/// The identifier that ends `text` (spaces and a closing `)` of a cast aside).
+fn last_identifier(text: &str) -> Option<String> {
+    let t = text.trim_end();
+    let start = t
+        .rfind(|c: char| !c.is_alphanumeric() && c != '_')
+        .map_or(0, |i| i + 1);
+    let name = &t[start..];
+    (!name.is_empty() && !name.starts_with(|c: char| c.is_ascii_digit())).then(|| name.to_string())
 }
 
 /// The plain variables a line of C code assigns, each with its reduction operator when the
@@ -351,10 +454,12 @@ pub(crate) fn clause_variables(directive: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut rest = lower.as_str();
     while let Some(open) = rest.find('(') {
-        let word_start = rest[..open]
+        // `private (i, thid)` (b+tree): the clause's word may stand apart from its list.
+        let head = rest[..open].trim_end();
+        let word_start = head
             .rfind(|c: char| !c.is_alphanumeric() && c != '_')
             .map_or(0, |i| i + 1);
-        let word = rest[word_start..open].trim();
+        let word = &head[word_start..];
         let close = rest[open..].find(')').map_or(rest.len(), |c| open + c);
         let inside = &rest[open + 1..close];
         if CLAUSES.contains(&word) {
@@ -458,9 +563,37 @@ mod tests {
         let want: std::collections::BTreeSet<String> =
             ["j", "k", "s", "x"].iter().map(|s| s.to_string()).collect();
         assert_eq!(v, want);
+        let v = clause_variables("#pragma omp parallel for private (i, thid)");
+        assert!(v.contains("i") && v.contains("thid"), "{v:?}");
         let f = clause_variables("!$omp PARALLEL DO PRIVATE(J) REDUCTION(+:Total)");
         assert!(f.contains("j") && f.contains("total"), "{f:?}");
         assert!(is_outlined(".omp_outlined._debug__"));
         assert!(!is_outlined("main"));
+    }
+
+    #[test]
+    fn finds_the_rows_each_thread_owns() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = dir.path().join("k.c");
+        std::fs::write(
+            &c,
+            "void f(int n, float *x) {\n  float **p = malloc(n * sizeof *p);\n  for (int t = 0; t < n; t++)\n    p[t] = calloc(8, sizeof **p);\n  int *q = malloc(64);\n  #pragma omp parallel\n  {\n    int tid = omp_get_thread_num();\n    #pragma omp for\n    for (int i = 0; i < 64; i++) {\n      p[tid][i % 8] += x[i];\n      q[i % 8] += 1;\n    }\n  }\n}\n",
+        )
+        .unwrap();
+        let mut s = SourceText::default();
+        let (rows, sites) = thread_rows(&mut s, c.to_str().unwrap(), 10);
+        assert_eq!(rows, vec!["p".to_string()]);
+        assert_eq!(sites, vec!["k.c:2".to_string(), "k.c:4".to_string()]);
+        let omp = OmpLoop {
+            thread_rows: rows,
+            thread_blocks: sites,
+            ..OmpLoop::default()
+        };
+        assert!(omp.thread_row("the heap block allocated at k.c:4"));
+        assert!(omp.thread_row("array the heap block allocated at k.c:4 (+8)"));
+        assert!(!omp.thread_row("the heap block allocated at k.c:42"));
+        assert!(!omp.thread_row("the heap block allocated at k.c:5"));
+        assert!(omp.thread_row("array `p`"));
+        assert!(!omp.thread_row("array `q`"));
     }
 }

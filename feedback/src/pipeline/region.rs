@@ -137,6 +137,36 @@ fn loaded_from(
     }
 }
 
+/// Marks the register flow dependences whose value is one along a loop
+/// ([`crate::input::Dependence::invariant_in`]).
+fn invariant_registers(
+    deps: &mut [Dependence],
+    stmts: &Statements,
+    loop_nodes: &[NodeId],
+    loops: &[Loop],
+    tree: &ScheduleTree,
+    folded: &Folded2,
+    code: &Code,
+) {
+    let copies = super::copies::Copies::new(folded);
+    let keys: HashMap<&str, (NodeId, u64)> =
+        stmts.names.iter().map(|(k, n)| (n.as_str(), *k)).collect();
+    for d in deps {
+        if d.kind != DepKind::Flow || !matches!(d.storage, Storage::Register { .. }) {
+            continue;
+        }
+        let Some(&at) = keys.get(d.source.as_str()) else {
+            continue;
+        };
+        d.invariant_in = loop_nodes
+            .iter()
+            .zip(loops)
+            .filter(|(&n, _)| tree.is_within(at.0, n) && copies.one_value_along(code, tree, at, n))
+            .map(|(_, l)| l.id.clone())
+            .collect();
+    }
+}
+
 /// Builds region `index` (rooted at `roots`) from the folded trace, and analyses it.
 pub(super) fn build_region(
     index: usize,
@@ -169,6 +199,25 @@ pub(super) fn build_region(
     let loop_code = LoopCode::of_region(&loop_nodes, &loops, tree, naming);
     let omp_loops = super::openmp::omp_loops(&loop_nodes, &loops, tree, naming);
     let mut edges = scope.edges(&stmts, &loop_code);
+    invariant_registers(
+        &mut edges.dependences,
+        &stmts,
+        &loop_nodes,
+        &loops,
+        tree,
+        folded,
+        code,
+    );
+    // An OpenMP loop's own statement is known (the `for` below its directive): a loop
+    // statement below it is nested in it, not one the compiler merged it with (gcc names
+    // srad's outlined `j` loop by a line of the inner `i` loop's body).
+    for v in edges.shared.values_mut() {
+        v.merged.retain(|(id, at)| {
+            let own = omp_loops.get(id).and_then(|o| o.line);
+            let line = at.rsplit(':').next().and_then(|n| n.parse::<u32>().ok());
+            !matches!((own, line), (Some(own), Some(line)) if line > own)
+        });
+    }
     edges
         .reports
         .sort_by(|a, b| (&a.sink, &a.source).cmp(&(&b.sink, &b.source)));
@@ -616,6 +665,7 @@ impl Scope<'_> {
                 equal_pairs: equal_pairs(f),
                 reload,
                 mirror: None,
+                invariant_in: Vec::new(),
             });
         }
         out

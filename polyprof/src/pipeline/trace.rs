@@ -196,11 +196,18 @@ fn openmp_env(exe: &symbols::ElfFile, warnings: &mut Vec<String>) -> Vec<(OsStri
         None => {
             warnings.push(format!(
                 "the program uses OpenMP ({runtime}): it ran with one OpenMP thread \
-                 (OMP_NUM_THREADS=1, set by polyprof), so that every iteration of its parallel \
-                 loops is traced; its own parallel loops are checked against the dependences \
-                 observed"
+                 (OMP_NUM_THREADS=1 and OMP_THREAD_LIMIT=1, set by polyprof), so that every \
+                 iteration of its parallel loops is traced; its own parallel loops are checked \
+                 against the dependences observed"
             ));
-            vec![("OMP_NUM_THREADS".into(), "1".into())]
+            let mut env = vec![("OMP_NUM_THREADS".into(), "1".into())];
+            // The thread limit caps the teams a program asks for itself too
+            // (`omp_set_num_threads(8)`, a `num_threads(4)` clause), which OMP_NUM_THREADS
+            // does not; a limit the user set stays.
+            if std::env::var_os("OMP_THREAD_LIMIT").is_none() {
+                env.push(("OMP_THREAD_LIMIT".into(), "1".into()));
+            }
+            env
         }
     }
 }
