@@ -104,7 +104,7 @@ fn reduction_notes(needs: &[Requirement]) -> String {
 /// The OpenMP data-sharing clauses of the privatizations among `needs` that name source
 /// variables: `private(i, j)`, `firstprivate(t)`, `lastprivate(last)` (a variable given a
 /// first or last value is not also in `private`).
-fn sharing_clauses(needs: &[Requirement]) -> Vec<String> {
+fn sharing_clauses<'a>(needs: &'a [Requirement]) -> Vec<String> {
     let named = |change: Change| -> Vec<&str> {
         needs
             .iter()
@@ -112,10 +112,28 @@ fn sharing_clauses(needs: &[Requirement]) -> Vec<String> {
             .filter_map(Requirement::private_variable)
             .collect()
     };
-    let (first, last) = (named(Change::FirstPrivate), named(Change::LastPrivate));
-    let mut private: Vec<&str> = named(Change::Privatize)
+    // A variable in a reduction clause may be in no other data-sharing clause (gcc: "appears
+    // more than once in data clauses").
+    let reduced: Vec<String> = needs
+        .iter()
+        .filter_map(Requirement::clause)
+        .filter_map(|c| {
+            c.split_once(": ")
+                .map(|(_, v)| v.trim_end_matches(')').to_string())
+        })
+        .collect();
+    let unreduced = |vars: Vec<&'a str>| -> Vec<&'a str> {
+        vars.into_iter()
+            .filter(|v| !reduced.iter().any(|r| r == v))
+            .collect()
+    };
+    let (first, last) = (
+        unreduced(named(Change::FirstPrivate)),
+        unreduced(named(Change::LastPrivate)),
+    );
+    let mut private: Vec<&str> = unreduced(named(Change::Privatize))
         .into_iter()
-        .chain(named(Change::ClosedForm))
+        .chain(unreduced(named(Change::ClosedForm)))
         .filter(|v| !first.contains(v) && !last.contains(v))
         .collect();
     private.sort_unstable();
@@ -156,14 +174,22 @@ pub(super) fn parallel_text(
     // A value kept for after the loop (or taken from before it) in storage debug information
     // names no variable for: no clause can be printed for it, so no pragma is printed as if
     // complete (legal_last's `last` in xmm0 at -O2).
+    // The same for a reduction on storage with no name (a compiler temporary in a register):
+    // `reduction(+: <register rcx>)` does not compile.
     let unnamed: Vec<&Requirement> = needs
         .iter()
         .filter(|r| {
-            matches!(r.change, Change::FirstPrivate | Change::LastPrivate)
-                && r.private_variable().is_none()
+            (matches!(r.change, Change::FirstPrivate | Change::LastPrivate)
+                && r.private_variable().is_none())
+                || r.clause().is_some_and(|c| c.contains('<'))
         })
         .collect();
     if !unnamed.is_empty() {
+        let pragma: String = std::iter::once("#pragma omp parallel for".to_string())
+            .chain(sharing_clauses(needs))
+            .chain(clauses.iter().filter(|c| !c.contains('<')).cloned())
+            .collect::<Vec<_>>()
+            .join(" ");
         return format!(
             "Run loop {label} in parallel{inside} after {}: then no dependence is carried by it. The loop takes `{pragma}` plus a `{}` clause on the source variable {} holds, which debug information does not name.",
             phrases(needs),
