@@ -185,6 +185,19 @@ fn to_outside(rel: &Polyhedra, depth: usize, sink_inside: bool) -> Polyhedra {
     }
 }
 
+/// Under `POLYPROF_DEBUG_SCHEDULE`: what became of the part at loop `root`.
+fn debug_part(region: &Region, root: usize, sub: &Region, what: impl FnOnce() -> String) {
+    if std::env::var_os("POLYPROF_DEBUG_SCHEDULE").is_some() {
+        eprintln!(
+            "polyprof: part at loop {} ({} statements, {} dependences): {}",
+            region.loops[root].label,
+            sub.statements.len(),
+            sub.dependences.len(),
+            what()
+        );
+    }
+}
+
 /// A part of a region analysed on its own, after the analysis of the whole stopped.
 pub(super) struct AnalysedPart {
     /// The loop the part starts at.
@@ -227,18 +240,10 @@ pub(super) fn analyze_parts(
         };
         let mut feedback = Feedback::default();
         let attempt = islx::limited(opts, |isl| analyze(&sub, opts, isl, &mut feedback));
-        if std::env::var_os("POLYPROF_DEBUG_SCHEDULE").is_some() {
-            let what = match &attempt {
-                Ok(()) => "analysed".to_string(),
-                Err(e) => e.to_string(),
-            };
-            eprintln!(
-                "polyprof: region part at loop {} ({} statements, {} dependences): {what}",
-                region.loops[root].label,
-                sub.statements.len(),
-                sub.dependences.len()
-            );
-        }
+        debug_part(region, root, &sub, || match &attempt {
+            Ok(()) => "analysed".to_string(),
+            Err(e) => e.to_string(),
+        });
         if attempt.is_err() {
             // A part around it would not fit either.
             break;
@@ -303,19 +308,11 @@ pub(super) fn schedule_parts(
                 root,
             }))
         })();
-        if std::env::var_os("POLYPROF_DEBUG_SCHEDULE").is_some() {
-            let what = match &attempt {
-                Ok(Some(_)) => "scheduled".to_string(),
-                Ok(None) => "not scheduled".to_string(),
-                Err(e) => e.to_string(),
-            };
-            eprintln!(
-                "polyprof: part at loop {} ({} statements, {} dependences): {what}",
-                region.loops[root].label,
-                sub.statements.len(),
-                sub.dependences.len()
-            );
-        }
+        debug_part(region, root, &sub, || match &attempt {
+            Ok(Some(_)) => "scheduled".to_string(),
+            Ok(None) => "not scheduled".to_string(),
+            Err(e) => e.to_string(),
+        });
         match attempt {
             Ok(Some(advice)) => return Ok(Some(advice)),
             Ok(None) | Err(Error::TooComplex) => continue,
