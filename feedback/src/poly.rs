@@ -60,8 +60,8 @@ pub struct Polyhedra {
 /// 96,000 dependences, and 600 shapes among them; isl took 65 µs a polyhedron).
 #[derive(Default)]
 pub struct Printer {
-    /// By shape (dimensions and pieces), the text with the placeholder names.
-    shapes: HashMap<(usize, Option<usize>, Vec<Convex>), String>,
+    /// By shape (dimensions, then pieces), the text with the placeholder names.
+    shapes: HashMap<(usize, Option<usize>), HashMap<Vec<Convex>, String>>,
 }
 
 impl Printer {
@@ -75,26 +75,21 @@ impl Printer {
             // An anonymous tuple prints without a name: not a placeholder's place.
             return p.isl_text();
         }
-        let key = (
-            p.input.dims,
-            p.output.as_ref().map(|t| t.dims),
-            p.pieces.clone(),
-        );
-        let shape = match self.shapes.get(&key) {
-            Some(text) => text,
-            None => {
-                let placeholder = Polyhedra {
-                    input: Tuple::new(Self::INPUT, p.input.dims),
-                    output: p.output.as_ref().map(|t| Tuple::new(Self::OUTPUT, t.dims)),
-                    pieces: key.2.clone(),
-                };
-                // An error's message is the polyhedra's own: not shared.
-                let Ok(text) = placeholder.try_isl_text() else {
-                    return p.isl_text();
-                };
-                self.shapes.entry(key).or_insert(text)
-            }
-        };
+        let dims = (p.input.dims, p.output.as_ref().map(|t| t.dims));
+        let shapes = self.shapes.entry(dims).or_default();
+        if !shapes.contains_key(&p.pieces[..]) {
+            let placeholder = Polyhedra {
+                input: Tuple::new(Self::INPUT, p.input.dims),
+                output: p.output.as_ref().map(|t| Tuple::new(Self::OUTPUT, t.dims)),
+                pieces: p.pieces.clone(),
+            };
+            // An error's message is the polyhedra's own: not shared.
+            let Ok(text) = placeholder.try_isl_text() else {
+                return p.isl_text();
+            };
+            shapes.insert(placeholder.pieces, text);
+        }
+        let shape = &shapes[&p.pieces[..]];
         let text = shape.replace(&format!("{}[", Self::INPUT), &format!("{}[", p.input.name));
         match &p.output {
             Some(out) => text.replace(&format!("{}[", Self::OUTPUT), &format!("{}[", out.name)),

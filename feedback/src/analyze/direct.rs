@@ -28,7 +28,7 @@ struct Carried {
 /// `why` says, for each, why it was answered this way (the isl analysis did not answer it).
 pub(crate) fn loop_answers(region: &Region, why: &str) -> Vec<LoopInfo> {
     let distances = Distances::new(region);
-    let reductions = Reductions::direct(region);
+    let reductions = Reductions::direct(region, &distances);
     let index = Index::with_roots(region);
     let mut out = Vec::new();
     for (l, lp) in region.loops.iter().enumerate() {
