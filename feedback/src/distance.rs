@@ -55,6 +55,7 @@ impl Interval {
 type PieceDistances = Vec<Interval>;
 
 /// The distances of every dependence of a region.
+#[derive(Clone)]
 pub(crate) struct Distances {
     /// Per dependence (indices of [`Region::dependences`]): its nonempty pieces' distances
     /// over the levels both ends share.

@@ -63,21 +63,30 @@ impl<'a> Reductions<'a> {
     /// Reductions found from the dependences' distances, and by isl where those do not
     /// decide.
     pub fn new(region: &'a Region, isl: &'a Context) -> Reductions<'a> {
-        Self::with(region, Some(isl))
+        Self::with(region, Some(isl), None)
     }
 
     /// Reductions found from the dependences' distances alone (no isl: no budget stops
     /// them); where those do not decide, the answer is the cautious one (no reduction).
-    pub fn direct(region: &'a Region) -> Reductions<'a> {
-        Self::with(region, None)
+    /// `distances` are the region's, shared with the caller (computing them is a pass over
+    /// every dependence's pieces).
+    pub fn direct(region: &'a Region, distances: &'a Distances) -> Reductions<'a> {
+        Self::with(region, None, Some(distances))
     }
 
-    fn with(region: &'a Region, isl: Option<&'a Context>) -> Reductions<'a> {
+    fn with(
+        region: &'a Region,
+        isl: Option<&'a Context>,
+        distances: Option<&'a Distances>,
+    ) -> Reductions<'a> {
         Reductions {
             finder: Some(RefCell::new(Finder {
                 region,
                 isl,
-                distances: Distances::new(region),
+                distances: match distances {
+                    Some(d) => std::borrow::Cow::Borrowed(d),
+                    None => std::borrow::Cow::Owned(Distances::new(region)),
+                },
                 same_iteration: vec![None; region.dependences.len()],
             })),
             known: RefCell::new(BTreeMap::new()),
@@ -125,7 +134,7 @@ struct Finder<'a> {
     /// Asked where the distances do not decide; `None`: such a question gets the cautious
     /// answer.
     isl: Option<&'a Context>,
-    distances: Distances,
+    distances: std::borrow::Cow<'a, Distances>,
     /// Per dependence, once asked: whether it only relates instances of the same iteration of
     /// every loop around both ends.
     same_iteration: Vec<Option<bool>>,

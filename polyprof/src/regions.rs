@@ -142,6 +142,7 @@ pub fn region_json(
     tree: &ScheduleTree,
     naming: &Naming<'_>,
     shares: &RunShares,
+    printer: &mut feedback::poly::Printer,
 ) -> Region {
     let fb = &r.feedback;
     // The loops along the hottest statement's path, outermost first.
@@ -172,7 +173,7 @@ pub fn region_json(
             id: s.name.clone(),
             address: naming.loaded().link(s.pc).to_string(),
             location: loc_json(naming.location(s.pc)),
-            domain: s.domain.isl_text(),
+            domain: printer.text(&s.domain),
             ops: s.ops,
             exact: s.exact,
         })
@@ -186,7 +187,7 @@ pub fn region_json(
             kind: kinds::dep(d.kind),
             through: kinds::through(d.through),
             storage: d.storage.clone(),
-            relation: d.relation.isl_text(),
+            relation: printer.text(&d.relation),
             exact: d.exact,
         })
         .collect();

@@ -38,13 +38,14 @@ struct Scope<'a> {
 }
 
 /// The region's statements, with their reports, and by instruction (context, pc) their
-/// names; by name, the functions of the frames live at each, outermost first (the last is
+/// names and indices in `list`; by name, the functions of the frames live at each, outermost first (the last is
 /// the one it is in).
 #[derive(Default)]
 struct Statements {
     list: Vec<Statement>,
     reports: Vec<StatementReport>,
     names: HashMap<(NodeId, u64), String>,
+    index: HashMap<(NodeId, u64), usize>,
     functions: HashMap<String, Vec<String>>,
 }
 
@@ -112,8 +113,7 @@ fn loaded_from(
     }
     match insn.op1_kind() {
         iced_x86::OpKind::Memory => {
-            let name = stmts.names.get(&at)?;
-            let stmt = stmts.list.iter().find(|s| &s.name == name)?;
+            let stmt = &stmts.list[*stmts.index.get(&at)?];
             match &stmt.accesses[..] {
                 [read] if !read.write => read.array.clone(),
                 _ => None,
@@ -468,6 +468,7 @@ impl Scope<'_> {
                 exact: f.is_exact(),
             });
             out.functions.insert(name.clone(), frames);
+            out.index.insert(*key, out.list.len() - 1);
             out.names.insert(*key, name);
         }
         // Kelly positions: rank the static positions per loop level.
@@ -804,21 +805,29 @@ struct DepPlace<'a> {
 /// statements sharing the same loops above each level.
 fn normalize_positions(stmts: &mut [Statement], raw: &[Vec<Vec<u64>>]) {
     for k in 0..raw.iter().map(Vec::len).max().unwrap_or(0) {
-        let mut groups: BTreeMap<Vec<usize>, BTreeSet<Vec<u64>>> = BTreeMap::new();
-        for (s, r) in stmts.iter().zip(raw) {
-            if let Some(p) = r.get(k) {
-                groups
-                    .entry(s.loops[..k.min(s.loops.len())].to_vec())
-                    .or_default()
-                    .insert(p.clone());
+        // Ranked through maps: a region can have tens of thousands of statements in a group.
+        let ranks: Vec<u32> = {
+            let above = |s: &Statement| -> Vec<usize> { s.loops[..k.min(s.loops.len())].to_vec() };
+            let mut groups: HashMap<Vec<usize>, BTreeSet<&[u64]>> = HashMap::default();
+            for (s, r) in stmts.iter().zip(raw) {
+                if let Some(p) = r.get(k) {
+                    groups.entry(above(s)).or_default().insert(p);
+                }
             }
-        }
-        for (s, r) in stmts.iter_mut().zip(raw) {
-            let key = s.loops[..k.min(s.loops.len())].to_vec();
-            let rank = match (r.get(k), groups.get(&key)) {
-                (Some(p), Some(set)) => set.iter().position(|x| x == p).unwrap_or(0) as u32,
-                _ => 0,
-            };
+            let rank: HashMap<Vec<usize>, HashMap<&[u64], u32>> = groups
+                .into_iter()
+                .map(|(key, set)| (key, set.into_iter().zip(0..).collect()))
+                .collect();
+            stmts
+                .iter()
+                .zip(raw)
+                .map(|(s, r)| match (r.get(k), rank.get(&above(s))) {
+                    (Some(p), Some(set)) => set.get(&p[..]).copied().unwrap_or(0),
+                    _ => 0,
+                })
+                .collect()
+        };
+        for (s, rank) in stmts.iter_mut().zip(ranks) {
             s.positions.push(rank);
         }
     }

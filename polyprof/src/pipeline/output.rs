@@ -160,10 +160,12 @@ pub fn of_analysis(
     );
     let shares = regions::RunShares::new(&analysis.tree);
     report.hot_loops = hot_loops(&analysis.tree, &naming, &shares);
+    // Polyhedra of one shape are printed by isl once, for every region.
+    let mut printer = feedback::poly::Printer::default();
     report.regions = profile
         .regions
         .iter()
-        .map(|r| regions::region_json(r, &analysis.tree, &naming, &shares))
+        .map(|r| regions::region_json(r, &analysis.tree, &naming, &shares, &mut printer))
         .collect();
 }
 
