@@ -68,17 +68,9 @@ fn triangular_nests_get_transformation_advice() {
             tests::assert_every_loop_answered(&r, &format!("{name} {opt}"));
             let reg = region_with_loop(&r, line_of(name, marker));
             let k = kinds(reg);
-            // Known regression (feedback::mirror, 2026-11-27): at -O2 gcc keeps trmm's
-            // `B[i][j]` in xmm1 across k; the rewrite of such registers into their element
-            // does not take this nest, whose skew then says the register's values would be
-            // reordered. Until it does, the why-not must say exactly that.
-            let known = name == "sched_trmm"
-                && opt == "-O2"
-                && why_not(reg).contains("skewing would reorder the values of register");
             assert!(
-                known
-                    || k.iter()
-                        .any(|k| ["tile", "interchange", "skew"].contains(k)),
+                k.iter()
+                    .any(|k| ["tile", "interchange", "skew"].contains(k)),
                 "{name} {opt}: no loop-transformation advice: {k:?}, why not: {}",
                 why_not(reg)
             );
