@@ -404,15 +404,22 @@ fn analyze_in(
                 region.loops[p.root].label
             )),
         ),
-        _ => (
-            skew_and_tile(&cx, &nest, &scheduled, opts, fb, &mut skipped)?,
-            fusion(&cx, &nest, &scheduled, &binding, opts, fb, &mut skipped)?,
-            has_skew(&scheduled.tree),
-            scheduled
-                .failure
-                .as_ref()
-                .map(|e| format!("no tiling, skewing or fusion advice: {e}")),
-        ),
+        _ => {
+            timing.mark("parts");
+            let tiling = skew_and_tile(&cx, &nest, &scheduled, opts, fb, &mut skipped)?;
+            timing.mark("skew and tile");
+            let components = fusion(&cx, &nest, &scheduled, &binding, opts, fb, &mut skipped)?;
+            timing.mark("fusion");
+            (
+                tiling,
+                components,
+                has_skew(&scheduled.tree),
+                scheduled
+                    .failure
+                    .as_ref()
+                    .map(|e| format!("no tiling, skewing or fusion advice: {e}")),
+            )
+        }
     };
     // No schedule proposes no other structure: the components stay the program's.
     let components = match (&part, &scheduled.failure) {
