@@ -91,7 +91,7 @@ def max_rel(fails):
 
 
 # Changes the printed pragma cannot express: the text asks for them before its pragma.
-SOURCE_CHANGES = ("expand", "copy_in", "map_to_array", "closed_form")
+SOURCE_CHANGES = ("expand", "copy_in", "map_to_array", "closed_form", "local_array")
 
 
 def split_items(text):
