@@ -1086,6 +1086,7 @@ macro_rules! apply_and_run_tests {
 apply_and_run_tests! {
     apply_and_run_shift => "legal_shift",
     apply_and_run_doitgen => "legal_doitgen",
+    apply_and_run_doitgen_ptr => "legal_doitgen_ptr",
     apply_and_run_last => "legal_last",
     apply_and_run_sse => "legal_sse",
     apply_and_run_libcalls => "legal_libcalls",
@@ -1314,6 +1315,39 @@ fn hazard_doitgen_outer_loops_are_parallel_only_with_sum_private() {
         src.header_line(outer[0]),
         src.header_line(outer[1]),
         describe(&found)
+    );
+}
+
+/// PolyBench's doitgen: `sum` is a heap block the kernel reaches through a pointer parameter.
+/// The printed pragma's `private(sum)` gave each thread an undefined pointer (every run
+/// crashed): the advice is an array of the body's own in place of `sum`, and its pragma,
+/// for after that, names no `sum`.
+#[test]
+fn hazard_pointer_is_not_privatized() {
+    let src = source("legal_doitgen_ptr");
+    let p = src.header_enclosing("sum[p] = 0.0;");
+    let outer: Vec<usize> = (0..src.headers.len())
+        .filter(|&h| src.contains(h, p) && h != p)
+        .collect();
+    let all = suggested("legal_doitgen_ptr", &["parallelize"], &outer);
+    let bad: Vec<_> = all
+        .iter()
+        .filter(|(_, s)| {
+            let text = s["text"].as_str().unwrap_or("");
+            let pragma = text
+                .split('`')
+                .find(|t| t.starts_with("#pragma"))
+                .unwrap_or("");
+            let private_sum = pragma.contains("private(sum") || pragma.contains(", sum");
+            private_sum || !requires_change(s, "local_array") || text.contains("(e.g. `#pragma")
+        })
+        .cloned()
+        .collect();
+    assert!(
+        !all.is_empty() && bad.is_empty(),
+        "`sum` is a pointer in the loops of line {}: privatizing it copies no array, yet:\n{}",
+        src.header_line(outer[0]),
+        describe(&bad)
     );
 }
 
