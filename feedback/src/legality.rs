@@ -29,9 +29,6 @@ use crate::Error;
 use isl_rs::{Context, UnionMap, UnionSet};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Longest dependence relation a sentence quotes (`{ S0[i0] -> S0[-1 + i0] : 0 < i0 <= 63 }`).
-const SHORT_RELATION: usize = 100;
-
 /// A storage change a suggestion needs before it is legal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Change {
@@ -619,15 +616,13 @@ impl<'a> Ctx<'a> {
         } else {
             format!("from {from} to {to}")
         };
-        let relation = d.relation.isl_text();
-        let pairs = if relation.len() <= SHORT_RELATION {
-            relation
-        } else {
-            format!("{} to {}", d.source, d.sink)
-        };
+        // The statements, not the relation: a why-not stays short (issue 36), and
+        // report.json's `dependences` give the relation of the pair.
         format!(
-            "{kind} dependence through {} {ends} ({pairs})",
-            d.storage.describe()
+            "{kind} dependence through {} {ends} ({} to {})",
+            d.storage.describe(),
+            d.source,
+            d.sink
         )
     }
 
