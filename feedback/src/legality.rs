@@ -29,9 +29,6 @@ use crate::Error;
 use isl_rs::{Context, UnionMap, UnionSet};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Longest dependence relation a sentence quotes (`{ S0[i0] -> S0[-1 + i0] : 0 < i0 <= 63 }`).
-const SHORT_RELATION: usize = 100;
-
 /// A storage change a suggestion needs before it is legal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Change {
@@ -47,6 +44,11 @@ pub enum Change {
     Expand,
     /// A scalar lives in an array element that is dead meanwhile (DeLICM).
     MapToArray,
+    /// An array each iteration writes before reading, reached through a pointer (a heap
+    /// block, an array parameter): in C and C++ `private` on the pointer copies nothing, so
+    /// the loop's body declares an array of its own instead (`double sum[8]`) and uses it.
+    /// `len`: its element count, when known.
+    LocalArray { len: Option<u64> },
     /// A source variable each iteration steps from the previous one's value (an induction
     /// variable the source keeps, `memcnt += 4`) is computed from the loop counters at the
     /// top of each iteration instead, and made private.
@@ -72,6 +74,7 @@ impl Change {
         match self {
             Change::CopyIn => Some("copy"),
             Change::ClosedForm => Some("substitution"),
+            Change::LocalArray { .. } => Some("local array"),
             Change::Expand => Some("expansion"),
             Change::MapToArray => Some("mapping"),
             _ => None,
@@ -87,6 +90,7 @@ impl Change {
             Change::Expand => "expand",
             Change::MapToArray => "map_to_array",
             Change::ClosedForm => "closed_form",
+            Change::LocalArray { .. } => "local_array",
             Change::Reduction { .. } => "reduction",
         }
     }
@@ -159,6 +163,14 @@ impl Requirement {
             // Their storage already says where (`xmm1 onto `C` (line k.c:18)`).
             Change::Expand => format!("expanding {}", self.storage),
             Change::MapToArray => format!("mapping {}", self.storage),
+            Change::LocalArray { len } => {
+                let name = variable(&self.storage);
+                let size = len.map_or(String::new(), |n| format!(" of {n} elements"));
+                let plain = name.trim_matches('`');
+                format!(
+                    "using in place of {name}{at} an array{size} declared in the loop's body (`private({plain})` would copy the pointer, not the array)"
+                )
+            }
             Change::ClosedForm => format!(
                 "computing {} from the loop counters at the top of each iteration instead of stepping it{at}, and making it private",
                 self.storage
@@ -604,15 +616,13 @@ impl<'a> Ctx<'a> {
         } else {
             format!("from {from} to {to}")
         };
-        let relation = d.relation.isl_text();
-        let pairs = if relation.len() <= SHORT_RELATION {
-            relation
-        } else {
-            format!("{} to {}", d.source, d.sink)
-        };
+        // The statements, not the relation: a why-not stays short (issue 36), and
+        // report.json's `dependences` give the relation of the pair.
         format!(
-            "{kind} dependence through {} {ends} ({pairs})",
-            d.storage.describe()
+            "{kind} dependence through {} {ends} ({} to {})",
+            d.storage.describe(),
+            d.source,
+            d.sink
         )
     }
 
@@ -1052,7 +1062,7 @@ impl<'a> Ctx<'a> {
                 )));
             }
             return Ok(Ok(vec![Requirement {
-                change: Change::Privatize,
+                change: self.array_privatization(storage),
                 storage: storage.describe(),
                 lines: writers,
             }]));
@@ -1078,6 +1088,21 @@ impl<'a> Ctx<'a> {
             storage: storage.describe(),
             lines: self.lines_of(readers.into_iter()),
         }]))
+    }
+
+    /// How an array each iteration writes first is made private: by the clause where it names
+    /// the array (a global or local array, anything in Fortran), by an array the body
+    /// declares where the program reaches it through a pointer (a heap block, an array
+    /// parameter: `private(sum)` on a `double *` gives each thread an undefined pointer).
+    fn array_privatization(&self, storage: &Storage) -> Change {
+        let heap = matches!(storage, Storage::Array { name } if name.contains("(heap block"));
+        let section = storage
+            .variable()
+            .and_then(|v| self.region.sections.get(v).copied());
+        if self.region.language == symbols::Language::Fortran || !(heap || section.is_some()) {
+            return Change::Privatize;
+        }
+        Change::LocalArray { len: section }
     }
 
     /// Values crossing the border of loop `l` (`inside`: its statements) through `storage`

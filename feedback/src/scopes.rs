@@ -20,6 +20,9 @@ pub(crate) struct LoopCode {
     line: Option<u32>,
     /// The (possibly inlined) function the loop statement is in.
     function: Option<String>,
+    /// That function is inlined into the one whose code the loop's is: its variables' scope
+    /// is the inlined copy, which may hold nothing but the loop (PolyBench's kernels).
+    inlined: bool,
     /// The source file of the loop statement.
     file: Option<String>,
     inside: Vec<u64>,
@@ -60,23 +63,26 @@ impl LoopCode {
                 // function).
                 let statement = line.and_then(|line| {
                     inside.iter().find_map(|&link| {
-                        let f = bin.exe.frames(link).into_iter().next()?;
+                        let frames = bin.exe.frames(link);
+                        let inlined = frames.len() > 1;
+                        let f = frames.into_iter().next()?;
                         let loc = f.location?;
-                        (loc.line == line).then_some((f.function, loc.file))
+                        (loc.line == line).then_some((f.function, loc.file, inlined))
                     })
                 });
-                let (function, file) = match statement {
-                    Some((function, file)) => (function, Some(file)),
+                let (function, file, inlined) = match statement {
+                    Some((function, file, inlined)) => (function, Some(file), inlined),
                     // No instruction on the loop's line: the function its code mostly runs
                     // in (particlefilter's loop at line 401, whose header gcc attributes to
                     // the `randn` inlined into it, is `main`'s).
-                    None => (mostly_in(bin.exe, &inside), None),
+                    None => (mostly_in(bin.exe, &inside), None, false),
                 };
                 Some(LoopCode {
                     id: l.id.clone(),
                     node: n,
                     line,
                     function,
+                    inlined,
                     file,
                     inside,
                     outside,
@@ -122,8 +128,10 @@ impl LoopCode {
         };
         // A scope holding none of the function's code outside the loop is in its body (an
         // inlined callee's: particlefilter's `cosine`, `randn`'s, declared on an earlier line
-        // of the file and placed in `main` by debug information).
-        let within = held(&self.outside) == 0 && !self.outside.is_empty();
+        // of the file and placed in `main` by debug information). Not when the loop's own
+        // function is the inlined one: its copy may be the loop alone (gemm's kernel inlined
+        // into `main`, whose `int i, j, k;` went unprivatized).
+        let within = !self.inlined && held(&self.outside) == 0 && !self.outside.is_empty();
         same_function && before && !within && 2 * held(&self.inside) > self.inside.len()
     }
 

@@ -333,6 +333,7 @@ mod kinds {
             Change::Expand => out::StorageChange::Expand,
             Change::MapToArray => out::StorageChange::MapToArray,
             Change::ClosedForm => out::StorageChange::ClosedForm,
+            Change::LocalArray { .. } => out::StorageChange::LocalArray,
             Change::Reduction { .. } => out::StorageChange::Reduction,
         }
     }
@@ -363,6 +364,7 @@ mod kinds {
                 Change::Expand,
                 Change::MapToArray,
                 Change::ClosedForm,
+                Change::LocalArray { len: None },
             ] {
                 let json = serde_json::to_value(change(&c)).unwrap_or_default();
                 assert_eq!(name(json), c.as_str());

@@ -284,6 +284,8 @@ pub enum StorageChange {
     MapToArray,
     /// An induction variable the source steps, computed from the loop counters instead.
     ClosedForm,
+    /// An array reached through a pointer, replaced by one the loop's body declares.
+    LocalArray,
     Reduction,
 }
 

@@ -2,8 +2,8 @@
 """Audit polyprof's advice on PolyBench/C by applying it to the source.
 
 For every PolyBench kernel: build it (MINI dataset, exact "%a" output), run polyprof on it,
-and for every `parallelize` suggestion insert the OpenMP pragma its `requires` implies before
-the loop's `for` line, build the variant (-fopenmp, -O2 and -O0), run it with 2 threads
+and for every `parallelize` suggestion insert the OpenMP pragma its text prints, as written,
+before the loop's `for` line, build the variant (-fopenmp, -O2 and -O0), run it with 2 threads
 (plain and schedule(static,1)) and compare the dumped arrays (stderr) byte for byte with the
 sequential program's. Also run the loop reversed, sequentially. Interchanges and tilings are
 applied where their loops form a perfect nest in the source (headers permuted; tiles of TILE
@@ -21,10 +21,6 @@ import sys
 import time
 
 CFLAGS = ["-g", "-DMINI_DATASET", "-DPOLYBENCH_DUMP_ARRAYS"]
-IDENT = re.compile(r"^[A-Za-z_]\w*$")
-OMP_OPS = {"+": "+", "-": "+", "*": "*", "&": "&", "|": "|", "^": "^", "max": "max",
-           "min": "min", "&&": "&&", "||": "||", "add": "+", "sub": "+", "mul": "*",
-           "and": "&", "or": "|", "xor": "^"}
 
 
 def log(*a):
@@ -94,103 +90,66 @@ def max_rel(fails):
     return "%.1e" % worst
 
 
-def backquoted(storage):
-    m = re.search(r"`([^`]*)`", storage or "")
-    return m.group(1) if m else None
+# Changes the printed pragma cannot express: the text asks for them before its pragma.
+SOURCE_CHANGES = ("expand", "copy_in", "map_to_array", "closed_form", "local_array")
 
 
-def assigned_var(src_lines, line_ref):
-    """Variable assigned on a source line 'file.c:N' (for a reduction without a name)."""
-    try:
-        n = int(line_ref.rsplit(":", 1)[1])
-    except (ValueError, IndexError):
-        return None
-    if not 1 <= n <= len(src_lines):
-        return None
-    m = re.search(r"(?<![\w\]])([A-Za-z_]\w*)\s*([+\-*/&|^]=|=(?!=))", src_lines[n - 1])
-    if m:
-        return m.group(1)
-    m = re.search(r"([A-Za-z_]\w*)\s*(\+\+|--)|(\+\+|--)\s*([A-Za-z_]\w*)", src_lines[n - 1])
-    if m:
-        return m.group(1) or m.group(4)
-    return None
-
-
-def plan_clauses(sugg, src_lines):
-    """From a suggestion's requires/reduction: (status, clauses dict, notes, reassociates).
-
-    status None means applicable; otherwise a string outcome."""
-    priv, fpriv, lpriv, red = [], [], [], {}  # red: var -> op
-    notes = []
-    reassoc = False
-    needs = []
-    unchecked = []
-    entries = [("req", r) for r in (sugg.get("requires") or [])] + \
-              [("red", r) for r in (sugg.get("reduction") or [])]
-    for origin, r in entries:
-        change = r.get("change", "reduction") if origin == "req" else "reduction"
-        storage = r.get("storage", "")
-        if r.get("reassociates"):
-            reassoc = True
-        if change in ("expand", "copy_in", "map_to_array"):
-            needs.append("%s %s" % (change, storage))
-            continue
-        var = backquoted(storage)
-        if change == "reduction":
-            if var is None:
-                for ln in r.get("lines") or []:
-                    var = assigned_var(src_lines, ln)
-                    if var:
-                        notes.append("reduction var %s read from %s" % (var, ln))
-                        break
-            if var is None or not IDENT.match(var):
-                unchecked.append("reduction variable unknown (%s)" % storage)
-                continue
-            op = r.get("op") or r.get("operator")
-            if op is None:
-                unchecked.append("reduction op unknown (%s)" % storage)
-                continue
-            omp = OMP_OPS.get(op)
-            if omp is None:
-                unchecked.append("reduction op %r has no OpenMP form" % op)
-                continue
-            if var in red and red[var][0] != omp:
-                unchecked.append("two reduction ops for %s" % var)
-            # The list item polyprof's clause names: `y[0:42]` for a pointer's section.
-            m = re.match(r"reduction\([^:]*:\s*(.*)\)$", r.get("clause") or "")
-            item = m.group(1) if m and not m.group(1).startswith("<") else var
-            red[var] = (omp, item)
-            continue
-        if var is None:
-            needs.append("%s %s" % (change, storage))
-            continue
-        if not IDENT.match(var):
-            unchecked.append("storage %r is not a variable" % storage)
-            continue
-        if change == "privatize":
-            priv.append(var)
-        elif change == "firstprivate":
-            fpriv.append(var)
-        elif change == "lastprivate":
-            lpriv.append(var)
+def split_items(text):
+    """The comma-separated items of a clause, commas inside brackets kept (`y[0:42]`)."""
+    items, depth, cur = [], 0, ""
+    for c in text:
+        depth += c in "[("
+        depth -= c in "])"
+        if c == "," and depth == 0:
+            items.append(cur.strip())
+            cur = ""
         else:
-            unchecked.append("unknown change %s" % change)
+            cur += c
+    if cur.strip():
+        items.append(cur.strip())
+    return items
+
+
+def parse_pragma(pragma):
+    """The data-sharing clauses of a printed pragma, as {private, firstprivate, lastprivate:
+    [names], reduction: {var: (op, item)}}; the static check and the diagnosis read them."""
+    c = {"private": [], "firstprivate": [], "lastprivate": [], "reduction": {}}
+    for m in re.finditer(r"\b(private|firstprivate|lastprivate|reduction)\s*\(", pragma):
+        depth, i = 1, m.end()
+        while i < len(pragma) and depth:
+            depth += pragma[i] == "("
+            depth -= pragma[i] == ")"
+            i += 1
+        inner = pragma[m.end():i - 1]
+        if m.group(1) == "reduction":
+            op, _, items = inner.partition(":")
+            for item in split_items(items):
+                c["reduction"][re.match(r"[A-Za-z_]\w*", item).group(0)] = (op.strip(), item)
+        else:
+            c[m.group(1)] += split_items(inner)
+    return c
+
+
+def printed_pragma(sugg):
+    """What the suggestion's text asks, as (status, pragma, reassociates): status None when
+    the printed pragma is the whole advice and can be inserted as written; otherwise why it
+    is not applied ("no pragma printed", "needs storage change: ...")."""
+    text = sugg.get("text", "")
+    reqs = (sugg.get("requires") or []) + (sugg.get("reduction") or [])
+    reassoc = any(r.get("reassociates") for r in reqs) or "reassociates" in text
+    m = re.search(r"`(#pragma omp [^`]*)`", text)
+    if not m:
+        return "no pragma printed", None, reassoc
+    needs = ["%s %s" % (r.get("change"), r.get("storage")) for r in reqs
+             if r.get("change") in SOURCE_CHANGES]
+    # "The loop takes `...` plus a `lastprivate` clause on the source variable ... holds":
+    # the clause the pragma lacks names storage debug information does not name.
+    plus = re.search(r"plus a `(\w+)` clause on the source variable (.*?) holds", text)
+    if plus:
+        needs.append("%s clause on %s" % (plus.group(1), plus.group(2)))
     if needs:
-        return "needs storage change: " + "; ".join(needs), None, notes, reassoc
-    if unchecked:
-        return "unchecked: " + "; ".join(unchecked), None, notes, reassoc
-    dedup = lambda xs: list(dict.fromkeys(xs))
-    fpriv, lpriv = dedup(fpriv), dedup(lpriv)
-    for v in list(red):
-        if v in fpriv or v in lpriv:
-            notes.append("%s both reduction and first/lastprivate" % v)
-    priv = [v for v in dedup(priv) if v not in fpriv and v not in lpriv]
-    dropped = [v for v in priv if v in red]
-    if dropped:
-        notes.append("private(%s) dropped: reduction variable" % ",".join(dropped))
-    priv = [v for v in priv if v not in red]
-    return None, {"private": priv, "firstprivate": fpriv, "lastprivate": lpriv,
-                  "reduction": red}, notes, reassoc
+        return "needs storage change: " + "; ".join(needs), m.group(1), reassoc
+    return None, m.group(1), reassoc
 
 
 def clause_text(c):
@@ -755,21 +714,24 @@ class Kernel:
             row["detail"] = "no `for` on line %d" % line
             return
         row["source"] = self.src_lines[line - 1].strip()
-        status, clauses, notes, reassoc = plan_clauses(s, self.src_lines)
-        if notes:
-            row["detail"] = "; ".join(notes)
+        status, printed, reassoc = printed_pragma(s)
+        if printed:
+            row["clauses"] = printed[len("#pragma omp parallel for"):].strip()
         if status:
             row["outcome"] = status
             return
-        ct = clause_text(clauses)
-        row["clauses"] = ct
+        if not printed.startswith("#pragma omp parallel for"):
+            row["outcome"] = "unchecked: not a parallel-for pragma"
+            return
+        clauses = parse_pragma(printed)
         try:
             sh = shared_assigned(self.src_lines, line, clauses)
         except (ValueError, IndexError):
             sh = ["?"]
         row["shared_assigned"] = sh
         indent = re.match(r"\s*", self.src_lines[line - 1]).group(0)
-        pragma = (indent + "#pragma omp parallel for " + ct).rstrip()
+        # Exactly the printed text, on its own line before the loop's.
+        pragma = indent + printed
         pragma_s1 = (pragma + " schedule(static,1)")
         tag = "%s_%s" % (reg.get("id"), lids[0])
         fails = []

@@ -14,8 +14,8 @@
 //!   between them is perfect at source level and no bound depends on another permuted loop.
 //! - `tile`: the band is fully permutable, so its reversed order is checked as an interchange
 //!   (not after a skew, which is not applied).
-//! - A `parallelize` whose `requires` privatizes named scalars gets the matching `private`,
-//!   `firstprivate` and `lastprivate` clauses (and, with `lastprivate`, is not run reversed);
+//! - A `parallelize` gets the pragma its text prints, as written (the clauses a user copies;
+//!   with `lastprivate` it is not run reversed), when its `requires` privatize named scalars;
 //!   a suggestion requiring another storage change first is counted as "needs storage
 //!   change"; one with a floating-point `reduction` reassociates and is not checked; other
 //!   kinds (skew, privatize, layouts, fusion, ...) are counted as unchecked.
@@ -584,12 +584,22 @@ fn privatization_clauses(s: &Value) -> Option<String> {
     Some(clauses)
 }
 
+/// The pragma a suggestion's text prints in backquotes (`` `#pragma omp parallel for
+/// private(j)` ``).
+fn printed_pragma(text: &str) -> Option<&str> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .find(|t| t.starts_with("#pragma omp parallel for"))
+}
+
 fn has_reduction(s: &Value) -> bool {
     s.get("reduction").is_some_and(|r| !r.is_null())
 }
 
 /// The OpenMP clauses that apply the suggestion's reductions to the source (empty without
-/// any), or why they cannot be checked: the clause report.json gives (`reduction(+: y[0:16])`
+/// any; [`apply`] inserts the printed pragma and asks only whether they can be checked), or
+/// why they cannot be checked: the clause report.json gives (`reduction(+: y[0:16])`
 /// for an array reached through a pointer), or, when it names storage without a source name
 /// (`<register rax>`), the variable the reduction's source line updates with a compound
 /// assignment (`t += ...`). Integers only: a floating-point reduction reassociates, so its
@@ -885,16 +895,14 @@ fn apply(runner: &mut Runner, reg: &Value, s: &Value) -> Outcome {
     let p = runner.p;
     let src = &p.source;
     let kind = s["kind"].as_str().unwrap_or("");
-    // Privatizations are applied as OpenMP clauses; other storage changes are not applied.
-    let private = match privatization_clauses(s) {
-        Some(c) if kind == "parallelize" => c,
-        _ if requires(s) => return Outcome::NeedsStorage,
-        _ => String::new(),
-    };
-    let clauses = match reduction_clauses(src, s) {
-        Ok(c) => c + &private,
-        Err(why) => return Outcome::Unchecked(why),
-    };
+    // Privatizations are made by the printed pragma's clauses; other storage changes are not
+    // applied.
+    if requires(s) && !(kind == "parallelize" && privatization_clauses(s).is_some()) {
+        return Outcome::NeedsStorage;
+    }
+    if let Err(why) = reduction_clauses(src, s) {
+        return Outcome::Unchecked(why);
+    }
     if !matches!(kind, "parallelize" | "vectorize" | "interchange" | "tile") {
         return Outcome::Unchecked(format!("{kind} is not applied"));
     }
@@ -931,12 +939,24 @@ fn apply(runner: &mut Runner, reg: &Value, s: &Value) -> Outcome {
             }
             let line = src.header_line(h);
             if kind == "parallelize" {
-                for name in ["omp parallel for", "omp parallel for schedule(static, 1)"] {
-                    let name = format!("{name}{clauses}");
+                // The pragma exactly as the text prints it, as a user copies it (issue 36);
+                // `clauses`, read from `requires`, only decided above that it is checkable.
+                let text = s["text"].as_str().unwrap_or("");
+                if text.contains("` plus a `") {
+                    return Outcome::Unchecked(
+                        "the printed pragma lacks a clause on storage debug information does not name"
+                            .into(),
+                    );
+                }
+                let Some(pragma) = printed_pragma(text) else {
+                    return Outcome::Unchecked("the text prints no pragma".into());
+                };
+                for schedule in ["", " schedule(static, 1)"] {
+                    let name = format!("{pragma}{schedule}");
                     checks.push((
-                        edit.text_with_pragma(h, &format!("#pragma {name}")),
+                        edit.text_with_pragma(h, &name),
                         true,
-                        format!("{prefix}{name} on line {line}"),
+                        format!("{prefix}`{name}` on line {line}"),
                     ));
                 }
             }
@@ -1086,6 +1106,8 @@ macro_rules! apply_and_run_tests {
 apply_and_run_tests! {
     apply_and_run_shift => "legal_shift",
     apply_and_run_doitgen => "legal_doitgen",
+    apply_and_run_doitgen_ptr => "legal_doitgen_ptr",
+    apply_and_run_inlined_kernel => "legal_inlined_kernel",
     apply_and_run_last => "legal_last",
     apply_and_run_sse => "legal_sse",
     apply_and_run_libcalls => "legal_libcalls",
@@ -1314,6 +1336,72 @@ fn hazard_doitgen_outer_loops_are_parallel_only_with_sum_private() {
         src.header_line(outer[0]),
         src.header_line(outer[1]),
         describe(&found)
+    );
+}
+
+/// PolyBench's doitgen: `sum` is a heap block the kernel reaches through a pointer parameter.
+/// The printed pragma's `private(sum)` gave each thread an undefined pointer (every run
+/// crashed): the advice is an array of the body's own in place of `sum`, and its pragma,
+/// for after that, names no `sum`.
+#[test]
+fn hazard_pointer_is_not_privatized() {
+    let src = source("legal_doitgen_ptr");
+    let p = src.header_enclosing("sum[p] = 0.0;");
+    let outer: Vec<usize> = (0..src.headers.len())
+        .filter(|&h| src.contains(h, p) && h != p)
+        .collect();
+    let all = suggested("legal_doitgen_ptr", &["parallelize"], &outer);
+    let bad: Vec<_> = all
+        .iter()
+        .filter(|(_, s)| {
+            let text = s["text"].as_str().unwrap_or("");
+            let pragma = text
+                .split('`')
+                .find(|t| t.starts_with("#pragma"))
+                .unwrap_or("");
+            let private_sum = pragma.contains("private(sum") || pragma.contains(", sum");
+            private_sum || !requires_change(s, "local_array") || text.contains("(e.g. `#pragma")
+        })
+        .cloned()
+        .collect();
+    assert!(
+        !all.is_empty() && bad.is_empty(),
+        "`sum` is a pointer in the loops of line {}: privatizing it copies no array, yet:\n{}",
+        src.header_line(outer[0]),
+        describe(&bad)
+    );
+}
+
+/// PolyBench's gemm at -O2: the kernel is inlined into main, and its inlined copy's scope is
+/// the i loop and nothing else. Its `int i, j, k;` are declared outside that loop all the
+/// same: the printed pragma privatizes `j` and `k` (it printed no clause, and two threads
+/// shared the counters).
+#[test]
+fn hazard_counters_of_an_inlined_kernel_are_private() {
+    let src = source("legal_inlined_kernel");
+    let j = src.header_enclosing("C[i][j] *= beta;");
+    let i = src
+        .enclosing(src.headers[j].line.saturating_sub(1))
+        .expect("the i loop");
+    let all = suggested("legal_inlined_kernel", &["parallelize"], &[i]);
+    let bad: Vec<_> = all
+        .iter()
+        .filter(|(_, s)| {
+            let pragma = printed_pragma(s["text"].as_str().unwrap_or("")).unwrap_or("");
+            let private = pragma
+                .split_once("private(")
+                .and_then(|(_, rest)| rest.split_once(')'))
+                .map_or("", |(list, _)| list);
+            let names: Vec<&str> = private.split(", ").collect();
+            !(names.contains(&"j") && names.contains(&"k"))
+        })
+        .cloned()
+        .collect();
+    assert!(
+        !all.is_empty() && bad.is_empty(),
+        "every thread of the i loop (line {}) needs its own `j` and `k`, yet:\n{}",
+        src.header_line(i),
+        describe(&bad)
     );
 }
 

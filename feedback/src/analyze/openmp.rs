@@ -108,9 +108,11 @@ fn judge(
                 OmpVerdict::PrivateNeeded,
                 name.map(|n| format!("lastprivate({n})")),
             ),
-            Change::CopyIn | Change::Expand | Change::MapToArray | Change::ClosedForm => {
-                (OmpVerdict::Race, None)
-            }
+            Change::CopyIn
+            | Change::Expand
+            | Change::MapToArray
+            | Change::ClosedForm
+            | Change::LocalArray { .. } => (OmpVerdict::Race, None),
         };
         verdict = verdict.max(v);
         said.push(match (&clause, r.change) {

@@ -42,7 +42,7 @@ fn does_io(region: &Region) -> Option<String> {
         format!(" (calls {})", region.library_calls.join(", "))
     };
     Some(format!(
-        "the region does input or output{calls}, in the program's order: its loops are answered one by one, not scheduled"
+        "the region does input or output{calls}, which keeps the program's order"
     ))
 }
 

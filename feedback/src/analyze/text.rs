@@ -164,7 +164,10 @@ pub(super) fn parallel_text(
         .chain(clauses.iter().cloned())
         .collect::<Vec<_>>()
         .join(" ");
-    if needs.iter().any(|r| r.change == Change::ClosedForm) {
+    if needs
+        .iter()
+        .any(|r| matches!(r.change, Change::ClosedForm | Change::LocalArray { .. }))
+    {
         // The pragma alone would break the program: it comes after the rewrite, and says so.
         return format!(
             "Run loop {label} in parallel{inside} after {}: then no dependence is carried by it, and the loop takes `{pragma}`.",
