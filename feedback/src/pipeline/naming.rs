@@ -100,12 +100,27 @@ pub(super) fn stack_variable(
 /// does so at: the holder in the shallowest frame that debug information names (see
 /// [`crate::heap`]).
 fn heap_variable(bin: Loaded<'_>, code: &Code, block: &Block) -> Option<(String, u32)> {
+    heap_variable_within(bin, code, block, 0)
+}
+
+/// [`heap_variable`], `nesting` blocks deep: a block whose start is kept in another block
+/// (a row of a C++ `vector<vector<double>>`, its start in the outer vector's elements) is
+/// named by that block's variable, as its elements: `` b[...] ``.
+fn heap_variable_within(
+    bin: Loaded<'_>,
+    code: &Code,
+    block: &Block,
+    nesting: u32,
+) -> Option<(String, u32)> {
     let mut holders = block.holders.clone();
     // Stable: among holders of one frame, the first.
     holders.sort_by_key(|h| h.depth);
     holders.iter().find_map(|h| {
         let mut at = std::iter::once(h.pc).chain(h.at.iter().copied().take_while(|&a| a != 0));
         let var = match h.place {
+            // A variable of library code (`__p` in libstdc++'s uninitialized_fill_n,
+            // `result` in Rust's RawVec) is no name the user knows.
+            _ if in_library(bin, h.pc) => return None,
             Place::Memory { addr } if addr >= STACK_START => {
                 // The slot the filling instruction reached, named where a location range
                 // covers it (the stack pointer does not move between calls at -O2).
@@ -113,6 +128,11 @@ fn heap_variable(bin: Loaded<'_>, code: &Code, block: &Block) -> Option<(String,
                 at.find_map(|a| bin.stack_variable(a, base, disp))
                     .filter(|v| v.offset == 0)?
                     .name
+            }
+            Place::Memory { addr } if nesting < 4 && code.heap.block(addr).is_some() => {
+                let (_, outer) = code.heap.block(addr)?;
+                let (var, depth) = heap_variable_within(bin, code, outer, nesting + 1)?;
+                return Some((format!("{var}[...]"), depth));
             }
             Place::Memory { addr } => match bin.global_variable(addr) {
                 Some(v) => (v.offset == 0).then_some(v.name)?,
@@ -130,6 +150,16 @@ fn heap_variable(bin: Loaded<'_>, code: &Code, block: &Block) -> Option<(String,
         };
         Some((var, h.depth))
     })
+}
+
+/// Whether the instruction at `pc` is library code (inlined or called): its innermost frame
+/// with a line is in a toolchain's or dependency's source.
+fn in_library(bin: Loaded<'_>, pc: u64) -> bool {
+    bin.frames(pc)
+        .iter()
+        .filter_map(|f| f.location.as_ref())
+        .find(|l| l.line > 0)
+        .is_some_and(symbols::Loc::is_library)
 }
 
 /// A local array a pointer reaches, found from the instruction that computed its address.
