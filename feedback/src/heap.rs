@@ -4,7 +4,7 @@
 //! through a pointer register.
 //!
 //! The first pass follows the allocators' calls (`malloc`, `calloc`, `realloc`,
-//! `posix_memalign`, `aligned_alloc`, `memalign`) and, after each, where traced code puts the
+//! `posix_memalign`, `aligned_alloc`, `memalign`, C++'s `operator new`) and, after each, where traced code puts the
 //! block's start: a 64-bit store of a register holding it, or a register write of it. Each such
 //! place is a *holder*, kept with the call depth it happened at. Naming, later and only for
 //! the blocks a report mentions, asks debug information which variable each holder is, the
@@ -139,7 +139,19 @@ impl HeapBlocks {
                 let (rdi, rsi, rdx) = (arg(7), arg(6), arg(2));
                 let site = c.site;
                 self.pending = match name.split('@').next().unwrap_or("") {
-                    "malloc" => rdi.map(|size| Allocator::Returned { size, site }),
+                    // C++'s `operator new` and `new[]` (plain and aligned): containers'
+                    // storage (a `vector`'s elements, each row of a `vector<vector>`).
+                    "malloc"
+                    | "_Znwm"
+                    | "_Znam"
+                    | "_ZnwmSt11align_val_t"
+                    | "_ZnamSt11align_val_t"
+                    | "operator new(unsigned long)"
+                    | "operator new[](unsigned long)"
+                    | "operator new(unsigned long, std::align_val_t)"
+                    | "operator new[](unsigned long, std::align_val_t)" => {
+                        rdi.map(|size| Allocator::Returned { size, site })
+                    }
                     "calloc" => rdi.zip(rsi).map(|(a, b)| Allocator::Returned {
                         size: a.saturating_mul(b),
                         site,

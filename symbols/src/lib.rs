@@ -63,6 +63,30 @@ pub struct Loc {
 }
 
 impl Loc {
+    /// Whether the file is a toolchain's or a dependency's source rather than the program's
+    /// own: Rust's standard library (`/rustc/<hash>/library/...`, or a local toolchain's
+    /// `rust-src`), crates from the cargo registry, system and compiler headers (C++'s
+    /// `<vector>`). Such frames are inlined into the program's code; the user reads their
+    /// call sites instead.
+    pub fn is_library(&self) -> bool {
+        let f = self.file.as_str();
+        [
+            "/rustc/",
+            "/usr/include/",
+            "/usr/lib/",
+            "/usr/local/include/",
+        ]
+        .iter()
+        .any(|p| f.starts_with(p))
+            || [
+                "/.cargo/registry/",
+                "/.rustup/toolchains/",
+                "/lib/rustlib/src/",
+            ]
+            .iter()
+            .any(|p| f.contains(p))
+    }
+
     /// `file.c:12`: the file's name without its directories, as reports show it.
     pub fn short(&self) -> String {
         let name = self.file.rsplit('/').next().unwrap_or(&self.file);

@@ -76,11 +76,27 @@ impl<'a> Loaded<'a> {
         self.exe.bytes_at(self.link(pc).0, len)
     }
 
-    /// `file.c:12` for `pc`, or `function+0x1a` without line information.
+    /// `file.c:12` for `pc`: the innermost frame in the program's own source (library code
+    /// inlined into it is named by its call site, see [`Loc::is_library`]), or the function's
+    /// name without line information (never line 0), or `function+0x1a` without a name.
     pub fn source_line(&self, pc: u64) -> String {
-        self.location(pc)
-            .map(|l| l.short())
-            .unwrap_or_else(|| self.describe(pc))
+        let frames = self.frames(pc);
+        let lined = || {
+            frames
+                .iter()
+                .filter_map(|f| f.location.as_ref())
+                .filter(|l| l.line > 0)
+        };
+        if let Some(l) = lined().find(|l| !l.is_library()).or_else(|| lined().next()) {
+            return l.short();
+        }
+        if let Some(l) = self.location(pc).filter(|l| l.line > 0) {
+            return l.short();
+        }
+        match frames.last().and_then(|f| f.function.clone()) {
+            Some(name) => name,
+            None => self.describe(pc),
+        }
     }
 
     /// Whether `pc` is in the named section (`.plt`).

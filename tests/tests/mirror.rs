@@ -155,3 +155,112 @@ fn fortran_matmul_gets_the_stride_1_interchange_without_registers() {
         assert_interchange_without_registers(&k, "fmatmul_ijk.f90", i, &format!("Fortran {opt}"));
     }
 }
+
+/// Whether a text holds a run-time address (`0x7fff...`); `2.00x` is a factor.
+fn holds_address(text: &str) -> bool {
+    text.as_bytes()
+        .windows(3)
+        .any(|w| w[0] == b'0' && w[1] == b'x' && w[2].is_ascii_hexdigit())
+}
+
+/// Every text of a region's suggestions and why-nots: no address, no "line 0", none over
+/// 600 characters, no list of anonymous stack slots.
+fn assert_plain_texts(region: &Value, what: &str) {
+    fn texts<'v>(v: &'v Value, out: &mut Vec<&'v str>) {
+        match v {
+            Value::String(s) => out.push(s),
+            Value::Array(a) => a.iter().for_each(|x| texts(x, out)),
+            Value::Object(o) => o
+                .iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "relation" | "address"))
+                .for_each(|(_, x)| texts(x, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    texts(&region["suggestions"], &mut all);
+    texts(&region["why_not"], &mut all);
+    for t in all {
+        assert!(!holds_address(t), "{what}: an address in {t}");
+        assert!(!t.contains("line 0"), "{what}: line 0 in {t}");
+        assert!(
+            !t.contains("stack slot of"),
+            "{what}: anonymous stack slots in {t}"
+        );
+        assert!(!names_register(t), "{what}: a register in {t}");
+    }
+    for s in region["suggestions"].as_array().into_iter().flatten() {
+        let t = s["text"].as_str().unwrap_or("");
+        assert!(
+            t.chars().count() <= 600,
+            "{what}: {} characters: {t}",
+            t.len()
+        );
+    }
+}
+
+/// A C++ `vector<vector<double>>` product, i-j-k (g++ -O0 calls `operator[]`, -O2 inlines
+/// it): the j/k interchange, no register, and the rows named by the program's lines.
+#[test]
+fn cxx_vector_matmul_gets_the_stride_1_interchange_without_registers() {
+    let j = tests::line_of_file("cxx_matmul.cpp", "// loop j") as usize;
+    let i = tests::line_of_file("cxx_matmul.cpp", "// loop i") as usize;
+    for opt in ["-O0", "-O2"] {
+        let k = tests::compile_cxx("cxx_matmul", &["-g", opt]);
+        let what = format!("C++ {opt}");
+        assert_interchange_without_registers(&k, "cxx_matmul.cpp", j, &what);
+        let (report, text) = profile(&k);
+        let (region, _) = region_of(&report, "cxx_matmul.cpp", i);
+        assert_plain_texts(region, &what);
+        let block: String = text
+            .lines()
+            .skip_while(|l| {
+                !l.starts_with(&format!("Region {} ", region["id"].as_str().unwrap_or("?")))
+            })
+            .take_while(|l| !l.trim_start().starts_with("Schedule:"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(
+            !block.contains("memory at"),
+            "{what}: unnamed storage:\n{block}"
+        );
+        // The rows' storage by the program's line that allocates it (naming it `b`, the vector
+        // the constructor fills through `this`, is left to do: issue 38).
+        assert!(
+            block.contains("allocated at cxx_matmul.cpp:"),
+            "{what}: b's rows not named:\n{block}"
+        );
+    }
+}
+
+/// A Rust product over flat `Vec<f64>`s, i-j-k (rustc -O0 calls `Range::next` and
+/// `index_mut`, -O inlines them): the j/k interchange, no register, loops named by the lines
+/// of rs_matmul.rs, plain texts.
+#[test]
+fn rust_matmul_gets_the_stride_1_interchange_named_by_its_lines() {
+    let line = |m| tests::line_of_file("rs_matmul.rs", m) as usize - 1;
+    let (i, j, k) = (line("// loop i"), line("// loop j"), line("// loop k"));
+    for opt in [&["-C", "opt-level=0"][..], &["-O"][..]] {
+        let mut flags = vec!["-g"];
+        flags.extend_from_slice(opt);
+        let kernel = tests::compile_rust("rs_matmul", &flags);
+        let what = format!("Rust {opt:?}");
+        assert_interchange_without_registers(&kernel, "rs_matmul.rs", j, &what);
+        let (report, text) = profile(&kernel);
+        let (region, _) = region_of(&report, "rs_matmul.rs", i);
+        let _ = region_of(&report, "rs_matmul.rs", k);
+        assert_plain_texts(region, &what);
+        for l in region["loops"].as_array().expect("loops") {
+            let file = l["location"]["file"].as_str().unwrap_or("");
+            assert!(file.ends_with("rs_matmul.rs"), "{what}: loop {l:#}");
+        }
+        // The nests' frames in the flame graph's stacks: the user's lines, not the iterator's.
+        for l in text.lines().filter(|l| l.contains("rs_matmul::main;loop")) {
+            let frames = l.split("rs_matmul::main;").nth(1).unwrap_or("");
+            assert!(
+                !frames.contains("range.rs:") && !frames.contains("main+"),
+                "{what}: {l}"
+            );
+        }
+    }
+}

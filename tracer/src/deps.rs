@@ -26,6 +26,12 @@
 //! Return addresses are not data: the stack write of `call` and the stack read of `ret` do not
 //! enter the shadow (`call [mem]` still reads its operand).
 //!
+//! A returned frame is dead: at a traced `ret`, the shadow of the callee's frame (from the
+//! lowest stack pointer it reached, red zone included, up to its return address) is forgotten.
+//! Two calls at one depth share addresses, but not storage: without this, rustc -O0's callees
+//! (`Range::next`, `index_mut`) carry flow dependences from one call's spills to the next
+//! call's partial reads of its own uninitialised slots, and output dependences between calls.
+//!
 //! A library call run natively is a statement of its own: the traced `call` instruction's
 //! instance in the caller. Its accesses (argument registers, memory ranges and the *hidden
 //! state* of the library, [`Effect`]) are applied as that instance, so they give ordinary flow,
@@ -41,7 +47,7 @@ use iced_x86::{
     Decoder, DecoderOptions, EncodingKind, Instruction, InstructionInfoFactory, Mnemonic, OpAccess,
     OpKind, Register,
 };
-use ptrace_runner::{AccessKind, Event, LibCall, Syscall, TransferKind};
+use ptrace_runner::{AccessKind, Event, Insn, LibCall, Syscall, TransferKind};
 use smallvec::SmallVec;
 use std::collections::HashMap;
 
@@ -740,7 +746,16 @@ pub struct DepTracker {
     blocks: HashMap<u64, u64>,
     /// Number of library calls whose effects are not modelled (unknown library code).
     pub unmodelled_calls: u64,
+    /// Traced calls not returned yet, innermost last: (where the return address is, lowest
+    /// stack pointer seen since). Calls that ran natively leave entries that a later return
+    /// from a shallower frame drops.
+    frames: Vec<(u64, u64)>,
 }
+
+/// The System V red zone: a function may use this much below its stack pointer.
+const RED_ZONE: u64 = 128;
+/// Deeper pending calls than this are not tracked (their frames are then never forgotten).
+const MAX_FRAMES: usize = 1 << 16;
 
 /// A library call between its `LibCall` and its `LibReturn`.
 struct PendingCall {
@@ -793,6 +808,7 @@ impl DepTracker {
             call_coords: Vec::new(),
             blocks: HashMap::new(),
             unmodelled_calls: 0,
+            frames: Vec::new(),
         }
     }
 
@@ -1061,6 +1077,39 @@ impl DepTracker {
         }
     }
 
+    /// Follows the stack of traced calls; at a return, forgets the returned frame (see the
+    /// module's documentation).
+    fn track_frames(&mut self, insn: &Insn, call: bool, ret: bool) {
+        let slot = |kind| insn.mem.iter().find(|a| a.kind == kind).map(|a| a.addr);
+        if let Some(top) = self.frames.last_mut() {
+            for r in insn.regs.iter().filter(|r| r.reg == Register::RSP) {
+                top.1 = top.1.min(r.value);
+            }
+        }
+        if call {
+            if let Some(at) = slot(AccessKind::Write) {
+                if self.frames.len() < MAX_FRAMES {
+                    self.frames.push((at, at));
+                }
+            }
+        } else if ret {
+            let Some(at) = slot(AccessKind::Read) else {
+                return;
+            };
+            // Entries below the return address are calls that never returned through a
+            // traced `ret` (run natively); a return with no entry (a callback's) forgets nothing.
+            while self.frames.last().is_some_and(|&(e, _)| e < at) {
+                self.frames.pop();
+            }
+            if self.frames.last().is_some_and(|&(e, _)| e == at) {
+                if let Some((entry, low)) = self.frames.pop() {
+                    let from = low.saturating_sub(RED_ZONE);
+                    self.clear_memory(from, entry - from);
+                }
+            }
+        }
+    }
+
     /// One executed instruction with its iteration vector: reports its dependences to `out`.
     pub fn step(&mut self, step: &Step<'_>, out: &mut impl FnMut(&Dep<'_>)) {
         let insn = step.insn;
@@ -1148,6 +1197,7 @@ impl DepTracker {
                 };
             }
         }
+        self.track_frames(insn, call, ret);
     }
 }
 
@@ -1216,7 +1266,7 @@ fn page_spans(addr: u64, size: u64) -> impl Iterator<Item = (u64, usize, usize)>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ptrace_runner::{Insn, MemAccess, RegWrite, Transfer};
+    use ptrace_runner::{MemAccess, RegWrite, Transfer};
     use std::collections::{BTreeSet, HashMap};
 
     /// Instructions mixing whole, partial and zero-extending register accesses.

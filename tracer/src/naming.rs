@@ -59,12 +59,32 @@ impl<'a> Naming<'a> {
         }
     }
 
-    /// The innermost (possibly inlined) function and source location of a runtime address.
+    /// The function and source location that name a runtime address for the user: the
+    /// innermost (possibly inlined) frame in the program's own source. Library code inlined
+    /// into it (Rust's iterators, C++'s containers) is named by the line that calls it.
     fn innermost(&self, addr: u64) -> Option<(Option<String>, Loc)> {
         let frames = self.bin.frames(addr);
-        let f = frames.into_iter().next()?;
-        let loc = f.location.filter(|l| l.line > 0)?;
-        Some((f.function, loc))
+        let lined = || {
+            frames
+                .iter()
+                .filter(|f| f.location.as_ref().is_some_and(|l| l.line > 0))
+        };
+        let f = lined()
+            .find(|f| f.location.as_ref().is_some_and(|l| !l.is_library()))
+            .or_else(|| lined().next())?;
+        Some((f.function.clone(), f.location.clone()?))
+    }
+
+    /// The function a runtime address belongs to, for the user (see [`Self::innermost`]),
+    /// and its location when it has a line (LLVM gives a loop header's first instruction
+    /// line 0).
+    fn head(&self, addr: u64) -> Option<(Option<String>, Option<Loc>)> {
+        if let Some((f, l)) = self.innermost(addr) {
+            return Some((f, Some(l)));
+        }
+        let frames = self.bin.frames(addr);
+        let outer = frames.last()?;
+        Some((outer.function.clone(), None))
     }
 
     /// The source line that names a loop: the line of its back edges (the jumps back to the
@@ -72,28 +92,34 @@ impl<'a> Naming<'a> {
     /// at -O0 and -O3 alike, while the header instruction's own line moves with loop rotation
     /// and scheduling. A back edge on the line of a nested loop's back edges does not count:
     /// gcc -O2 lets the inner loop's exit jump straight to the outer header, with the inner
-    /// loop's line. Without back-edge lines, the smallest line among the loop's own
-    /// instructions of the header's (possibly inlined) function and file, again not a nested
-    /// loop's line when it has another.
+    /// loop's line. Neither does a back edge inside a nested loop when the loop's own lowest
+    /// line is a loop statement: rustc -O0's inner `for` exits from its header (the line of
+    /// the inner `for`) straight to the outer header. Without back-edge lines, the smallest
+    /// line among the loop's own instructions of the header's (possibly inlined) function
+    /// and file, again not a nested loop's line when it has another.
     pub fn loop_location(&self, func: FuncId, lp: usize) -> Option<Loc> {
         let cfg = &self.structure.funcs[func];
         let forest = &cfg.forest;
         let header_node = forest.loops[lp].header;
         let header = cfg.addrs[header_node];
-        let Some((head_fn, head_loc)) = self.innermost(header) else {
+        let Some((head_fn, head_loc)) = self.head(header) else {
             return self.location(header);
         };
-        let same_function =
-            |(f, l): &(Option<String>, Loc)| *f == head_fn && l.file == head_loc.file;
-        let latches_of = |l: usize| {
-            let h = forest.loops[l].header;
-            (1..cfg.addrs.len())
-                .filter(move |&n| cfg.succ[n].contains(&h) && forest.contains(l, n))
-                .filter_map(|n| self.innermost(cfg.addrs[n]))
+        let same_function = |(f, l): &(Option<String>, Loc)| {
+            *f == head_fn && head_loc.as_ref().is_none_or(|h| l.file == h.file)
         };
-        let nested: HashSet<u32> = (0..forest.loops.len())
+        let nested_loops: Vec<usize> = (0..forest.loops.len())
             .filter(|&c| c != lp && forest.contains(lp, forest.loops[c].header))
-            .flat_map(latches_of)
+            .collect();
+        let in_nested = |n: usize| nested_loops.iter().any(|&c| forest.contains(c, n));
+        let latch_nodes = |l: usize| {
+            let h = forest.loops[l].header;
+            (1..cfg.addrs.len()).filter(move |&n| cfg.succ[n].contains(&h) && forest.contains(l, n))
+        };
+        let latches_of = |l: usize| latch_nodes(l).filter_map(|n| self.innermost(cfg.addrs[n]));
+        let nested: HashSet<u32> = nested_loops
+            .iter()
+            .flat_map(|&c| latches_of(c))
             .filter(same_function)
             .map(|(_, l)| l.line)
             .collect();
@@ -102,18 +128,13 @@ impl<'a> Naming<'a> {
         let lowest = |ls: &mut dyn Iterator<Item = &(Option<String>, Loc)>| {
             ls.map(|(_, l)| l.clone()).min_by_key(|l| l.line)
         };
-        // A loop around an inlined call can start in the callee's code (its header is the
-        // callee's first instruction) while its back edge is the caller's loop statement:
-        // then the back edge names it, not a line inside the callee.
-        let latch = lowest(&mut latches.iter().filter(|x| same_function(x) && own(&x.1)))
-            .or_else(|| lowest(&mut latches.iter().filter(|x| !same_function(x))));
         let body = || {
             let lines: Vec<Loc> = cfg
                 .own_nodes(lp)
                 .filter_map(|n| self.innermost(cfg.addrs[n]))
                 .filter(same_function)
                 .map(|(_, l)| l)
-                .chain(std::iter::once(head_loc.clone()))
+                .chain(head_loc.clone())
                 .collect();
             lines
                 .iter()
@@ -122,9 +143,22 @@ impl<'a> Naming<'a> {
                 .or_else(|| lines.iter().min_by_key(|l| l.line))
                 .cloned()
         };
+        let outside_nested: Vec<(Option<String>, Loc)> = latch_nodes(lp)
+            .filter(|&n| !in_nested(n))
+            .filter_map(|n| self.innermost(cfg.addrs[n]))
+            .collect();
+        let through_nested = !latches.is_empty()
+            && outside_nested.iter().all(|x| !same_function(x))
+            && latches.iter().any(same_function);
+        let statement = || body().filter(|l| self.is_loop_statement(l));
+        // A loop around an inlined call can start in the callee's code (its header is the
+        // callee's first instruction) while its back edge is the caller's loop statement:
+        // then the back edge names it, not a line inside the callee.
+        let latch = if through_nested { statement() } else { None }
+            .or_else(|| lowest(&mut latches.iter().filter(|x| same_function(x) && own(&x.1))))
+            .or_else(|| lowest(&mut latches.iter().filter(|x| !same_function(x))));
         let loc = latch.or_else(body)?;
-        let innermost = !(0..forest.loops.len())
-            .any(|c| c != lp && forest.contains(lp, forest.loops[c].header));
+        let innermost = nested_loops.is_empty();
         if innermost && !self.is_loop_statement(&loc) {
             // gcc -O2 can give a rotated innermost loop's back edge the line of its last
             // statement (deriche's `ym1 = y1[i][j];` for the `for` four lines above): the

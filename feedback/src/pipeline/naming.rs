@@ -100,19 +100,39 @@ pub(super) fn stack_variable(
 /// does so at: the holder in the shallowest frame that debug information names (see
 /// [`crate::heap`]).
 fn heap_variable(bin: Loaded<'_>, code: &Code, block: &Block) -> Option<(String, u32)> {
+    heap_variable_within(bin, code, block, 0)
+}
+
+/// [`heap_variable`], `nesting` blocks deep: a block whose start is kept in another block
+/// (a row of a C++ `vector<vector<double>>`, its start in the outer vector's elements) is
+/// named by that block's variable, as its elements: `` b[...] ``.
+fn heap_variable_within(
+    bin: Loaded<'_>,
+    code: &Code,
+    block: &Block,
+    nesting: u32,
+) -> Option<(String, u32)> {
     let mut holders = block.holders.clone();
     // Stable: among holders of one frame, the first.
     holders.sort_by_key(|h| h.depth);
     holders.iter().find_map(|h| {
         let mut at = std::iter::once(h.pc).chain(h.at.iter().copied().take_while(|&a| a != 0));
         let var = match h.place {
+            Place::Memory { addr } if nesting < 4 && code.heap.block(addr).is_some() => {
+                let (_, outer) = code.heap.block(addr)?;
+                let (var, depth) = heap_variable_within(bin, code, outer, nesting + 1)?;
+                return Some((format!("{var}[...]"), depth));
+            }
             Place::Memory { addr } if addr >= STACK_START => {
                 // The slot the filling instruction reached, named where a location range
                 // covers it (the stack pointer does not move between calls at -O2).
                 let (base, disp) = frame_operand(code, h.pc)?;
-                at.find_map(|a| bin.stack_variable(a, base, disp))
-                    .filter(|v| v.offset == 0)?
-                    .name
+                at.find_map(|a| {
+                    let v = bin.stack_variable(a, base, disp)?;
+                    (!library_variable(bin, a, &v)).then_some(v)
+                })
+                .filter(|v| v.offset == 0)?
+                .name
             }
             Place::Memory { addr } => match bin.global_variable(addr) {
                 Some(v) => (v.offset == 0).then_some(v.name)?,
@@ -124,12 +144,55 @@ fn heap_variable(bin: Loaded<'_>, code: &Code, block: &Block) -> Option<(String,
             Place::Register { reg } => {
                 let number = symbols::dwarf_register(GPR_NAMES[usize::from(reg)])?;
                 at.skip(1)
-                    .find_map(|a| bin.variable_in_register(a, number))?
+                    .find_map(|a| {
+                        let v = bin.variable_in_register(a, number)?;
+                        (!library_variable(bin, a, &v)).then_some(v)
+                    })?
                     .name
             }
         };
         Some((var, h.depth))
     })
+}
+
+/// Whether variable `v`, found at `pc`, is declared by library code inlined or called there
+/// (`__p` in libstdc++'s uninitialized_fill_n, `result` in Rust's RawVec): no name the user
+/// knows. Its declaring function's frame at `pc` says where that code's source is.
+fn library_variable(bin: Loaded<'_>, pc: u64, v: &symbols::Variable) -> bool {
+    let frames = bin.frames(pc);
+    let declaring = v.function.as_deref().and_then(|name| {
+        frames.iter().find(|f| {
+            f.function
+                .as_deref()
+                .is_some_and(|g| g == name || g.ends_with(&format!("::{name}")))
+        })
+    });
+    let library = |f: &symbols::Frame| {
+        f.location
+            .as_ref()
+            .filter(|l| l.line > 0)
+            .is_some_and(symbols::Loc::is_library)
+    };
+    match declaring {
+        Some(f) => library(f),
+        None => frames.first().is_some_and(library),
+    }
+}
+
+/// The line of the program's own code that led to the allocation of `block`: its allocator
+/// call, or the innermost call on the way there that is not library code (a `vector`'s
+/// constructor allocates in libstdc++).
+fn allocation_line(bin: Loaded<'_>, block: &Block) -> String {
+    let calls = block.calls.iter().rev().map(|r| r.wrapping_sub(1));
+    std::iter::once(block.site)
+        .chain(calls)
+        .find(|&pc| {
+            bin.frames(pc)
+                .iter()
+                .filter_map(|f| f.location.as_ref())
+                .any(|l| l.line > 0 && !l.is_library())
+        })
+        .map_or_else(|| bin.source_line(block.site), |pc| bin.source_line(pc))
 }
 
 /// A local array a pointer reaches, found from the instruction that computed its address.
@@ -249,7 +312,10 @@ fn name_memory_at(
                 )
             }
             None => {
-                let what = format!("the heap block allocated at {}", loc(block.site));
+                let what = format!(
+                    "the heap block allocated at {}",
+                    allocation_line(bin, block)
+                );
                 if off == 0 || !with_offset {
                     what
                 } else {
