@@ -18,6 +18,10 @@
 //! - the hidden state of library code (output streams, random generators, the heap) cannot be
 //!   renamed: a loop that calls `printf` or `rand` is serial.
 
+/// Longest relation a dependence's description quotes (`{ S0[i0] -> S0[-1 + i0] : 0 < i0 <= 63 }`); a
+/// longer one is named by its statements.
+const SHORT_RELATION: usize = 80;
+
 use crate::affine::Affine;
 use crate::distance::{Distances, Tri};
 use crate::input::{DepKind, ReduceOp, Region, Statement, Storage};
@@ -616,13 +620,17 @@ impl<'a> Ctx<'a> {
         } else {
             format!("from {from} to {to}")
         };
-        // The statements, not the relation: a why-not stays short (issue 36), and
-        // report.json's `dependences` give the relation of the pair.
+        // A short relation says which iterations (`S0[i0] -> S0[-1 + i0]`); a long one only
+        // its statements, so that a why-not stays short (issue 36): report.json's
+        // `dependences` give the relation of the pair.
+        let relation = d.relation.isl_text();
+        let pairs = match relation.len() <= SHORT_RELATION {
+            true => relation,
+            false => format!("{} to {}", d.source, d.sink),
+        };
         format!(
-            "{kind} dependence through {} {ends} ({} to {})",
-            d.storage.describe(),
-            d.source,
-            d.sink
+            "{kind} dependence through {} {ends} ({pairs})",
+            d.storage.describe()
         )
     }
 
