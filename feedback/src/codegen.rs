@@ -123,6 +123,15 @@ fn after_plan(
             )));
         };
         let map = if c.tile.is_some() { &s.tiled } else { &s.map };
+        let mut marks = marks;
+        // The parallel loop was found in the program's order: it stays parallel where isl
+        // keeps it behind the same outer loops, unskewed.
+        let roles = roles_of_map(&union_map(isl, map)?);
+        if let Some((l, _)) = marks.parallel {
+            if !same_outer_loops(region, &roles, l) {
+                marks.parallel = None;
+            }
+        }
         let plan = Plan::Isl {
             map: map.clone(),
             params: s.params.clone(),
@@ -159,6 +168,23 @@ fn after_plan(
     Ok(Err(format!(
         "The advice cannot be shown as code: its loop order breaks {why}."
     )))
+}
+
+/// Whether every statement in loop `l` runs it, in `roles`, inside the loops around it in
+/// the program and in their order, none of them skewed or tiled.
+fn same_outer_loops(region: &Region, roles: &BTreeMap<String, Vec<Role>>, l: usize) -> bool {
+    region
+        .statements
+        .iter()
+        .filter_map(|s| Some((s, s.loops.iter().position(|&x| x == l)?)))
+        .all(|(s, depth)| {
+            let loops: Vec<&Role> = roles.get(&s.name).map_or(Vec::new(), |r| {
+                r.iter()
+                    .filter(|r| !matches!(r, Role::Position(_)))
+                    .collect()
+            });
+            loops.len() > depth && (0..=depth).all(|d| loops[d] == &Role::Dim(d))
+        })
 }
 
 /// Each statement's schedule rows once the statements running the whole `chain` follow

@@ -52,10 +52,25 @@ pub(crate) fn compose(fb: &Feedback) -> Composed<'_> {
         false => live,
     };
     let first = |k: SuggestionKind| pool.iter().copied().find(|s| s.kind == k);
+    let rank = |s: &Suggestion| pool.iter().position(|p| std::ptr::eq(*p, s));
+    let (mut parallel, mut simd) = (
+        first(SuggestionKind::Parallelize),
+        first(SuggestionKind::Vectorize),
+    );
+    // One directive per loop (`parallel for` then `simd` on one loop is not C): the
+    // better-ranked one.
+    if let (Some(p), Some(v)) = (parallel, simd) {
+        if p.loops.first() == v.loops.first() {
+            match rank(p) < rank(v) {
+                true => simd = None,
+                false => parallel = None,
+            }
+        }
+    }
     let mut c = Composed {
-        parallel: first(SuggestionKind::Parallelize),
-        simd: first(SuggestionKind::Vectorize),
-        skipped,
+        parallel,
+        simd,
+        skipped: skipped && !pool.is_empty(),
         ..Composed::default()
     };
     let Some(head) = pool.first() else {
@@ -103,13 +118,13 @@ pub(crate) fn directive(s: &Suggestion, default: &str) -> String {
 /// that the advice is skipped on this input.
 pub(crate) fn notes(c: &Composed<'_>) -> Vec<String> {
     let mut out = Vec::new();
-    if c.skipped {
+    let parts = [c.isl, c.order, c.tile, c.parallel, c.simd];
+    if c.skipped && parts.iter().any(Option::is_some) {
         out.push(
-            "// Every suggestion is skipped on this input; this is the best-ranked one applied."
+            "// Every suggestion is skipped on this input: this applies the best-ranked anyway."
                 .to_string(),
         );
     }
-    let parts = [c.isl, c.order, c.tile, c.parallel, c.simd];
     let mut seen = Vec::new();
     for s in parts.into_iter().flatten() {
         for r in s.requires.iter().filter(|r| r.change.condition().is_some()) {

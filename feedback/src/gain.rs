@@ -1136,7 +1136,7 @@ mod tests {
             work_per_run(4096.0 * 20.0, 20.0),
             "4096 instructions of work"
         );
-        assert_eq!(work_per_run(30.0, 20.0), "1 instruction of work");
+        assert_eq!(work_per_run(25.0, 20.0), "1 instruction of work");
         assert!(work_per_run(30.0, 81920.0).starts_with("little work (30 instructions"));
     }
 
