@@ -55,8 +55,9 @@ enum Plan {
 /// What the printed loops are marked with.
 #[derive(Default)]
 struct Marks {
-    /// Region loop run in parallel (its tile loop when tiled), with its directive.
-    parallel: Option<(usize, String)>,
+    /// Region loops run in parallel (their tile loops when tiled), with their directives:
+    /// one per nest.
+    parallel: Vec<(usize, String)>,
     /// Region loop vectorized, with its directive.
     simd: Option<(usize, String)>,
 }
@@ -70,7 +71,7 @@ pub(crate) fn region_code(
     let chain = hottest_chain(region);
     let before = Plan::Rows(rows(region, &[], &[], None));
     let before = generate(isl, region, &before, &Marks::default())?;
-    let composed = compose(fb);
+    let composed = compose(fb, region);
     let after = match after_plan(region, fb, &composed, &chain, isl)? {
         Ok((plan, marks)) => {
             let mut text = String::new();
@@ -105,10 +106,15 @@ fn after_plan(
 ) -> Result<Result<(Plan, Marks), String>, Error> {
     let loop_of = |id: &String| region.loops.iter().position(|l| &l.id == id);
     let marks = Marks {
-        parallel: c.parallel.and_then(|s| {
-            let l = s.loops.first().and_then(loop_of)?;
-            Some((l, directive(s, "#pragma omp parallel for")))
-        }),
+        parallel: c
+            .parallel
+            .iter()
+            .chain(&c.more_parallel)
+            .filter_map(|s| {
+                let l = s.loops.first().and_then(loop_of)?;
+                Some((l, directive(s, "#pragma omp parallel for")))
+            })
+            .collect(),
         simd: c.simd.and_then(|s| {
             let l = s.loops.first().and_then(loop_of)?;
             Some((l, directive(s, "#pragma omp simd")))
@@ -127,11 +133,9 @@ fn after_plan(
         // The parallel loop was found in the program's order: it stays parallel where isl
         // keeps it behind the same outer loops, unskewed.
         let roles = roles_of_map(&union_map(isl, map)?);
-        if let Some((l, _)) = marks.parallel {
-            if !same_outer_loops(region, &roles, l) {
-                marks.parallel = None;
-            }
-        }
+        marks
+            .parallel
+            .retain(|&(l, _)| same_outer_loops(region, &roles, l));
         let plan = Plan::Isl {
             map: map.clone(),
             params: s.params.clone(),
@@ -445,7 +449,7 @@ impl Printer<'_> {
                 _ => format!("  // {} ({})", lp.label, lp.id),
             }
         });
-        let parallel = self.marks.parallel.as_ref().filter(|(p, _)| {
+        let parallel = self.marks.parallel.iter().find(|(p, _)| {
             role.as_ref()
                 .is_some_and(|(r, l)| l == p && (matches!(r, Role::Tile(..)) || !self.tiled(*l)))
         });

@@ -4,6 +4,7 @@
 //! transformation the list does not name (isl's own schedule, say, when the list ranks a
 //! parallel loop first).
 
+use crate::input::Region;
 use crate::{Feedback, Suggestion, SuggestionKind};
 
 /// The suggestions the after-code is built from.
@@ -13,6 +14,8 @@ pub(crate) struct Composed<'f> {
     pub(crate) order: Option<&'f Suggestion>,
     pub(crate) tile: Option<&'f Suggestion>,
     pub(crate) parallel: Option<&'f Suggestion>,
+    /// Parallel loops of other nests, ranked below `parallel`: one parallel loop per nest.
+    pub(crate) more_parallel: Vec<&'f Suggestion>,
     pub(crate) simd: Option<&'f Suggestion>,
     /// A skew, fusion or distribution heading the advice: isl's schedule is its code.
     pub(crate) isl: Option<&'f Suggestion>,
@@ -36,7 +39,7 @@ fn needs_skew(s: &Suggestion) -> bool {
 
 /// The ranked advice composed: the suggestions that are not skipped, best first (all of them
 /// when each is skipped); of each kind, the best-ranked one.
-pub(crate) fn compose(fb: &Feedback) -> Composed<'_> {
+pub(crate) fn compose<'f>(fb: &'f Feedback, region: &Region) -> Composed<'f> {
     let live: Vec<&Suggestion> = fb
         .suggestions
         .iter()
@@ -97,7 +100,37 @@ pub(crate) fn compose(fb: &Feedback) -> Composed<'_> {
             .find(|s| s.kind == SuggestionKind::Interchange);
     }
     c.tile = first(SuggestionKind::Tile).filter(|t| !needs_skew(t));
+    // The other nests' parallel loops: apart from every loop the code already reorders or
+    // runs in parallel (or vectorizes: one directive per loop).
+    let mut taken: Vec<&str> = [c.order, c.tile, c.parallel, c.simd]
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s.loops.iter().map(String::as_str))
+        .collect();
+    for p in pool
+        .iter()
+        .filter(|s| s.kind == SuggestionKind::Parallelize)
+    {
+        let Some(l) = p.loops.first() else { continue };
+        if taken.iter().all(|t| apart(region, t, l)) {
+            c.more_parallel.push(p);
+            taken.push(l);
+        }
+    }
     c
+}
+
+/// Whether loops `a` and `b` are neither one loop nor nested one in the other: no statement
+/// runs in both.
+fn apart(region: &Region, a: &str, b: &str) -> bool {
+    let index = |id: &str| region.loops.iter().position(|l| l.id == id);
+    let (Some(a), Some(b)) = (index(a), index(b)) else {
+        return false;
+    };
+    !region
+        .statements
+        .iter()
+        .any(|s| s.loops.contains(&a) && s.loops.contains(&b))
 }
 
 /// The directive a suggestion's text quotes (`` `#pragma omp parallel for private(k)` ``, or
@@ -119,6 +152,10 @@ pub(crate) fn directive(s: &Suggestion, default: &str) -> String {
 pub(crate) fn notes(c: &Composed<'_>) -> Vec<String> {
     let mut out = Vec::new();
     let parts = [c.isl, c.order, c.tile, c.parallel, c.simd];
+    let parts = parts
+        .into_iter()
+        .chain(c.more_parallel.iter().map(|&p| Some(p)));
+    let parts: Vec<Option<&Suggestion>> = parts.collect();
     if c.skipped && parts.iter().any(Option::is_some) {
         out.push(
             "// Every suggestion is skipped on this input: this applies the best-ranked anyway."
@@ -179,7 +216,7 @@ mod tests {
             ],
             ..Feedback::default()
         };
-        let c = compose(&fb);
+        let c = compose(&fb, &Region::default());
         assert!(c.isl.is_none() && c.tile.is_none() && c.order.is_none());
         let p = c.parallel.expect("the parallel loop");
         assert_eq!(p.loops, ["L12"]);
@@ -198,14 +235,14 @@ mod tests {
             ],
             ..Feedback::default()
         };
-        let c = compose(&fb);
+        let c = compose(&fb, &Region::default());
         assert!(!c.skipped && c.parallel.is_none());
         assert_eq!(c.order.map(|o| o.loops.len()), Some(3));
         let fb = Feedback {
             suggestions: vec![s(SuggestionKind::Parallelize, &["L1"], "p", true)],
             ..Feedback::default()
         };
-        let c = compose(&fb);
+        let c = compose(&fb, &Region::default());
         assert!(c.skipped && c.parallel.is_some());
     }
 }

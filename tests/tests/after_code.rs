@@ -98,8 +98,15 @@ fn assert_after_is_the_advice(reg: &Value, what: &str) {
         return;
     };
     let lines: Vec<&str> = code.lines().collect();
-    // Parallel pragmas: each the best-ranked parallelization's, on its loop, never nested.
+    // Parallel pragmas: each a ranked parallelization's, on its loop, never nested.
+    let rank_of = |kind: &str| pool.iter().position(|s| s["kind"] == kind);
     let parallel = pool.iter().find(|s| s["kind"] == "parallelize");
+    // One directive per loop: a better-ranked vectorization of the same loop wins.
+    let vector_first = parallel.is_some_and(|p| {
+        pool.iter()
+            .position(|s| s["kind"] == "vectorize" && s["loops"][0] == p["loops"][0])
+            .is_some_and(|v| Some(v) < rank_of("parallelize"))
+    });
     let mut open_parallel: Vec<usize> = Vec::new();
     for (i, l) in lines.iter().enumerate() {
         open_parallel.retain(|&d| indent(l) > d);
@@ -111,22 +118,24 @@ fn assert_after_is_the_advice(reg: &Value, what: &str) {
             "{what}: a parallel loop nested in a parallel loop:\n{code}"
         );
         open_parallel.push(indent(l));
-        let p = parallel.unwrap_or_else(|| {
-            panic!("{what}: a parallel pragma that no suggestion names:\n{code}")
-        });
+        // The parallelization of the loop it stands on, printed as that suggestion prints it.
+        let id = lines.get(i + 1).and_then(|n| loop_id(n));
+        let p = pool
+            .iter()
+            .find(|s| s["kind"] == "parallelize" && s["loops"][0].as_str() == id)
+            .unwrap_or_else(|| {
+                panic!("{what}: a parallel pragma on {id:?} that no suggestion names:\n{code}")
+            });
         let text = p["text"].as_str().unwrap_or("");
         assert!(
             text.contains(&format!("`{}`", l.trim())),
             "{what}: pragma {l:?} is not the one the suggestion prints: {text}"
         );
-        let id = lines.get(i + 1).and_then(|n| loop_id(n));
-        assert_eq!(
-            id,
-            p["loops"][0].as_str(),
-            "{what}: the pragma is not on the suggested loop:\n{code}"
-        );
     }
-    if parallel.is_some() && head["kind"] != "skew" && head["kind"] != "fuse" {
+    if parallel.is_some()
+        && !vector_first
+        && !["skew", "fuse", "distribute"].contains(&head["kind"].as_str().unwrap_or(""))
+    {
         assert!(
             lines
                 .iter()
