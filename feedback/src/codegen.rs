@@ -72,15 +72,19 @@ pub(crate) fn region_code(
     let before = Plan::Rows(rows(region, &[], &[], None));
     let before = generate(isl, region, &before, &Marks::default())?;
     let composed = compose(fb, region);
-    let after = match after_plan(region, fb, &composed, &chain, isl)? {
-        Ok((plan, marks)) => {
+    let after = match after_plan(region, fb, &composed, &chain, isl) {
+        Ok(Ok((plan, marks, more))) => {
             let mut text = String::new();
-            for n in notes(&composed) {
+            for n in notes(&composed).into_iter().chain(more) {
                 let _ = writeln!(text, "{n}");
             }
             text + &generate(isl, region, &plan, &marks)?
         }
-        Err(why) => format!("// {why}\n"),
+        Ok(Err(why)) => format!("// {why}\n"),
+        // Code not checked is not shown: it could break what the advice keeps.
+        Err(e) => format!(
+            "// No code after the advice: isl stopped while checking its order against the dependences ({e}).\n"
+        ),
     };
     Ok((before, after))
 }
@@ -95,15 +99,19 @@ fn hottest_chain(region: &Region) -> Vec<usize> {
         .unwrap_or_default()
 }
 
-/// The schedule of the composed advice, with the loops to mark; or why it cannot be shown
-/// (its order breaks a dependence: the code would not be the advice's).
+/// A schedule to generate, the loops it marks, and notes on what it leaves out.
+type Advised = (Plan, Marks, Vec<String>);
+
+/// The schedule of the composed advice, with the loops to mark and notes on what it leaves
+/// out; or why it cannot be shown (its order breaks a dependence: the code would not be the
+/// advice's).
 fn after_plan(
     region: &Region,
     fb: &Feedback,
     c: &Composed<'_>,
     chain: &[usize],
     isl: &Context,
-) -> Result<Result<(Plan, Marks), String>, Error> {
+) -> Result<Result<Advised, String>, Error> {
     let loop_of = |id: &String| region.loops.iter().position(|l| &l.id == id);
     let marks = Marks {
         parallel: c
@@ -140,7 +148,7 @@ fn after_plan(
             map: map.clone(),
             params: s.params.clone(),
         };
-        return Ok(Ok((plan, marks)));
+        return Ok(Ok((plan, marks, Vec::new())));
     }
     let order: Vec<usize> = c
         .order
@@ -153,7 +161,15 @@ fn after_plan(
         )
     });
     let band = band.as_ref().map(|(l, t)| (l.as_slice(), *t));
-    // The order and tiling checked against the dependences no storage change removes.
+    // The order and tiling checked against the dependences no storage change removes (the
+    // program's own order needs no check).
+    if order == chain && band.is_none() {
+        return Ok(Ok((
+            Plan::Rows(rows(region, chain, &order, None)),
+            marks,
+            Vec::new(),
+        )));
+    }
     let cx = Ctx::new(region, isl, crate::params::Parameterizer::none())?;
     let binding = cx.binding();
     let mut why = String::new();
@@ -161,7 +177,11 @@ fn after_plan(
         let rows = rows(region, chain, &order, band);
         let theta = union_map(isl, &map_text(region, &rows))?;
         match cx.first_violated(&binding, &theta)? {
-            None => return Ok(Ok((Plan::Rows(rows), marks))),
+            None if why.is_empty() => return Ok(Ok((Plan::Rows(rows), marks, Vec::new()))),
+            None => {
+                let note = format!("// Not shown: the tiling, which breaks {why}.");
+                return Ok(Ok((Plan::Rows(rows), marks, vec![note])));
+            }
             Some(i) if why.is_empty() => why = cx.describe_dep(i),
             Some(_) => {}
         }

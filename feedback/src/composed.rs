@@ -162,6 +162,13 @@ pub(crate) fn notes(c: &Composed<'_>) -> Vec<String> {
                 .to_string(),
         );
     }
+    if let Some(head) = c.isl {
+        // Its loops may also be reordered or split as isl chose: the suggestion comes from it.
+        out.push(format!(
+            "// isl's schedule, which the {} ranked first comes from.",
+            head.kind.as_str()
+        ));
+    }
     let mut seen = Vec::new();
     for s in parts.into_iter().flatten() {
         for r in s.requires.iter().filter(|r| r.change.condition().is_some()) {
