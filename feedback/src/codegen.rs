@@ -9,9 +9,11 @@
 //! the node types one off from isl's `enum isl_ast_node_type` (and panics on user nodes).
 
 use crate::analyze::layout;
+use crate::composed::{compose, directive, notes, Composed};
 use crate::input::Region;
 use crate::islx::{isl, union_map};
-use crate::{Error, Feedback, SuggestionKind};
+use crate::legality::Ctx;
+use crate::{Error, Feedback};
 use isl_rs::{ASTExpr, ASTNode, Context, Set, UnionMap};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -53,10 +55,11 @@ enum Plan {
 /// What the printed loops are marked with.
 #[derive(Default)]
 struct Marks {
-    /// Region loop run in parallel (its tile loop when tiled).
-    parallel: Option<usize>,
-    /// Region loop vectorized.
-    simd: Option<usize>,
+    /// Region loops run in parallel (their tile loops when tiled), with their directives:
+    /// one per nest.
+    parallel: Vec<(usize, String)>,
+    /// Region loop vectorized, with its directive.
+    simd: Option<(usize, String)>,
 }
 
 /// The region's code before and after the advised transformations, or why there is none.
@@ -68,8 +71,21 @@ pub(crate) fn region_code(
     let chain = hottest_chain(region);
     let before = Plan::Rows(rows(region, &[], &[], None));
     let before = generate(isl, region, &before, &Marks::default())?;
-    let (plan, marks) = after_plan(region, fb, &chain);
-    let after = generate(isl, region, &plan, &marks)?;
+    let composed = compose(fb, region);
+    let after = match after_plan(region, fb, &composed, &chain, isl) {
+        Ok(Ok((plan, marks, more))) => {
+            let mut text = String::new();
+            for n in notes(&composed).into_iter().chain(more) {
+                let _ = writeln!(text, "{n}");
+            }
+            text + &generate(isl, region, &plan, &marks)?
+        }
+        Ok(Err(why)) => format!("// {why}\n"),
+        // Code not checked is not shown: it could break what the advice keeps.
+        Err(e) => format!(
+            "// No code after the advice: isl stopped while checking its order against the dependences ({e}).\n"
+        ),
+    };
     Ok((before, after))
 }
 
@@ -83,52 +99,116 @@ fn hottest_chain(region: &Region) -> Vec<usize> {
         .unwrap_or_default()
 }
 
-/// The schedule of the advised transformations, with the loops to mark.
-fn after_plan(region: &Region, fb: &Feedback, chain: &[usize]) -> (Plan, Marks) {
-    let advised = |k: SuggestionKind| {
-        fb.suggestions
-            .iter()
-            .find(|s| s.kind == k && s.rating.skipped.is_none())
-    };
+/// A schedule to generate, the loops it marks, and notes on what it leaves out.
+type Advised = (Plan, Marks, Vec<String>);
+
+/// The schedule of the composed advice, with the loops to mark and notes on what it leaves
+/// out; or why it cannot be shown (its order breaks a dependence: the code would not be the
+/// advice's).
+fn after_plan(
+    region: &Region,
+    fb: &Feedback,
+    c: &Composed<'_>,
+    chain: &[usize],
+    isl: &Context,
+) -> Result<Result<Advised, String>, Error> {
     let loop_of = |id: &String| region.loops.iter().position(|l| &l.id == id);
     let marks = Marks {
-        parallel: advised(SuggestionKind::Parallelize)
-            .and_then(|s| s.loops.first())
-            .and_then(loop_of),
-        simd: advised(SuggestionKind::Vectorize)
-            .and_then(|s| s.loops.first())
-            .and_then(loop_of),
+        parallel: c
+            .parallel
+            .iter()
+            .chain(&c.more_parallel)
+            .filter_map(|s| {
+                let l = s.loops.first().and_then(loop_of)?;
+                Some((l, directive(s, "#pragma omp parallel for")))
+            })
+            .collect(),
+        simd: c.simd.and_then(|s| {
+            let l = s.loops.first().and_then(loop_of)?;
+            Some((l, directive(s, "#pragma omp simd")))
+        }),
     };
-    let tile = advised(SuggestionKind::Tile);
-    // isl's own schedule where the advice follows it (skewing, fusion, distribution).
-    let from_isl = [
-        SuggestionKind::Skew,
-        SuggestionKind::Fuse,
-        SuggestionKind::Distribute,
-    ]
-    .into_iter()
-    .any(|k| advised(k).is_some());
-    if let (true, Some(s)) = (from_isl, &fb.isl_schedule) {
-        let map = if tile.is_some() { &s.tiled } else { &s.map };
-        return (
-            Plan::Isl {
-                map: map.clone(),
-                params: s.params.clone(),
-            },
-            marks,
-        );
+    if let Some(head) = c.isl {
+        // isl's schedule is the skew's (fusion's, distribution's) own code.
+        let Some(s) = &fb.isl_schedule else {
+            return Ok(Err(format!(
+                "No code for the {}: isl gave no schedule to generate it from.",
+                head.kind.as_str()
+            )));
+        };
+        let map = if c.tile.is_some() { &s.tiled } else { &s.map };
+        let mut marks = marks;
+        // The parallel loop was found in the program's order: it stays parallel where isl
+        // keeps it behind the same outer loops, unskewed.
+        let roles = roles_of_map(&union_map(isl, map)?);
+        marks
+            .parallel
+            .retain(|&(l, _)| same_outer_loops(region, &roles, l));
+        let plan = Plan::Isl {
+            map: map.clone(),
+            params: s.params.clone(),
+        };
+        return Ok(Ok((plan, marks, Vec::new())));
     }
-    let order: Vec<usize> = advised(SuggestionKind::Interchange)
+    let order: Vec<usize> = c
+        .order
         .and_then(|s| s.loops.iter().map(loop_of).collect())
         .unwrap_or_else(|| chain.to_vec());
-    let band: Option<(Vec<usize>, u32)> = tile.map(|s| {
+    let band: Option<(Vec<usize>, u32)> = c.tile.map(|s| {
         (
             s.loops.iter().filter_map(loop_of).collect(),
             s.sizes.first().copied().unwrap_or(32),
         )
     });
     let band = band.as_ref().map(|(l, t)| (l.as_slice(), *t));
-    (Plan::Rows(rows(region, chain, &order, band)), marks)
+    // The order and tiling checked against the dependences no storage change removes (the
+    // program's own order needs no check).
+    if order == chain && band.is_none() {
+        return Ok(Ok((
+            Plan::Rows(rows(region, chain, &order, None)),
+            marks,
+            Vec::new(),
+        )));
+    }
+    let cx = Ctx::new(region, isl, crate::params::Parameterizer::none())?;
+    let binding = cx.binding();
+    let mut why = String::new();
+    for band in [band, None] {
+        let rows = rows(region, chain, &order, band);
+        let theta = union_map(isl, &map_text(region, &rows))?;
+        match cx.first_violated(&binding, &theta)? {
+            None if why.is_empty() => return Ok(Ok((Plan::Rows(rows), marks, Vec::new()))),
+            None => {
+                let note = format!("// Not shown: the tiling, which breaks {why}.");
+                return Ok(Ok((Plan::Rows(rows), marks, vec![note])));
+            }
+            Some(i) if why.is_empty() => why = cx.describe_dep(i),
+            Some(_) => {}
+        }
+        if band.is_none() {
+            break;
+        }
+    }
+    Ok(Err(format!(
+        "The advice cannot be shown as code: its loop order breaks {why}."
+    )))
+}
+
+/// Whether every statement in loop `l` runs it, in `roles`, inside the loops around it in
+/// the program and in their order, none of them skewed or tiled.
+fn same_outer_loops(region: &Region, roles: &BTreeMap<String, Vec<Role>>, l: usize) -> bool {
+    region
+        .statements
+        .iter()
+        .filter_map(|s| Some((s, s.loops.iter().position(|&x| x == l)?)))
+        .all(|(s, depth)| {
+            let loops: Vec<&Role> = roles.get(&s.name).map_or(Vec::new(), |r| {
+                r.iter()
+                    .filter(|r| !matches!(r, Role::Position(_)))
+                    .collect()
+            });
+            loops.len() > depth && (0..=depth).all(|d| loops[d] == &Role::Dim(d))
+        })
 }
 
 /// Each statement's schedule rows once the statements running the whole `chain` follow
@@ -389,17 +469,21 @@ impl Printer<'_> {
                 _ => format!("  // {} ({})", lp.label, lp.id),
             }
         });
-        let parallel = role.as_ref().is_some_and(|(r, l)| {
-            Some(*l) == self.marks.parallel && (matches!(r, Role::Tile(..)) || !self.tiled(*l))
+        let parallel = self.marks.parallel.iter().find(|(p, _)| {
+            role.as_ref()
+                .is_some_and(|(r, l)| l == p && (matches!(r, Role::Tile(..)) || !self.tiled(*l)))
         });
-        let simd = role
-            .as_ref()
-            .is_some_and(|(r, l)| Some(*l) == self.marks.simd && matches!(r, Role::Dim(_)));
-        if parallel {
-            self.line(depth, "#pragma omp parallel for");
+        if let Some((_, d)) = parallel {
+            let d = d.clone();
+            self.line(depth, &d);
         }
-        if simd {
-            self.line(depth, "#pragma omp simd");
+        let simd = self.marks.simd.as_ref().filter(|(v, _)| {
+            role.as_ref()
+                .is_some_and(|(r, l)| l == v && matches!(r, Role::Dim(_)))
+        });
+        if let Some((_, d)) = simd {
+            let d = d.clone();
+            self.line(depth, &d);
         }
         if n.for_is_degenerate().map_err(e())? {
             self.line(

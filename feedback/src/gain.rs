@@ -173,6 +173,18 @@ pub fn rate(region: &Region, fb: &mut Feedback, opts: &GainOptions) {
     rank(&mut fb.suggestions, &model, interchange.as_ref());
 }
 
+/// The work of one run of a loop for a sentence: `w` instructions over `runs` runs. Runs are
+/// counted from the loops around it at their largest trip counts, which overcounts them
+/// around a triangular loop: a share under one instruction is said as the total instead.
+fn work_per_run(w: f64, runs: f64) -> String {
+    let per = (w / runs.max(1.0)).round();
+    match per {
+        p if p >= 2.0 => format!("{p:.0} instructions of work"),
+        p if p >= 1.0 => "1 instruction of work".to_string(),
+        _ => format!("little work ({w:.0} instructions over up to {runs:.0} runs)"),
+    }
+}
+
 /// Stores of at most this many bytes apart are taken to share cache lines.
 fn same_line(a: Option<i64>, b: Option<i64>, line: u64) -> bool {
     matches!((a, b), (Some(a), Some(b)) if a.abs_diff(b) < line)
@@ -274,9 +286,20 @@ impl<'a> Model<'a> {
         self.trips(l).is_some_and(|t| t <= self.opts.fixed_trips)
     }
 
+    /// Instructions run inside loop `l`: its answers' count, else its statements' (a loop
+    /// without answers was said to do 0 instructions of work).
     fn ops_in(&self, l: usize) -> u64 {
         let id = &self.region.loops[l].id;
-        self.loops.iter().find(|i| &i.id == id).map_or(0, |i| i.ops)
+        match self.loops.iter().find(|i| &i.id == id).map(|i| i.ops) {
+            Some(ops) if ops > 0 => ops,
+            _ => self
+                .region
+                .statements
+                .iter()
+                .filter(|s| s.loops.contains(&l))
+                .map(|s| s.ops)
+                .sum(),
+        }
     }
 
     /// The streams of statement `s`, with strides along the chain (zero along chain loops it
@@ -828,9 +851,9 @@ impl<'a> Model<'a> {
             Some(Skip {
                 reason: SkipReason::LittleWork,
                 text: format!(
-                    "each run of loop {} does {:.0} instructions of work, against about {:.0} to start and join {p} threads: {estimate:.2}x",
+                    "each run of loop {} does {}, against about {:.0} to start and join {p} threads: {estimate:.2}x",
                     self.label(l),
-                    w / runs,
+                    work_per_run(w, runs),
                     self.opts.fork_join_cost
                 ),
             })
@@ -1106,6 +1129,16 @@ mod tests {
     use super::*;
     use crate::input::{Loop, Statement};
     use crate::legality::Requirement;
+
+    #[test]
+    fn work_per_run_is_never_zero() {
+        assert_eq!(
+            work_per_run(4096.0 * 20.0, 20.0),
+            "4096 instructions of work"
+        );
+        assert_eq!(work_per_run(25.0, 20.0), "1 instruction of work");
+        assert!(work_per_run(30.0, 81920.0).starts_with("little work (30 instructions"));
+    }
 
     fn access(strides: &[i64], array: &str, write: bool) -> Access {
         Access {

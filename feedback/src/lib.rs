@@ -9,6 +9,7 @@ mod analyze;
 pub mod check;
 mod coarsen;
 mod codegen;
+mod composed;
 mod distance;
 pub mod gain;
 mod heap;

@@ -672,6 +672,10 @@ pub(crate) fn code_line(line: &str, sources: &Sources) -> String {
 
 /// The source text of the first `file.c:N` location in a line's `//` comment.
 pub(crate) fn source_of_comment<'s>(line: &str, sources: &'s Sources) -> Option<&'s str> {
+    // A note on a line of its own (what the advice needs) is no statement's line.
+    if line.trim_start().starts_with("//") {
+        return None;
+    }
     let comment = &line[line.find("//")? + 2..];
     comment
         .split([' ', ',', '(', ')'])

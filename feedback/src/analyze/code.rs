@@ -14,17 +14,20 @@ use std::fmt::Write as _;
 /// it (parallel, tiled, vectorized).
 pub(super) fn ast_advised(nest: &Nest<'_>, order: &[usize], fb: &Feedback) -> String {
     let region = nest.region;
-    let loops_of = |kind: SuggestionKind, all: bool| -> Vec<String> {
-        let mut of = fb.suggestions.iter().filter(|s| s.kind == kind);
-        if all {
-            of.flat_map(|s| s.loops.clone()).collect()
-        } else {
-            of.next().map(|s| s.loops.clone()).unwrap_or_default()
-        }
+    // The best-ranked suggestion of each kind: one parallel loop per nest, as in the code.
+    let loops_of = |kind: SuggestionKind| -> Vec<String> {
+        fb.suggestions
+            .iter()
+            .find(|s| s.kind == kind)
+            .map(|s| s.loops.clone())
+            .unwrap_or_default()
     };
-    let vectorized = loops_of(SuggestionKind::Vectorize, false);
-    let parallel_suggested = loops_of(SuggestionKind::Parallelize, true);
-    let tiled = loops_of(SuggestionKind::Tile, false);
+    let vectorized = loops_of(SuggestionKind::Vectorize);
+    let parallel_suggested = loops_of(SuggestionKind::Parallelize)
+        .into_iter()
+        .take(1)
+        .collect::<Vec<_>>();
+    let tiled = loops_of(SuggestionKind::Tile);
     let after_flags = |l: usize| -> String {
         let id = &region.loops[l].id;
         let mut f = Vec::new();
@@ -128,7 +131,7 @@ pub(super) fn ast_after(region: &Region, tree: &Tree, loops: &[LoopInfo]) -> Str
     render(
         region,
         tree,
-        loops,
+        (loops, false),
         0,
         &mut out,
         &region
@@ -140,10 +143,12 @@ pub(super) fn ast_after(region: &Region, tree: &Tree, loops: &[LoopInfo]) -> Str
     out
 }
 
+/// `parallel_above`: a loop around this subtree is already the nest's parallel loop (the
+/// outermost coincident one): the advice runs one parallel loop per nest, not nested ones.
 fn render(
     region: &Region,
     t: &Tree,
-    loops: &[LoopInfo],
+    (loops, parallel_above): (&[LoopInfo], bool),
     depth: usize,
     out: &mut String,
     stmts: &[String],
@@ -156,6 +161,7 @@ fn render(
             child,
         } => {
             let mut d = depth;
+            let mut parallel_above = parallel_above;
             for (k, m) in members.iter().enumerate() {
                 // Name the member by the original loop it follows for the first statement that
                 // has a simple row.
@@ -178,8 +184,9 @@ fn render(
                     })
                     .unwrap_or_else(|| format!("c{k}"));
                 let mut f = Vec::new();
-                if m.coincident {
+                if m.coincident && !parallel_above {
                     f.push("parallel");
+                    parallel_above = true;
                 }
                 if *permutable && members.len() > 1 {
                     f.push("permutable");
@@ -196,12 +203,11 @@ fn render(
                 );
                 d += 1;
             }
-            let _ = loops;
-            render(region, child, loops, d, out, stmts);
+            render(region, child, (loops, parallel_above), d, out, stmts);
         }
         Tree::Sequence(children) => {
             for (names, sub) in children {
-                render(region, sub, loops, depth, out, names);
+                render(region, sub, (loops, parallel_above), depth, out, names);
             }
         }
         Tree::Leaf => {

@@ -1,0 +1,255 @@
+//! Which transformation the code "after the advice" shows: the region's ranked advice
+//! composed. Every loop order, tile and pragma in it is an item of the ranked list (the one
+//! parallel loop is the best-ranked parallelization's), so the code never shows a
+//! transformation the list does not name (isl's own schedule, say, when the list ranks a
+//! parallel loop first).
+
+use crate::input::Region;
+use crate::{Feedback, Suggestion, SuggestionKind};
+
+/// The suggestions the after-code is built from.
+#[derive(Default)]
+pub(crate) struct Composed<'f> {
+    /// The loop order (an interchange).
+    pub(crate) order: Option<&'f Suggestion>,
+    pub(crate) tile: Option<&'f Suggestion>,
+    pub(crate) parallel: Option<&'f Suggestion>,
+    /// Parallel loops of other nests, ranked below `parallel`: one parallel loop per nest.
+    pub(crate) more_parallel: Vec<&'f Suggestion>,
+    pub(crate) simd: Option<&'f Suggestion>,
+    /// A skew, fusion or distribution heading the advice: isl's schedule is its code.
+    pub(crate) isl: Option<&'f Suggestion>,
+    /// Every suggestion is skipped on this input: the code shows the best-ranked anyway.
+    pub(crate) skipped: bool,
+}
+
+/// Kinds that change the loops (the others change storage or layout, and leave them).
+fn loop_kind(k: SuggestionKind) -> bool {
+    use SuggestionKind::*;
+    matches!(
+        k,
+        Interchange | Tile | Parallelize | Vectorize | Skew | Fuse | Distribute
+    )
+}
+
+/// A tile of a band that must be skewed first: rows of the program's order cannot show it.
+fn needs_skew(s: &Suggestion) -> bool {
+    s.text.contains("after skewing")
+}
+
+/// The ranked advice composed: the suggestions that are not skipped, best first (all of them
+/// when each is skipped); of each kind, the best-ranked one.
+pub(crate) fn compose<'f>(fb: &'f Feedback, region: &Region) -> Composed<'f> {
+    let live: Vec<&Suggestion> = fb
+        .suggestions
+        .iter()
+        .filter(|s| s.rating.skipped.is_none() && loop_kind(s.kind))
+        .collect();
+    let skipped = live.is_empty();
+    let pool: Vec<&Suggestion> = match skipped {
+        true => fb
+            .suggestions
+            .iter()
+            .filter(|s| loop_kind(s.kind))
+            .collect(),
+        false => live,
+    };
+    let first = |k: SuggestionKind| pool.iter().copied().find(|s| s.kind == k);
+    let rank = |s: &Suggestion| pool.iter().position(|p| std::ptr::eq(*p, s));
+    let (mut parallel, mut simd) = (
+        first(SuggestionKind::Parallelize),
+        first(SuggestionKind::Vectorize),
+    );
+    // One directive per loop (`parallel for` then `simd` on one loop is not C): the
+    // better-ranked one.
+    if let (Some(p), Some(v)) = (parallel, simd) {
+        if p.loops.first() == v.loops.first() {
+            match rank(p) < rank(v) {
+                true => simd = None,
+                false => parallel = None,
+            }
+        }
+    }
+    let mut c = Composed {
+        parallel,
+        simd,
+        skipped: skipped && !pool.is_empty(),
+        ..Composed::default()
+    };
+    let Some(head) = pool.first() else {
+        return c;
+    };
+    if matches!(
+        head.kind,
+        SuggestionKind::Skew | SuggestionKind::Fuse | SuggestionKind::Distribute
+    ) {
+        c.isl = Some(head);
+        c.tile = first(SuggestionKind::Tile);
+        return c;
+    }
+    c.order = first(SuggestionKind::Interchange);
+    // A parallelization found in the interchanged order holds only there (its text says so):
+    // the order comes with it even when the interchange itself is skipped.
+    if c.order.is_none()
+        && c.parallel
+            .is_some_and(|p| p.text.contains("once the loops are interchanged"))
+    {
+        c.order = fb
+            .suggestions
+            .iter()
+            .find(|s| s.kind == SuggestionKind::Interchange);
+    }
+    c.tile = first(SuggestionKind::Tile).filter(|t| !needs_skew(t));
+    // The other nests' parallel loops: apart from every loop the code already reorders or
+    // runs in parallel (or vectorizes: one directive per loop).
+    let mut taken: Vec<&str> = [c.order, c.tile, c.parallel, c.simd]
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s.loops.iter().map(String::as_str))
+        .collect();
+    for p in pool
+        .iter()
+        .filter(|s| s.kind == SuggestionKind::Parallelize)
+    {
+        let Some(l) = p.loops.first() else { continue };
+        if taken.iter().all(|t| apart(region, t, l)) {
+            c.more_parallel.push(p);
+            taken.push(l);
+        }
+    }
+    c
+}
+
+/// Whether loops `a` and `b` are neither one loop nor nested one in the other: no statement
+/// runs in both.
+fn apart(region: &Region, a: &str, b: &str) -> bool {
+    let index = |id: &str| region.loops.iter().position(|l| l.id == id);
+    let (Some(a), Some(b)) = (index(a), index(b)) else {
+        return false;
+    };
+    !region
+        .statements
+        .iter()
+        .any(|s| s.loops.contains(&a) && s.loops.contains(&b))
+}
+
+/// The directive a suggestion's text quotes (`` `#pragma omp parallel for private(k)` ``, or
+/// Fortran's `!$omp parallel do`), else `default`.
+pub(crate) fn directive(s: &Suggestion, default: &str) -> String {
+    let word = default.split_whitespace().nth(2).unwrap_or("parallel");
+    let (c, fortran) = (format!("#pragma omp {word}"), format!("!$omp {word}"));
+    s.text
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .find(|q| q.starts_with(&c) || q.starts_with(&fortran))
+        .map_or_else(|| default.to_string(), str::to_string)
+}
+
+/// Comment lines naming what the composed advice needs besides its loops and pragmas: the
+/// source changes no clause makes (a copy, a substitution, a local array, an expansion), and
+/// that the advice is skipped on this input.
+pub(crate) fn notes(c: &Composed<'_>) -> Vec<String> {
+    let mut out = Vec::new();
+    let parts = [c.isl, c.order, c.tile, c.parallel, c.simd];
+    let parts = parts
+        .into_iter()
+        .chain(c.more_parallel.iter().map(|&p| Some(p)));
+    let parts: Vec<Option<&Suggestion>> = parts.collect();
+    if c.skipped && parts.iter().any(Option::is_some) {
+        out.push(
+            "// Every suggestion is skipped on this input: this applies the best-ranked anyway."
+                .to_string(),
+        );
+    }
+    if let Some(head) = c.isl {
+        // Its loops may also be reordered or split as isl chose: the suggestion comes from it.
+        out.push(format!(
+            "// isl's schedule, which the {} ranked first comes from.",
+            head.kind.as_str()
+        ));
+    }
+    let mut seen = Vec::new();
+    for s in parts.into_iter().flatten() {
+        for r in s.requires.iter().filter(|r| r.change.condition().is_some()) {
+            let p = r.phrase();
+            if !seen.contains(&p) {
+                out.push(format!("// Needs {p}."));
+                seen.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gain::{Skip, SkipReason};
+
+    fn s(kind: SuggestionKind, loops: &[&str], text: &str, skipped: bool) -> Suggestion {
+        let mut s = Suggestion::new(
+            kind,
+            loops.iter().map(|l| l.to_string()).collect(),
+            text.into(),
+        );
+        if skipped {
+            s.rating.skipped = Some(Skip {
+                reason: SkipReason::LittleWork,
+                text: String::new(),
+            });
+        }
+        s
+    }
+
+    #[test]
+    fn the_best_ranked_parallel_loop_not_isl_s_skew() {
+        // trmm: the parallel loop ranks first, the skew after it.
+        let fb = Feedback {
+            suggestions: vec![
+                s(
+                    SuggestionKind::Parallelize,
+                    &["L12"],
+                    "Run loop L12 in parallel (e.g. `#pragma omp parallel for private(k)`)",
+                    false,
+                ),
+                s(SuggestionKind::Skew, &["L11", "L12"], "Skew", false),
+                s(
+                    SuggestionKind::Tile,
+                    &["L11", "L12"],
+                    "Tile the band after skewing",
+                    false,
+                ),
+            ],
+            ..Feedback::default()
+        };
+        let c = compose(&fb, &Region::default());
+        assert!(c.isl.is_none() && c.tile.is_none() && c.order.is_none());
+        let p = c.parallel.expect("the parallel loop");
+        assert_eq!(p.loops, ["L12"]);
+        assert_eq!(
+            directive(p, "#pragma omp parallel for"),
+            "#pragma omp parallel for private(k)"
+        );
+    }
+
+    #[test]
+    fn skipped_advice_is_shown_only_when_all_is_skipped() {
+        let fb = Feedback {
+            suggestions: vec![
+                s(SuggestionKind::Parallelize, &["L1"], "p", true),
+                s(SuggestionKind::Interchange, &["L0", "L2", "L1"], "i", false),
+            ],
+            ..Feedback::default()
+        };
+        let c = compose(&fb, &Region::default());
+        assert!(!c.skipped && c.parallel.is_none());
+        assert_eq!(c.order.map(|o| o.loops.len()), Some(3));
+        let fb = Feedback {
+            suggestions: vec![s(SuggestionKind::Parallelize, &["L1"], "p", true)],
+            ..Feedback::default()
+        };
+        let c = compose(&fb, &Region::default());
+        assert!(c.skipped && c.parallel.is_some());
+    }
+}
