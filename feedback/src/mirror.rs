@@ -480,6 +480,28 @@ impl<'a> Rewriter<'a> {
         Ok(Some((range, plan)))
     }
 
+    /// Dependence `j` (a later writer `w` -> the producer) composed with `via` (the read ->
+    /// the producer): `w -> read` pairs, or `None` when one of those writers may run before
+    /// the read `u` (the element would not hold the value when the read needs it).
+    fn next_writers(&self, j: usize, via: &UnionMap, u: &str, w: &str) -> Found<UnionMap> {
+        let e = || islx::isl("composing a forwarded value's dependences");
+        let c = self
+            .rel(j)?
+            .apply_range(via.copy().map_err(e())?.reverse().map_err(e())?)
+            .map_err(e())?;
+        if empty(&c)? {
+            return Ok(Some(c));
+        }
+        let early = c
+            .copy()
+            .map_err(e())?
+            .reverse()
+            .map_err(e())?
+            .intersect(self.runs_before(u, w, true)?)
+            .map_err(e())?;
+        Ok(empty(&early)?.then_some(c))
+    }
+
     /// Forwards the values of register `reg` (dependences `idx`) that memory holds when they
     /// are read; a load whose every value is forwarded loses its memory dependences.
     fn forward(&self, reg: &str, idx: &[usize], edits: &mut Edits) -> Result<(), Error> {
@@ -576,22 +598,11 @@ impl<'a> Rewriter<'a> {
                 out.push(new);
             } else if m.kind == DepKind::Anti && m.source == p {
                 // W' -> P -> U
-                let c = self
-                    .rel(j)?
-                    .apply_range(read.copy().map_err(e())?.reverse().map_err(e())?)
-                    .map_err(e())?;
+                let Some(c) = self.next_writers(j, &read, u, &m.sink)? else {
+                    return Ok(None);
+                };
                 if empty(&c)? {
                     continue;
-                }
-                let early = c
-                    .copy()
-                    .map_err(e())?
-                    .reverse()
-                    .map_err(e())?
-                    .intersect(self.runs_before(u, &m.sink, true)?)
-                    .map_err(e())?;
-                if !empty(&early)? {
-                    return Ok(None);
                 }
                 let Some(new) = self.dep(
                     reg,
@@ -654,22 +665,11 @@ impl<'a> Rewriter<'a> {
                     continue;
                 }
                 // W'' -> St -> U: the element's next writers, which must come after the read.
-                let c = self
-                    .rel(j)?
-                    .apply_range(x.copy().map_err(e())?.reverse().map_err(e())?)
-                    .map_err(e())?;
+                let Some(c) = self.next_writers(j, &x, u, &o.sink)? else {
+                    return Ok(None);
+                };
                 if empty(&c)? {
                     continue;
-                }
-                let early = c
-                    .copy()
-                    .map_err(e())?
-                    .reverse()
-                    .map_err(e())?
-                    .intersect(self.runs_before(u, &o.sink, true)?)
-                    .map_err(e())?;
-                if !empty(&early)? {
-                    return Ok(None);
                 }
                 storage = o.storage.clone();
                 let Some(new) = self.dep(
