@@ -1,5 +1,5 @@
 # The set-up commands (see README.md): `make demo`, `make install`, `make test`.
-.PHONY: demo build install uninstall test bench deps lint bless
+.PHONY: demo build install uninstall test bench bench-advice deps lint bless
 
 CARGO ?= cargo
 # Where `make install` puts polyprof: PREFIX/bin, PREFIX/share/man/man1 and
@@ -46,6 +46,19 @@ bless: deps
 # Prints throughput figures (see README.md, "Benchmarks").
 bench: build
 	$(CARGO) run --release -p bench --bin scale_bench
+
+# Applies polyprof's recommended transformation to each PolyBench/C kernel, checks its output
+# and times it against gcc -O2, clang -O3, Polly and Polly -polly-parallel (see
+# scripts/polybench-audit/README.md). Installs clang-14 (Polly built in) and fetches
+# PolyBench/C 4.2.1 into POLYBENCH when missing. BENCH_ADVICE_ARGS: e.g. `--only gemm,2mm`.
+POLYBENCH ?= /tmp/pb
+PB_URL ?= https://downloads.sourceforge.net/project/polybench/polybench-c-4.2.1-beta.tar.gz
+bench-advice: build
+	@scripts/install-deps.sh --bench
+	@test -d "$(POLYBENCH)/utilities" || { mkdir -p "$(POLYBENCH)" && \
+	  curl -fsSL "$(PB_URL)" | tar xz -C "$(POLYBENCH)" --strip-components=1; }
+	python3 scripts/polybench-audit/bench_advice.py --polybench "$(POLYBENCH)" \
+	  --polyprof target/release/polyprof $(BENCH_ADVICE_ARGS)
 
 # Formatting and lints, in the release profile too (`cargo clippy` runs isl's build script).
 lint:

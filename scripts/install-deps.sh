@@ -8,6 +8,12 @@
 set -euo pipefail
 
 need=()
+# `--bench`: also what `make bench-advice` compares against (clang-14, with Polly built in
+# on Debian) and fetches PolyBench with (curl). Not needed by the tests.
+if [ "${1:-}" = "--bench" ]; then
+    command -v clang-14 >/dev/null 2>&1 || need+=(clang-14)
+    command -v curl >/dev/null 2>&1 || need+=(curl)
+fi
 command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v gfortran >/dev/null 2>&1 || need+=(gfortran)
 command -v objcopy >/dev/null 2>&1 || need+=(binutils)

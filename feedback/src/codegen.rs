@@ -9,12 +9,15 @@
 //! the node types one off from isl's `enum isl_ast_node_type` (and panics on user nodes).
 
 use crate::analyze::layout;
-use crate::composed::{compose, directive, notes, Composed};
+use crate::composed::{
+    compose, directive, drop_order, in_new_order, notes, recommendation, Composed,
+};
 use crate::input::Region;
 use crate::islx::{isl, union_map};
 use crate::legality::Ctx;
 use crate::{Error, Feedback};
 use isl_rs::{ASTExpr, ASTNode, Context, Set, UnionMap};
+use reports::model::Recommendation;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -62,31 +65,47 @@ struct Marks {
     simd: Option<(usize, String)>,
 }
 
-/// The region's code before and after the advised transformations, or why there is none.
+/// The region's code before and after the advised transformations, or why there is none,
+/// and the advice composed into one recommendation once checked as one schedule.
 pub(crate) fn region_code(
     region: &Region,
     fb: &Feedback,
     isl: &Context,
-) -> Result<(String, String), Error> {
+) -> Result<(String, String, Option<Recommendation>), Error> {
     let chain = hottest_chain(region);
     let before = Plan::Rows(rows(region, &[], &[], None));
     let before = generate(isl, region, &before, &Marks::default())?;
-    let composed = compose(fb, region);
-    let after = match after_plan(region, fb, &composed, &chain, isl) {
-        Ok(Ok((plan, marks, more))) => {
+    let mut composed = compose(fb, region);
+    let mut left_out = Vec::new();
+    let after = match after_plan(region, fb, &mut composed, &mut left_out, &chain, isl) {
+        Ok(Ok((plan, marks))) => {
             let mut text = String::new();
-            for n in notes(&composed).into_iter().chain(more) {
+            for n in notes(&composed) {
                 let _ = writeln!(text, "{n}");
+            }
+            for why in &left_out {
+                let _ = writeln!(text, "// Not shown: {why}.");
             }
             text + &generate(isl, region, &plan, &marks)?
         }
-        Ok(Err(why)) => format!("// {why}\n"),
+        Ok(Err(why)) => {
+            left_out.push(why.clone());
+            drop_order(&mut composed);
+            composed.tile = None;
+            composed.isl = None;
+            format!("// {why}\n")
+        }
         // Code not checked is not shown: it could break what the advice keeps.
-        Err(e) => format!(
-            "// No code after the advice: isl stopped while checking its order against the dependences ({e}).\n"
-        ),
+        Err(e) => {
+            drop_order(&mut composed);
+            composed.tile = None;
+            composed.isl = None;
+            format!(
+                "// No code after the advice: isl stopped while checking its order against the dependences ({e}).\n"
+            )
+        }
     };
-    Ok((before, after))
+    Ok((before, after, recommendation(fb, &composed, left_out)))
 }
 
 /// The loops of the statement with the most executions, outermost first.
@@ -99,21 +118,22 @@ fn hottest_chain(region: &Region) -> Vec<usize> {
         .unwrap_or_default()
 }
 
-/// A schedule to generate, the loops it marks, and notes on what it leaves out.
-type Advised = (Plan, Marks, Vec<String>);
+/// A schedule to generate and the loops it marks.
+type Advised = (Plan, Marks);
 
 /// The schedule of the composed advice, with the loops to mark and notes on what it leaves
 /// out; or why it cannot be shown (its order breaks a dependence: the code would not be the
-/// advice's).
+/// advice's). Parts the check refutes together are dropped from `c`, and said in `left_out`.
 fn after_plan(
     region: &Region,
     fb: &Feedback,
-    c: &Composed<'_>,
+    c: &mut Composed<'_>,
+    left_out: &mut Vec<String>,
     chain: &[usize],
     isl: &Context,
 ) -> Result<Result<Advised, String>, Error> {
     let loop_of = |id: &String| region.loops.iter().position(|l| &l.id == id);
-    let marks = Marks {
+    let marks_of = |c: &Composed<'_>| Marks {
         parallel: c
             .parallel
             .iter()
@@ -137,18 +157,33 @@ fn after_plan(
             )));
         };
         let map = if c.tile.is_some() { &s.tiled } else { &s.map };
-        let mut marks = marks;
         // The parallel loop was found in the program's order: it stays parallel where isl
         // keeps it behind the same outer loops, unskewed.
         let roles = roles_of_map(&union_map(isl, map)?);
-        marks
+        let keep = |p: &&crate::Suggestion| {
+            p.loops
+                .first()
+                .and_then(loop_of)
+                .is_some_and(|l| same_outer_loops(region, &roles, l))
+        };
+        for p in c
             .parallel
-            .retain(|&(l, _)| same_outer_loops(region, &roles, l));
+            .iter()
+            .chain(&c.more_parallel)
+            .filter(|p| !keep(p))
+        {
+            left_out.push(format!(
+                "the parallel loop {}, which isl's schedule moves",
+                p.loops.first().map_or("", String::as_str)
+            ));
+        }
+        c.parallel = c.parallel.filter(keep);
+        c.more_parallel.retain(keep);
         let plan = Plan::Isl {
             map: map.clone(),
             params: s.params.clone(),
         };
-        return Ok(Ok((plan, marks, Vec::new())));
+        return Ok(Ok((plan, marks_of(c))));
     }
     let order: Vec<usize> = c
         .order
@@ -166,21 +201,58 @@ fn after_plan(
     if order == chain && band.is_none() {
         return Ok(Ok((
             Plan::Rows(rows(region, chain, &order, None)),
-            marks,
-            Vec::new(),
+            marks_of(c),
         )));
     }
     let cx = Ctx::new(region, isl, crate::params::Parameterizer::none())?;
     let binding = cx.binding();
+    if order != chain {
+        // The parallel and vectorized loops were each checked in the program's order (or in
+        // the interchanged one): in the composed order they must still carry nothing.
+        let untiled = union_map(isl, &map_text(region, &rows(region, chain, &order, None)))?;
+        let flat = rows(region, chain, &order, None);
+        let carried = |s: &crate::Suggestion| -> Result<bool, Error> {
+            let Some(l) = s.loops.first().and_then(loop_of) else {
+                return Ok(true);
+            };
+            let Some(lvl) = level_of(region, &flat, l) else {
+                return Ok(true);
+            };
+            let verdict = cx.parallel(l, lvl, &untiled, &Default::default())?;
+            Ok(matches!(verdict, crate::legality::Verdict::Blocked(_)))
+        };
+        let mut broken = Vec::new();
+        for s in c.parallel.iter().chain(&c.more_parallel).chain(&c.simd) {
+            // Found in the interchanged order: checked there already.
+            if !in_new_order(s) && carried(s)? {
+                broken.push(*s);
+            }
+        }
+        if !broken.is_empty() {
+            // The order is the one to give up: the loop it would break ranks higher, or is
+            // what the order was for.
+            let names: Vec<String> = broken
+                .iter()
+                .map(|s| s.loops.first().cloned().unwrap_or_default())
+                .collect();
+            left_out.push(format!(
+                "the loop order, in which loop {} would carry a dependence",
+                names.join(" and ")
+            ));
+            drop_order(c);
+            return after_plan(region, fb, c, left_out, chain, isl);
+        }
+    }
     let mut why = String::new();
     for band in [band, None] {
         let rows = rows(region, chain, &order, band);
         let theta = union_map(isl, &map_text(region, &rows))?;
         match cx.first_violated(&binding, &theta)? {
-            None if why.is_empty() => return Ok(Ok((Plan::Rows(rows), marks, Vec::new()))),
+            None if why.is_empty() => return Ok(Ok((Plan::Rows(rows), marks_of(c)))),
             None => {
-                let note = format!("// Not shown: the tiling, which breaks {why}.");
-                return Ok(Ok((Plan::Rows(rows), marks, vec![note])));
+                left_out.push(format!("the tiling, which breaks {why}"));
+                c.tile = None;
+                return Ok(Ok((Plan::Rows(rows), marks_of(c))));
             }
             Some(i) if why.is_empty() => why = cx.describe_dep(i),
             Some(_) => {}
@@ -189,9 +261,33 @@ fn after_plan(
             break;
         }
     }
+    if c.order.is_some() {
+        // The rest of the advice holds in the program's order.
+        left_out.push(format!("the loop order, which breaks {why}"));
+        drop_order(c);
+        return after_plan(region, fb, c, left_out, chain, isl);
+    }
     Ok(Err(format!(
         "The advice cannot be shown as code: its loop order breaks {why}."
     )))
+}
+
+/// The schedule level (loop position `2 lvl + 1` of the rows) at which every statement in
+/// loop `l` runs it, or `None` when they differ.
+fn level_of(region: &Region, rows: &BTreeMap<String, Vec<Role>>, l: usize) -> Option<usize> {
+    let mut at = None;
+    for s in &region.statements {
+        let Some(d) = s.loops.iter().position(|&x| x == l) else {
+            continue;
+        };
+        let k = rows.get(&s.name)?.iter().position(|r| r == &Role::Dim(d))?;
+        let lvl = (k % 2 == 1).then_some(k / 2)?;
+        if at.is_some_and(|a| a != lvl) {
+            return None;
+        }
+        at = Some(lvl);
+    }
+    at
 }
 
 /// Whether every statement in loop `l` runs it, in `roles`, inside the loops around it in

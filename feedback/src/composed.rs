@@ -6,6 +6,7 @@
 
 use crate::input::Region;
 use crate::{Feedback, Suggestion, SuggestionKind};
+use reports::model::{Directive, Recommendation, Tiling};
 
 /// The suggestions the after-code is built from.
 #[derive(Default)]
@@ -151,12 +152,7 @@ pub(crate) fn directive(s: &Suggestion, default: &str) -> String {
 /// that the advice is skipped on this input.
 pub(crate) fn notes(c: &Composed<'_>) -> Vec<String> {
     let mut out = Vec::new();
-    let parts = [c.isl, c.order, c.tile, c.parallel, c.simd];
-    let parts = parts
-        .into_iter()
-        .chain(c.more_parallel.iter().map(|&p| Some(p)));
-    let parts: Vec<Option<&Suggestion>> = parts.collect();
-    if c.skipped && parts.iter().any(Option::is_some) {
+    if c.skipped && !parts(c).is_empty() {
         out.push(
             "// Every suggestion is skipped on this input: this applies the best-ranked anyway."
                 .to_string(),
@@ -169,17 +165,172 @@ pub(crate) fn notes(c: &Composed<'_>) -> Vec<String> {
             head.kind.as_str()
         ));
     }
-    let mut seen = Vec::new();
-    for s in parts.into_iter().flatten() {
+    out.extend(needs(c).into_iter().map(|p| format!("// Needs {p}.")));
+    out
+}
+
+/// The composed parts, best-ranked first: the schedule heading them, the order, the tiling,
+/// the parallel loops and the vectorized loop.
+fn parts<'f>(c: &Composed<'f>) -> Vec<&'f Suggestion> {
+    let mut all: Vec<&Suggestion> = [c.isl, c.order, c.tile, c.parallel, c.simd]
+        .into_iter()
+        .flatten()
+        .chain(c.more_parallel.iter().copied())
+        .collect();
+    all.sort_by_key(|s| s.rating.rank);
+    all
+}
+
+/// The source changes the composed advice needs besides its clauses, as phrases.
+fn needs(c: &Composed<'_>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for s in parts(c) {
         for r in s.requires.iter().filter(|r| r.change.condition().is_some()) {
             let p = r.phrase();
-            if !seen.contains(&p) {
-                out.push(format!("// Needs {p}."));
-                seen.push(p);
+            if !out.contains(&p) {
+                out.push(p);
             }
         }
     }
     out
+}
+
+/// The composed advice as one recommendation, `left_out` naming what the check refuted; none
+/// without loop advice that pays here.
+pub(crate) fn recommendation(
+    fb: &Feedback,
+    c: &Composed<'_>,
+    left_out: Vec<String>,
+) -> Option<Recommendation> {
+    let all = parts(c);
+    // Advice that does not pay at this size is no recommendation (the code after still
+    // shows it).
+    if all.is_empty() || c.skipped {
+        return None;
+    }
+    let label = |id: &String| {
+        fb.loops
+            .iter()
+            .find(|l| &l.id == id)
+            .map_or_else(|| id.clone(), |l| l.label.clone())
+    };
+    let labels = |ids: &[String]| -> String {
+        let names: Vec<String> = ids.iter().map(label).collect();
+        match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+            _ => names.join(""),
+        }
+    };
+    let on = |s: &Suggestion, default: &str| Directive {
+        loop_id: s.loops.first().cloned().unwrap_or_default(),
+        directive: directive(s, default),
+    };
+    let mut clauses = Vec::new();
+    if let Some(h) = c.isl {
+        clauses.push(format!(
+            "follow isl's schedule (the {} of {}, shown as the code after the advice)",
+            h.kind.as_str(),
+            labels(&h.loops)
+        ));
+    }
+    if let Some(o) = c.order {
+        clauses.push(format!(
+            "order the loops {}",
+            o.loops.iter().map(label).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if let Some(t) = c.tile {
+        let size = t.sizes.first().copied().unwrap_or(32);
+        clauses.push(format!("tile {} by {size}", labels(&t.loops)));
+    }
+    let parallel: Vec<Directive> = c
+        .parallel
+        .iter()
+        .chain(&c.more_parallel)
+        .map(|p| on(p, "#pragma omp parallel for"))
+        .collect();
+    for d in &parallel {
+        clauses.push(format!(
+            "run {} in parallel (`{}`)",
+            label(&d.loop_id),
+            d.directive
+        ));
+    }
+    let simd = c.simd.map(|v| on(v, "#pragma omp simd"));
+    if let Some(d) = &simd {
+        clauses.push(format!(
+            "vectorize {} (`{}`)",
+            label(&d.loop_id),
+            d.directive
+        ));
+    }
+    let gains: Vec<f64> = all
+        .iter()
+        .filter_map(|s| s.rating.gain.as_ref().map(|g| g.estimate))
+        .collect();
+    // The parts act on different resources (cache lines, cores, vector lanes): their
+    // estimates multiply.
+    let estimate = (!gains.is_empty()).then(|| gains.iter().product::<f64>());
+    let mut text = capitalized(&clauses.join(", then "));
+    if let Some(e) = estimate {
+        text += &format!(": {e:.2}x for the region by the parts' estimates");
+    }
+    text.push('.');
+    Some(Recommendation {
+        text,
+        ranks: all.iter().map(|s| s.rating.rank).collect(),
+        order: c.order.map(|o| o.loops.clone()).unwrap_or_default(),
+        tile: c.tile.map(|t| Tiling {
+            loops: t.loops.clone(),
+            sizes: t.sizes.clone(),
+        }),
+        parallel,
+        simd,
+        schedule: c.isl.map(|h| h.kind),
+        needs: needs(c),
+        left_out,
+        estimate,
+        run_estimate: None,
+    })
+}
+
+/// Whether a parallel or vectorized loop was found in the interchanged order (its text
+/// says so): it holds only there.
+pub(crate) fn in_new_order(s: &Suggestion) -> bool {
+    s.text.contains("once the loops are interchanged")
+}
+
+/// Gives up the composed loop order, and with it the loops parallel or vectorized only in
+/// that order.
+pub(crate) fn drop_order(c: &mut Composed<'_>) {
+    c.order = None;
+    c.parallel = c.parallel.filter(|s| !in_new_order(s));
+    c.more_parallel.retain(|s| !in_new_order(s));
+    c.simd = c.simd.filter(|s| !in_new_order(s));
+}
+
+/// The recommendation when isl stopped before the composed order could be checked: the
+/// parts each checked on their own in the program's order (its parallel and vectorized
+/// loops), without the loop order and tiling.
+pub(crate) fn unchecked(fb: &Feedback, region: &Region) -> Option<Recommendation> {
+    let mut c = compose(fb, region);
+    let mut left_out = Vec::new();
+    for s in [c.isl, c.order, c.tile].into_iter().flatten() {
+        left_out.push(format!(
+            "the {} of {}, which isl stopped before checking with the rest",
+            s.kind.as_str(),
+            s.loops.join(", ")
+        ));
+    }
+    drop_order(&mut c);
+    (c.isl, c.tile) = (None, None);
+    recommendation(fb, &c, left_out)
+}
+
+fn capitalized(s: &str) -> String {
+    let mut cs = s.chars();
+    cs.next()
+        .map_or_else(String::new, |f| f.to_uppercase().chain(cs).collect())
 }
 
 #[cfg(test)]

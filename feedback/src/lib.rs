@@ -229,6 +229,8 @@ pub struct Feedback {
     /// order, tile and point loops, `#pragma omp` marks, or isl's schedule where the advice
     /// follows it (skewing, fusion, distribution).
     pub code_after: String,
+    /// The ranked advice composed into one transformation, checked as one schedule.
+    pub recommended: Option<reports::model::Recommendation>,
     /// isl's schedule as maps, for generating the code after.
     pub(crate) isl_schedule: Option<IslSchedule>,
 }

@@ -223,6 +223,10 @@ pub fn region_json(
             seconds,
         }),
         storage_seconds: fb.storage_seconds,
+        recommended: fb.recommended.clone().map(|mut r| {
+            r.run_estimate = r.estimate.map(|e| amdahl(run_share, e));
+            r
+        }),
     }
 }
 
@@ -241,7 +245,7 @@ fn suggestion_json(s: &feedback::Suggestion, all: &[feedback::Suggestion], run: 
     let gain = r.gain.as_ref().map(|g| Gain {
         model: g.model,
         estimate: g.estimate,
-        run_estimate: 1.0 / ((1.0 - run) + run / g.estimate.max(1e-9)),
+        run_estimate: amdahl(run, g.estimate),
         basis: g.basis.clone(),
     });
     let mut clauses = Vec::new();
@@ -601,4 +605,9 @@ pub fn summary(regions: &[Region]) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// The whole run's gain when a part `share` of it (0 to 1) gains `gain`.
+fn amdahl(share: f64, gain: f64) -> f64 {
+    1.0 / ((1.0 - share) + share / gain.max(1e-9))
 }

@@ -161,6 +161,11 @@ pub const GLOSSARY: &[Term] = &[
         meaning: "Storage changes without which the advice is not legal: privatize (a copy per thread), firstprivate (copies start from the value before the loop), lastprivate (the last iteration's copy is kept), copy_in (reads see a copy made before the loop), expand (a scalar becomes an array along a loop), map_to_array (a scalar lives in an array element that is dead meanwhile).",
     },
     Term {
+        id: "recommended",
+        name: "Recommended",
+        meaning: "The region's advice composed into one transformation: the best-ranked loop order, tiling, parallel loop of each nest and vectorized loop, checked together as one schedule against the observed dependences (a part that check refutes is left out, and said). Its estimate multiplies the parts' own. The code after the advice shows it.",
+    },
+    Term {
         id: "whynot",
         name: "Why not",
         meaning: "What blocked further advice: the dependence a transformation would break, with its kind, storage and relation; a non-affine access; a library call.",

@@ -327,6 +327,24 @@ fn region(h: &mut String, r: &Region, sources: &Sources) {
 
 fn advice(h: &mut String, r: &Region) {
     h.push_str("<h3>Advice, best first</h3>");
+    if let Some(rec) = &r.recommended {
+        let _ = write!(
+            h,
+            "<p class=\"recommended\"><b>{}:</b> {}",
+            term("recommended", "Recommended"),
+            esc(&rec.text)
+        );
+        if let Some(g) = rec.run_estimate {
+            let _ = write!(h, " ({g:.2}x for the whole run)");
+        }
+        for n in &rec.needs {
+            let _ = write!(h, "<br>Needs {}.", esc(n));
+        }
+        for w in &rec.left_out {
+            let _ = write!(h, "<br>Left out: {}.", esc(w));
+        }
+        h.push_str("</p>");
+    }
     if r.suggestions.is_empty() {
         h.push_str("<p>No suggestion.</p>");
         return;
@@ -818,6 +836,7 @@ mod tests {
             why_not: None,
             scheduler: None,
             storage_seconds: None,
+            recommended: None,
         });
         r
     }

@@ -231,6 +231,61 @@ pub struct Gain {
     pub basis: String,
 }
 
+/// The region's advice composed into one transformation: the loop order, tiling, parallel
+/// loops and vectorized loop of its best-ranked suggestions, checked together as one schedule
+/// against the region's dependences (a part the check refutes is left out).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Recommendation {
+    /// What to do, in one sentence naming source lines.
+    pub text: String,
+    /// The ranks of the suggestions it composes, best first.
+    pub ranks: Vec<usize>,
+    /// The new order of the loops it reorders, outermost first (empty: as written).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub order: Vec<String>,
+    /// The tiled band, outermost first, and each loop's tile size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tile: Option<Tiling>,
+    /// The loops run in parallel (one per nest), with the directive to put before each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parallel: Vec<Directive>,
+    /// The vectorized loop, with its directive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simd: Option<Directive>,
+    /// The kind of the transformation heading it when that is isl's schedule (`skew`,
+    /// `fuse`, `distribute`): its loops are isl's, shown in `code_after`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<SuggestionKind>,
+    /// Source changes it needs besides its directives' clauses, as phrases.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub needs: Vec<String>,
+    /// Parts of the ranked advice left out, and why (the check refuted them together).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
+    /// The region's time before over its time after, the parts' estimates composed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<f64>,
+    /// The same for the whole run, by Amdahl's law over the region's share of the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_estimate: Option<f64>,
+}
+
+/// A tiled band.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Tiling {
+    pub loops: Vec<String>,
+    pub sizes: Vec<u32>,
+}
+
+/// A loop and the directive to put before it (`#pragma omp parallel for private(k)`; in
+/// Fortran `!$omp parallel do`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Directive {
+    #[serde(rename = "loop")]
+    pub loop_id: String,
+    pub directive: String,
+}
+
 /// Why legal advice does not pay here.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]

@@ -174,14 +174,17 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
     });
     timing.mark("code");
     match code {
-        Ok((before, after)) => {
+        Ok((before, after, recommended)) => {
             fb.code_before = before;
             fb.code_after = after;
+            fb.recommended = recommended;
         }
-        Err(e) if std::env::var_os("POLYPROF_DEBUG_SCHEDULE").is_some() => {
-            eprintln!("polyprof: no code for the region: {e}");
+        Err(e) => {
+            if std::env::var_os("POLYPROF_DEBUG_SCHEDULE").is_some() {
+                eprintln!("polyprof: no code for the region: {e}");
+            }
+            fb.recommended = crate::composed::unchecked(&fb, analysed_region);
         }
-        Err(_) => {}
     }
     Ok(fb)
 }
