@@ -203,3 +203,55 @@ fn matmul_after_code_follows_the_interchange_and_parallel_loop() {
     assert_eq!(pragmas.len(), 1, "{code}");
     assert!(code.starts_with("#pragma omp parallel for\nfor"), "{code}");
 }
+
+/// The recommendation (issue 40) is the after-code's composition: its order is the code's,
+/// each of its parallel directives is printed there, its parts are advised suggestions, and
+/// its estimate is theirs multiplied.
+#[test]
+fn recommended_is_the_checked_composition() {
+    // Each ranks an interchange first: the recommendation keeps its order.
+    for (name, flags) in [
+        ("legal_matmul", &["-O1", "-g"][..]),
+        ("flame_mm", &["-O2", "-g"][..]),
+        ("fuse_2mm", &["-O1", "-g"][..]),
+    ] {
+        let (r, txt) = profile(name, flags);
+        let reg = &r["regions"][0];
+        let what = format!("{name} {flags:?} {}", reg["id"]);
+        let rec = &reg["recommended"];
+        assert!(rec.is_object(), "{what}: no recommendation:\n{txt}");
+        assert!(txt.contains("Recommended, the advice composed: "), "{what}:\n{txt}");
+        let code = reg["code_after"].as_str().unwrap_or("");
+        let order: Vec<String> = rec["order"]
+            .as_array()
+            .map(|o| o.iter().filter_map(Value::as_str).map(String::from).collect())
+            .unwrap_or_default();
+        assert!(!order.is_empty(), "{what}: {rec:#}");
+        assert_eq!(deepest_chain(code), order, "{what}:\n{code}");
+        for d in rec["parallel"].as_array().into_iter().flatten() {
+            let directive = d["directive"].as_str().expect("directive");
+            assert!(code.contains(directive), "{what}: {directive} not in\n{code}");
+        }
+        let ranks: Vec<u64> = rec["ranks"]
+            .as_array()
+            .expect("ranks")
+            .iter()
+            .filter_map(Value::as_u64)
+            .collect();
+        let suggestions = reg["suggestions"].as_array().expect("suggestions");
+        let mut product = 1.0;
+        for rank in &ranks {
+            let s = suggestions
+                .iter()
+                .find(|s| s["rank"].as_u64() == Some(*rank))
+                .unwrap_or_else(|| panic!("{what}: no suggestion of rank {rank}"));
+            assert!(
+                s.get("skipped").is_none_or(Value::is_null),
+                "{what}: a skipped part {s:#}"
+            );
+            product *= s["gain"]["estimate"].as_f64().unwrap_or(1.0);
+        }
+        let estimate = rec["estimate"].as_f64().expect("estimate");
+        assert!((estimate - product).abs() < 1e-6 * product, "{what}: {rec:#}");
+    }
+}
