@@ -76,7 +76,7 @@ pub(crate) fn region_code(
     let before = Plan::Rows(rows(region, &[], &[], None));
     let before = generate(isl, region, &before, &Marks::default())?;
     let mut composed = compose(fb, region);
-    let mut left_out = Vec::new();
+    let mut left_out = std::mem::take(&mut composed.left_out);
     let after = match after_plan(region, fb, &mut composed, &mut left_out, &chain, isl) {
         Ok(Ok((plan, marks))) => {
             let mut text = String::new();

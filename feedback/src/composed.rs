@@ -22,6 +22,8 @@ pub(crate) struct Composed<'f> {
     pub(crate) isl: Option<&'f Suggestion>,
     /// Every suggestion is skipped on this input: the code shows the best-ranked anyway.
     pub(crate) skipped: bool,
+    /// Ranked parts left out, and why.
+    pub(crate) left_out: Vec<String>,
 }
 
 /// Kinds that change the loops (the others change storage or layout, and leave them).
@@ -71,9 +73,20 @@ pub(crate) fn compose<'f>(fb: &'f Feedback, region: &Region) -> Composed<'f> {
             }
         }
     }
+    // A reduction on an array's element vectorizes through a local scalar, a source change
+    // the suggestion asks for: the composition, applied as printed, leaves the loop alone.
+    let mut left_out = Vec::new();
+    if let Some(v) = simd.filter(|v| array_reduction(v)) {
+        left_out.push(format!(
+            "vectorizing loop {}, whose reduction on an array element needs a local scalar (see its suggestion)",
+            v.loops.first().map_or("", String::as_str)
+        ));
+        simd = None;
+    }
     let mut c = Composed {
         parallel,
         simd,
+        left_out,
         skipped: skipped && !pool.is_empty(),
         ..Composed::default()
     };
@@ -119,6 +132,16 @@ pub(crate) fn compose<'f>(fb: &'f Feedback, region: &Region) -> Composed<'f> {
         }
     }
     c
+}
+
+/// Whether a suggestion's reductions include one on an array's elements.
+fn array_reduction(s: &Suggestion) -> bool {
+    s.requires.iter().any(|r| {
+        matches!(
+            r.change,
+            crate::legality::Change::Reduction { array: true, .. }
+        )
+    })
 }
 
 /// Whether loops `a` and `b` are neither one loop nor nested one in the other: no statement
@@ -314,7 +337,7 @@ pub(crate) fn drop_order(c: &mut Composed<'_>) {
 /// loops), without the loop order and tiling.
 pub(crate) fn unchecked(fb: &Feedback, region: &Region) -> Option<Recommendation> {
     let mut c = compose(fb, region);
-    let mut left_out = Vec::new();
+    let mut left_out = std::mem::take(&mut c.left_out);
     for s in [c.isl, c.order, c.tile].into_iter().flatten() {
         left_out.push(format!(
             "the {} of {}, which isl stopped before checking with the rest",

@@ -420,8 +420,12 @@ def tiled(src_lines, lines_now, lines_band, size):
         k, m.group(2), k, m.group(3), m.group(4), k, size) for k, m in enumerate(parts)]
     for k, (n, m) in enumerate(zip(lines_now, parts)):
         v = m.group(1)
-        point = "for (%s = pp_t%d; %s %s %s && %s < pp_t%d + %d; %s++)" % (
-            v, k, v, m.group(3), m.group(4), v, k, size, v)
+        # One bound, the smaller: OpenMP's canonical loop form (a `simd` or `for` directive
+        # on a point loop) takes no `&&`.
+        hi = "(%s)" % m.group(4) if m.group(3) == "<" else "(%s) + 1" % m.group(4)
+        end = "pp_t%d + %d" % (k, size)
+        point = "for (%s = pp_t%d; %s < (%s < %s ? %s : %s); %s++)" % (
+            v, k, v, hi, end, hi, end, v)
         head = " ".join(tiles + [point]) if k == 0 else point
         out[n - 1] = out[n - 1][:m.start()] + head + out[n - 1][m.end():]
     return out, None

@@ -220,17 +220,28 @@ fn recommended_is_the_checked_composition() {
         let what = format!("{name} {flags:?} {}", reg["id"]);
         let rec = &reg["recommended"];
         assert!(rec.is_object(), "{what}: no recommendation:\n{txt}");
-        assert!(txt.contains("Recommended, the advice composed: "), "{what}:\n{txt}");
+        assert!(
+            txt.contains("Recommended, the advice composed: "),
+            "{what}:\n{txt}"
+        );
         let code = reg["code_after"].as_str().unwrap_or("");
         let order: Vec<String> = rec["order"]
             .as_array()
-            .map(|o| o.iter().filter_map(Value::as_str).map(String::from).collect())
+            .map(|o| {
+                o.iter()
+                    .filter_map(Value::as_str)
+                    .map(String::from)
+                    .collect()
+            })
             .unwrap_or_default();
         assert!(!order.is_empty(), "{what}: {rec:#}");
         assert_eq!(deepest_chain(code), order, "{what}:\n{code}");
         for d in rec["parallel"].as_array().into_iter().flatten() {
             let directive = d["directive"].as_str().expect("directive");
-            assert!(code.contains(directive), "{what}: {directive} not in\n{code}");
+            assert!(
+                code.contains(directive),
+                "{what}: {directive} not in\n{code}"
+            );
         }
         let ranks: Vec<u64> = rec["ranks"]
             .as_array()
@@ -252,6 +263,9 @@ fn recommended_is_the_checked_composition() {
             product *= s["gain"]["estimate"].as_f64().unwrap_or(1.0);
         }
         let estimate = rec["estimate"].as_f64().expect("estimate");
-        assert!((estimate - product).abs() < 1e-6 * product, "{what}: {rec:#}");
+        assert!(
+            (estimate - product).abs() < 1e-6 * product,
+            "{what}: {rec:#}"
+        );
     }
 }

@@ -256,6 +256,15 @@ pub(super) fn vectorize_text(label: &str, needs: &[Requirement], share: f64) -> 
         format!(
             "Vectorize loop {label}: its iterations are independent{after} and {share:.0}% of its accesses are stride 0 or 1."
         )
+    } else if let Some(op) = array_reduction(needs) {
+        // A clause on the array's section gives each lane a copy of the whole section and
+        // adds all of it back: slow, and a race with the threads of a parallel loop around
+        // (syrk's rows, applied with gcc 12). The element each run accumulates is one scalar.
+        format!(
+            "Vectorize loop {label} as a reduction{after}: each vector lane accumulates {}. Sum the element into a local scalar `acc` declared before the loop, add `acc` to it after the loop, and use `#pragma omp simd reduction({op}: acc)`: a reduction clause on the array would give each lane a copy of all of it. {share:.0}% of its accesses are stride 0 or 1.{}",
+            reduced_storage(needs),
+            reduction_notes(needs)
+        )
     } else {
         format!(
             "Vectorize loop {label} as a reduction (e.g. `#pragma omp simd {}`){after}: each vector lane accumulates {}, and {share:.0}% of its accesses are stride 0 or 1.{}",
@@ -264,6 +273,16 @@ pub(super) fn vectorize_text(label: &str, needs: &[Requirement], share: f64) -> 
             reduction_notes(needs)
         )
     }
+}
+
+/// The operator of a reduction on an array's elements among `needs`, if any.
+fn array_reduction(needs: &[Requirement]) -> Option<&'static str> {
+    needs.iter().find_map(|r| match r.change {
+        Change::Reduction {
+            op, array: true, ..
+        } => Some(op.clause()),
+        _ => None,
+    })
 }
 
 /// Storage changes for a sentence: "privatizing `t` and reading `a` from a copy ...".
