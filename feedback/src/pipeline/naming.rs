@@ -115,7 +115,7 @@ fn heap_variable_within(
     let mut holders = block.holders.clone();
     // Stable: among holders of one frame, the first.
     holders.sort_by_key(|h| h.depth);
-    holders.iter().find_map(|h| {
+    let held = holders.iter().find_map(|h| {
         let mut at = std::iter::once(h.pc).chain(h.at.iter().copied().take_while(|&a| a != 0));
         let var = match h.place {
             Place::Memory { addr } if nesting < 4 && code.heap.block(addr).is_some() => {
@@ -162,6 +162,15 @@ fn heap_variable_within(
             }
         };
         Some((var, h.depth))
+    });
+    // No holder names it: the container its start was loaded from may be named.
+    held.or_else(|| {
+        let (_, outer) = code.heap.block(block.container?)?;
+        if nesting >= 4 {
+            return None;
+        }
+        let (var, depth) = heap_variable_within(bin, code, outer, nesting + 1)?;
+        Some((format!("{var}[...]"), depth))
     })
 }
 
