@@ -359,14 +359,12 @@ pub(super) fn parallel_text(
     let locals = closure_locals(needs);
     let rest: Vec<Requirement> = others
         .into_iter()
-        .filter(|r| {
-            !(matches!(
-                r.change,
-                Change::Privatize | Change::FirstPrivate | Change::LastPrivate
-            ) && r.private_variable().is_some())
-                // A compiler temporary needs no change in the source: a closure's
-                // temporaries are each iteration's own.
-                && !(r.change == Change::Privatize && r.private_variable().is_none())
+        .filter(|r| match r.change {
+            // A compiler temporary needs no change in the source: a closure's temporaries
+            // are each iteration's own.
+            Change::Privatize => false,
+            Change::FirstPrivate | Change::LastPrivate => r.private_variable().is_none(),
+            _ => true,
         })
         .collect();
     let with = if locals.is_empty() {
