@@ -296,6 +296,7 @@ pub(crate) fn coarsen(region: &Region, isl: &Context) -> Region {
         sections: region.sections.clone(),
         omp_loops: region.omp_loops.clone(),
         language: region.language,
+        headers: region.headers.clone(),
     }
 }
 

@@ -105,7 +105,11 @@ pub(crate) fn region_code(
             )
         }
     };
-    Ok((before, after, recommendation(fb, &composed, left_out)))
+    Ok((
+        before,
+        after,
+        recommendation(fb, region.language, &composed, left_out),
+    ))
 }
 
 /// The loops of the statement with the most executions, outermost first.
@@ -133,6 +137,8 @@ fn after_plan(
     isl: &Context,
 ) -> Result<Result<Advised, String>, Error> {
     let loop_of = |id: &String| region.loops.iter().position(|l| &l.id == id);
+    // Rust has no directives: its marks are comments, the parallel one rayon's form.
+    let rust = region.language == symbols::Language::Rust;
     let marks_of = |c: &Composed<'_>| Marks {
         parallel: c
             .parallel
@@ -140,12 +146,23 @@ fn after_plan(
             .chain(&c.more_parallel)
             .filter_map(|s| {
                 let l = s.loops.first().and_then(loop_of)?;
-                Some((l, directive(s, "#pragma omp parallel for")))
+                let mark = if rust {
+                    let form = crate::analyze::rayon::quoted_form(&s.text);
+                    format!("// rayon: {}", form.unwrap_or("in parallel"))
+                } else {
+                    directive(s, "#pragma omp parallel for")
+                };
+                Some((l, mark))
             })
             .collect(),
         simd: c.simd.and_then(|s| {
             let l = s.loops.first().and_then(loop_of)?;
-            Some((l, directive(s, "#pragma omp simd")))
+            let mark = if rust {
+                "// vectorize: no directive in Rust, rustc does it at -O".to_string()
+            } else {
+                directive(s, "#pragma omp simd")
+            };
+            Some((l, mark))
         }),
     };
     if let Some(head) = c.isl {

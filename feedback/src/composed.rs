@@ -222,6 +222,7 @@ fn needs(c: &Composed<'_>) -> Vec<String> {
 /// without loop advice that pays here.
 pub(crate) fn recommendation(
     fb: &Feedback,
+    language: symbols::Language,
     c: &Composed<'_>,
     left_out: Vec<String>,
 ) -> Option<Recommendation> {
@@ -244,9 +245,17 @@ pub(crate) fn recommendation(
             _ => names.join(""),
         }
     };
+    // Rust has no directives: its parallel loop is rayon's form, its vectorized loop rustc's.
+    let rust = language == symbols::Language::Rust;
     let on = |s: &Suggestion, default: &str| Directive {
         loop_id: s.loops.first().cloned().unwrap_or_default(),
-        directive: directive(s, default),
+        directive: match (rust, s.kind) {
+            (true, SuggestionKind::Parallelize) => crate::analyze::rayon::quoted_form(&s.text)
+                .unwrap_or("rayon")
+                .to_string(),
+            (true, _) => "none: rustc vectorizes at -O".to_string(),
+            (false, _) => directive(s, default),
+        },
     };
     let mut clauses = Vec::new();
     if let Some(h) = c.isl {
@@ -347,7 +356,7 @@ pub(crate) fn unchecked(fb: &Feedback, region: &Region) -> Option<Recommendation
     }
     drop_order(&mut c);
     (c.isl, c.tile) = (None, None);
-    recommendation(fb, &c, left_out)
+    recommendation(fb, region.language, &c, left_out)
 }
 
 fn capitalized(s: &str) -> String {

@@ -62,6 +62,10 @@ pub(crate) struct Block {
     pub calls: Vec<u64>,
     /// In the order they happened.
     pub holders: Vec<Holder>,
+    /// An address inside another block that this block's start was first loaded from: a
+    /// container's element (a row of a C++ `vector<vector<double>>`, whose pointer g++ -O2
+    /// stores into the outer vector with vector instructions, which make no holder).
+    pub container: Option<u64>,
 }
 
 impl Block {
@@ -208,6 +212,7 @@ impl HeapBlocks {
                 site,
                 calls,
                 holders: Vec::new(),
+                container: None,
             },
         );
     }
@@ -347,6 +352,11 @@ impl HeapBlocks {
                     self.set(r as usize, w.value);
                     if self.holding & (1 << r) != 0 {
                         self.hold(w.value, i.pc, next, Place::Register { reg: r });
+                        if let ([m], [_]) = (&i.mem[..], &i.regs[..]) {
+                            if m.kind == AccessKind::Read && m.size == 8 {
+                                self.contained(w.value, m.addr);
+                            }
+                        }
                     }
                 }
                 None => {
@@ -361,6 +371,22 @@ impl HeapBlocks {
         }
         if let Some(to) = returned {
             self.returned_value(to);
+        }
+    }
+
+    /// The start of the block at `start` was loaded from `from`: when that is in another
+    /// block, the first such place is the block's container.
+    fn contained(&mut self, start: u64, from: u64) {
+        if self
+            .blocks
+            .get(&start)
+            .is_none_or(|b| b.container.is_some())
+        {
+            return;
+        }
+        let inside = self.block(from).is_some_and(|(s, _)| s != start);
+        if let (true, Some(b)) = (inside, self.blocks.get_mut(&start)) {
+            b.container = Some(from);
         }
     }
 

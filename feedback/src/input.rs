@@ -224,6 +224,10 @@ pub struct Region {
     /// The source language of the region's code (its hottest statement's compilation unit):
     /// the advice's directives are written in it.
     pub language: symbols::Language,
+    /// The source text of each loop's statement (`for i in 0..n {`), by loop id, in Rust
+    /// regions only: rayon's form of a parallel loop is written from its pattern and
+    /// iterator.
+    pub headers: BTreeMap<String, String>,
 }
 
 impl Region {

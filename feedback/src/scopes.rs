@@ -25,11 +25,22 @@ pub(crate) struct LoopCode {
     inlined: bool,
     /// The source file of the loop statement.
     file: Option<String>,
+    /// The file of the loop's own line, [`LoopCode::line`] (its statement's, where the code
+    /// on it is inlined library code: Rust's `Range::next`).
+    header_file: Option<String>,
     inside: Vec<u64>,
     outside: Vec<u64>,
 }
 
 impl LoopCode {
+    /// The loop statement's id and source text (`for i in 0..n {`), when its file can be
+    /// read.
+    pub(crate) fn header(&self, sources: &mut SourceText) -> Option<(String, String)> {
+        let file = self.header_file.as_deref().or(self.file.as_deref())?;
+        let text = sources.line(file, self.line?)?;
+        Some((self.id.clone(), text.trim().to_string()))
+    }
+
     pub(crate) fn of_region(
         loop_nodes: &[NodeId],
         loops: &[Loop],
@@ -57,7 +68,8 @@ impl LoopCode {
                 }
                 inside.sort_unstable();
                 outside.sort_unstable();
-                let line = naming.loop_location(func, lp).map(|loc| loc.line);
+                let at = naming.loop_location(func, lp);
+                let line = at.as_ref().map(|loc| loc.line);
                 // The function of the loop statement: that of its instructions on the loop's
                 // line (the header instruction can lie in the caller's range of an inlined
                 // function).
@@ -84,6 +96,7 @@ impl LoopCode {
                     function,
                     inlined,
                     file,
+                    header_file: at.map(|loc| loc.file),
                     inside,
                     outside,
                 })

@@ -679,7 +679,8 @@ fn code(h: &mut String, r: &Region, sources: &Sources) {
 /// comment names.
 pub(crate) fn code_line(line: &str, sources: &Sources) -> String {
     let trimmed = line.trim_start();
-    if trimmed.starts_with("#pragma") {
+    // The advice's marks: OpenMP's directives, Rust's rayon form (a comment: Rust has none).
+    if trimmed.starts_with("#pragma") || trimmed.starts_with("// rayon:") {
         return format!("<span class=\"pragma\">{}</span>", esc(line));
     }
     match source_of_comment(line, sources) {

@@ -282,7 +282,11 @@ pub(super) fn answer_every_loop(
                     fb.suggestions.push(Suggestion {
                         kind: SuggestionKind::Parallelize,
                         loops: vec![id],
-                        text: parallel_text(&label(l), &inside, needs, None),
+                        text: if region.language == symbols::Language::Rust {
+                            super::rayon::parallel_text(region, l, &label(l), &inside, needs)
+                        } else {
+                            parallel_text(&label(l), &inside, needs, None)
+                        },
                         sizes: Vec::new(),
                         requires: needs.clone(),
                         array: None,

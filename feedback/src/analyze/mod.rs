@@ -24,6 +24,7 @@ mod loops;
 mod openmp;
 mod parallel;
 mod parts;
+pub(crate) mod rayon;
 mod schedule;
 mod text;
 mod tiling;

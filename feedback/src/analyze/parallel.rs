@@ -97,7 +97,11 @@ pub(super) fn parallel_advice(
             .zip(&verdicts[lvl + 1..])
             .find(|(_, v)| matches!(v, Verdict::Legal(n) if split_reductions(n).0.is_empty()))
             .map(|(&inner, _)| nest.label(inner));
-        let mut text = parallel_text(&nest.label(l), &inside, needs, plain);
+        let mut text = if region.language == symbols::Language::Rust {
+            super::rayon::parallel_text(region, l, &nest.label(l), &inside, needs)
+        } else {
+            parallel_text(&nest.label(l), &inside, needs, plain)
+        };
         if !standalone {
             text.push_str(holds_after);
         }
@@ -122,7 +126,11 @@ pub(super) fn parallel_advice(
             fb.suggestions.push(Suggestion {
                 kind: SuggestionKind::Vectorize,
                 loops: vec![region.loops[inner].id.clone()],
-                text: vectorize_text(&nest.label(inner), needs, share) + holds_after,
+                text: if region.language == symbols::Language::Rust {
+                    super::rayon::vectorize_text(&nest.label(inner), needs, share)
+                } else {
+                    vectorize_text(&nest.label(inner), needs, share)
+                } + holds_after,
                 sizes: Vec::new(),
                 requires: after_interchange(needs),
                 array: None,

@@ -90,7 +90,7 @@ fn reduced_storage(needs: &[Requirement]) -> String {
 }
 
 /// What a person must know before making a reduction parallel: floating point reassociates.
-fn reduction_notes(needs: &[Requirement]) -> String {
+pub(super) fn reduction_notes(needs: &[Requirement]) -> String {
     let fp = needs
         .iter()
         .any(|r| matches!(r.change, Change::Reduction { fp: true, .. }));

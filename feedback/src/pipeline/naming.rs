@@ -115,7 +115,7 @@ fn heap_variable_within(
     let mut holders = block.holders.clone();
     // Stable: among holders of one frame, the first.
     holders.sort_by_key(|h| h.depth);
-    holders.iter().find_map(|h| {
+    let held = holders.iter().find_map(|h| {
         let mut at = std::iter::once(h.pc).chain(h.at.iter().copied().take_while(|&a| a != 0));
         let var = match h.place {
             Place::Memory { addr } if nesting < 4 && code.heap.block(addr).is_some() => {
@@ -126,13 +126,23 @@ fn heap_variable_within(
             Place::Memory { addr } if addr >= STACK_START => {
                 // The slot the filling instruction reached, named where a location range
                 // covers it (the stack pointer does not move between calls at -O2).
-                let (base, disp) = frame_operand(code, h.pc)?;
-                at.find_map(|a| {
-                    let v = bin.stack_variable(a, base, disp)?;
-                    (!library_variable(bin, a, &v)).then_some(v)
-                })
-                .filter(|v| v.offset == 0)?
-                .name
+                let by_operand = frame_operand(code, h.pc).and_then(|(base, disp)| {
+                    at.find_map(|a| {
+                        let v = bin.stack_variable(a, base, disp)?;
+                        (!library_variable(bin, a, &v)).then_some(v)
+                    })
+                    .filter(|v| v.offset == 0)
+                });
+                match by_operand {
+                    Some(v) => v.name,
+                    // Stored through a pointer (a C++ constructor fills `this->_M_start`):
+                    // the user's variable whose address the program computed, at its start.
+                    None => {
+                        stack_array_via_lea(bin, code, addr, &[])
+                            .filter(|a| a.offset == 0 && !a.library)?
+                            .name
+                    }
+                }
             }
             Place::Memory { addr } => match bin.global_variable(addr) {
                 Some(v) => (v.offset == 0).then_some(v.name)?,
@@ -152,6 +162,15 @@ fn heap_variable_within(
             }
         };
         Some((var, h.depth))
+    });
+    // No holder names it: the container its start was loaded from may be named.
+    held.or_else(|| {
+        let (_, outer) = code.heap.block(block.container?)?;
+        if nesting >= 4 {
+            return None;
+        }
+        let (var, depth) = heap_variable_within(bin, code, outer, nesting + 1)?;
+        Some((format!("{var}[...]"), depth))
     })
 }
 
@@ -179,6 +198,24 @@ fn library_variable(bin: Loaded<'_>, pc: u64, v: &symbols::Variable) -> bool {
     }
 }
 
+/// Whether variable `v`, found at `pc`, is declared by a function among `pc`'s frames whose
+/// code there is the program's own: stricter than [`library_variable`], for a variable
+/// found by its address alone (Rust inlines `slice` of the standard library's indexing into
+/// `main` even at -O0, its address computed on the user's line).
+fn declared_by_user(bin: Loaded<'_>, pc: u64, v: &symbols::Variable) -> bool {
+    let Some(name) = v.function.as_deref() else {
+        return false;
+    };
+    bin.frames(pc).iter().any(|f| {
+        f.function
+            .as_deref()
+            .is_some_and(|g| g == name || g.ends_with(&format!("::{name}")))
+            && f.location
+                .as_ref()
+                .is_some_and(|l| l.line > 0 && !l.is_library())
+    })
+}
+
 /// The line of the program's own code that led to the allocation of `block`: its allocator
 /// call, or the innermost call on the way there that is not library code (a `vector`'s
 /// constructor allocates in libstdc++).
@@ -186,13 +223,16 @@ fn allocation_line(bin: Loaded<'_>, block: &Block) -> String {
     let calls = block.calls.iter().rev().map(|r| r.wrapping_sub(1));
     std::iter::once(block.site)
         .chain(calls)
-        .find(|&pc| {
-            bin.frames(pc)
-                .iter()
-                .filter_map(|f| f.location.as_ref())
-                .any(|l| l.line > 0 && !l.is_library())
-        })
+        .find(|&pc| user_code(bin, pc))
         .map_or_else(|| bin.source_line(block.site), |pc| bin.source_line(pc))
+}
+
+/// Whether the code at `pc` is, or has inlined into it, the program's own source.
+fn user_code(bin: Loaded<'_>, pc: u64) -> bool {
+    bin.frames(pc)
+        .iter()
+        .filter_map(|f| f.location.as_ref())
+        .any(|l| l.line > 0 && !l.is_library())
 }
 
 /// A local array a pointer reaches, found from the instruction that computed its address.
@@ -203,6 +243,8 @@ struct FrameArray {
     size: u64,
     /// The function whose frame holds it (its declaring function, inlined or not).
     function: Option<String>,
+    /// Not known to be declared by the program's own code (see [`declared_by_user`]).
+    library: bool,
 }
 
 /// The local variable holding stack address `addr`, from the `lea r, [rsp/rbp + disp]` (or
@@ -239,15 +281,19 @@ fn stack_array_via_lea(
             let start = value.checked_sub(v.offset)?;
             let offset = addr - start;
             let size = v.size?;
-            (offset < size).then_some((
-                start,
-                FrameArray {
-                    name: v.name,
-                    offset,
-                    size,
-                    function: v.function,
-                },
-            ))
+            (offset < size).then(|| {
+                let library = !declared_by_user(bin, pc, &v);
+                (
+                    start,
+                    FrameArray {
+                        name: v.name,
+                        offset,
+                        size,
+                        function: v.function,
+                        library,
+                    },
+                )
+            })
         })
         .collect();
     // The innermost: the variable starting closest below the address.
@@ -306,10 +352,15 @@ fn name_memory_at(
                 } else {
                     format!("`{var}`")
                 };
-                format!(
-                    "{var} (heap block allocated at {})",
-                    loc(block.call_at(depth))
-                )
+                // A holder in library code (a C++ constructor's) allocated it there: the
+                // program's own line that led to it instead.
+                let call = block.call_at(depth);
+                let line = if user_code(bin, call) {
+                    loc(call)
+                } else {
+                    allocation_line(bin, block)
+                };
+                format!("{var} (heap block allocated at {line})")
             }
             None => {
                 let what = format!(

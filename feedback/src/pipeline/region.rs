@@ -235,6 +235,15 @@ pub(super) fn build_region(
         .max_by_key(|s| s.ops)
         .and_then(|s| naming.loaded().language(s.pc))
         .unwrap_or_default();
+    let headers = if language == symbols::Language::Rust {
+        let mut sources = SourceText::default();
+        loop_code
+            .iter()
+            .filter_map(|l| l.header(&mut sources))
+            .collect()
+    } else {
+        BTreeMap::new()
+    };
     let mut input = Region {
         loops,
         statements: stmts.list,
@@ -259,6 +268,7 @@ pub(super) fn build_region(
         sections: edges.sections,
         omp_loops,
         language,
+        headers,
     };
     // Registers that only hold an array element are that element for every verdict.
     crate::mirror::elements_for_registers(&mut input, &opts.feedback);
