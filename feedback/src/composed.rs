@@ -253,7 +253,7 @@ pub(crate) fn recommendation(
             (true, SuggestionKind::Parallelize) => crate::analyze::rayon::quoted_form(&s.text)
                 .unwrap_or("rayon")
                 .to_string(),
-            (true, _) => "none: rustc vectorizes at -O".to_string(),
+            (true, _) => String::new(),
             (false, _) => directive(s, default),
         },
     };
@@ -289,12 +289,17 @@ pub(crate) fn recommendation(
         ));
     }
     let simd = c.simd.map(|v| on(v, "#pragma omp simd"));
-    if let Some(d) = &simd {
-        clauses.push(format!(
+    match &simd {
+        Some(d) if rust => clauses.push(format!(
+            "vectorize {} (no directive in Rust: rustc does it at -O)",
+            label(&d.loop_id)
+        )),
+        Some(d) => clauses.push(format!(
             "vectorize {} (`{}`)",
             label(&d.loop_id),
             d.directive
-        ));
+        )),
+        None => {}
     }
     let gains: Vec<f64> = all
         .iter()
