@@ -332,16 +332,16 @@ fn advice(h: &mut String, r: &Region) {
             h,
             "<p class=\"recommended\"><b>{}:</b> {}",
             term("recommended", "Recommended"),
-            esc(&rec.text)
+            prose(&rec.text)
         );
         if let Some(g) = rec.run_estimate {
             let _ = write!(h, " ({g:.2}x for the whole run)");
         }
         for n in &rec.needs {
-            let _ = write!(h, "<br>Needs {}.", esc(n));
+            let _ = write!(h, "<br>Needs {}.", prose(n));
         }
         for w in &rec.left_out {
-            let _ = write!(h, "<br>Left out: {}.", esc(w));
+            let _ = write!(h, "<br>Left out: {}.", prose(w));
         }
         h.push_str("</p>");
     }
