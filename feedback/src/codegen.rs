@@ -334,6 +334,16 @@ fn rows(
     band: Option<(&[usize], u32)>,
 ) -> BTreeMap<String, Vec<Role>> {
     let mut out = BTreeMap::new();
+    // The band's loops in the advised order: every statement in the band gets one tile
+    // dimension each, a constant 0 for a loop it does not run (gemm's `C[i][j] *= beta`,
+    // outside the k loop, runs in the first k tile of its i tile, before the others).
+    let band_order: Vec<usize> = band.map_or(Vec::new(), |(loops, _)| {
+        order
+            .iter()
+            .copied()
+            .filter(|l| loops.contains(l))
+            .collect()
+    });
     for (s, (positions, _, dims)) in region.statements.iter().zip(layout(region, chain, order)) {
         let tiled: Vec<usize> = match band {
             Some((loops, _)) => (0..dims.len())
@@ -343,15 +353,32 @@ fn rows(
         };
         let contiguous = tiled.windows(2).all(|w| w[1] == w[0] + 1);
         let size = band.map_or(1, |b| b.1.max(1));
+        // Its tiled loops in the band's order, padded where it lacks one; else its own.
+        let in_band = |t: usize| band_order.iter().position(|&b| b == s.loops[dims[t]]);
+        let padded = tiled.iter().all(|&t| in_band(t).is_some())
+            && tiled.windows(2).all(|w| in_band(w[0]) < in_band(w[1]))
+            && tiled.first().and_then(|&t| in_band(t)) == Some(0);
+        let tiles: Vec<Role> = match padded {
+            true => band_order
+                .iter()
+                .map(|&b| {
+                    tiled
+                        .iter()
+                        .find(|&&t| s.loops[dims[t]] == b)
+                        .map_or(Role::Position(0), |&t| Role::Tile(dims[t], size))
+                })
+                .collect(),
+            false => tiled.iter().map(|&t| Role::Tile(dims[t], size)).collect(),
+        };
         let mut r = Vec::new();
         for (lvl, &d) in dims.iter().enumerate() {
             r.push(Role::Position(positions.get(lvl).copied().unwrap_or(0)));
             if contiguous && tiled.first() == Some(&lvl) {
-                for (j, &t) in tiled.iter().enumerate() {
+                for (j, t) in tiles.iter().enumerate() {
                     if j > 0 {
                         r.push(Role::Position(0));
                     }
-                    r.push(Role::Tile(dims[t], size));
+                    r.push(t.clone());
                 }
                 r.push(Role::Position(0));
             }

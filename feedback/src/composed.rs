@@ -301,13 +301,7 @@ pub(crate) fn recommendation(
         )),
         None => {}
     }
-    let gains: Vec<f64> = all
-        .iter()
-        .filter_map(|s| s.rating.gain.as_ref().map(|g| g.estimate))
-        .collect();
-    // The parts act on different resources (cache lines, cores, vector lanes): their
-    // estimates multiply.
-    let estimate = (!gains.is_empty()).then(|| gains.iter().product::<f64>());
+    let estimate = composed_estimate(&all);
     let mut text = capitalized(&clauses.join(", then "));
     if let Some(e) = estimate {
         text += &format!(": {e:.2}x for the region by the parts' estimates");
@@ -344,6 +338,30 @@ pub(crate) fn drop_order(c: &mut Composed<'_>) {
     c.parallel = c.parallel.filter(|s| !in_new_order(s));
     c.more_parallel.retain(|s| !in_new_order(s));
     c.simd = c.simd.filter(|s| !in_new_order(s));
+}
+
+/// The parts' estimates composed: models of different resources (cache lines, cores,
+/// vector lanes) multiply; the cache-lines model's parts (an order and a tiling) save the
+/// same misses, so only the best of them counts.
+fn composed_estimate(parts: &[&Suggestion]) -> Option<f64> {
+    let gains: Vec<&crate::Gain> = parts
+        .iter()
+        .filter_map(|s| s.rating.gain.as_ref())
+        .collect();
+    if gains.is_empty() {
+        return None;
+    }
+    let cache = gains
+        .iter()
+        .filter(|g| g.model == crate::GainModel::CacheLines)
+        .map(|g| g.estimate)
+        .fold(1.0, f64::max);
+    let others: f64 = gains
+        .iter()
+        .filter(|g| g.model != crate::GainModel::CacheLines)
+        .map(|g| g.estimate)
+        .product();
+    Some(cache * others)
 }
 
 /// The recommendation when isl stopped before the composed order could be checked: the

@@ -163,7 +163,7 @@ pub const GLOSSARY: &[Term] = &[
     Term {
         id: "recommended",
         name: "Recommended",
-        meaning: "The region's advice composed into one transformation: the best-ranked loop order, tiling, parallel loop of each nest and vectorized loop, checked together as one schedule against the observed dependences (a part that check refutes is left out, and said). Its estimate multiplies the parts' own. The code after the advice shows it.",
+        meaning: "The region's advice composed into one transformation: the best-ranked loop order, tiling, parallel loop of each nest and vectorized loop, checked together as one schedule against the observed dependences (a part that check refutes is left out, and said). Its estimate multiplies the parts' own, counting only the better of an order and a tiling (both save cache misses). The code after the advice shows it.",
     },
     Term {
         id: "whynot",

@@ -126,6 +126,8 @@ class Kernel:
             lines.insert(n - 1, indent + directive)
         self.row["applied"] = "%d regions: " % len(regions) + ", ".join(done) \
             if len(regions) > 1 else ", ".join(done) or "nothing"
+        if self.row.get("without"):
+            self.row["applied"] += " (without %s)" % "; ".join(self.row["without"])
         self.row["not_applied"] = why_not
         self.row["reduction"] = any("reduction(" in d for _, d in inserts)
         # An array section's length is the profiled input's: at another size the clause
@@ -179,10 +181,16 @@ class Kernel:
             size = (t.get("sizes") or [32])[0]
             out, why = audit.tiled(lines, band, band, size)
             if out is None:
-                raise Unapplied("tile: " + why)
-            lines = out
-            band_lines = band
-            done.append("tile %d" % size)
+                out, why2 = tiled_with_prologue(lines, band, size)
+                why = "%s; %s" % (why, why2)
+            if out is None:
+                # The rest applies without it: said in the row, not hidden.
+                self.row.setdefault("without", []).append("%s: tiling (%s)" % (
+                    reg.get("id"), why))
+            else:
+                lines = out
+                band_lines = band
+                done.append("tile %d" % size)
         band_vars = [audit.FOR_HEAD.search(self.src_lines[line_of(l) - 1]).group(1)
                      for l in (rec.get("tile") or {}).get("loops", [])]
         for d in rec.get("parallel") or []:
@@ -281,6 +289,58 @@ class Kernel:
             self.row["times"][name] = t if t is not None else "failed"
 
 
+def tiled_with_prologue(lines, band, size):
+    """The band `band` (source lines, outermost first) tiled by `size` when the outermost
+    loop's body runs statements before the rest of the band (gemm's `C[i][j] *= beta` loop
+    before its k loop): they run in the first tile of the inner band loops, as polyprof's
+    code after the advice shows (`if (c3 == 0 && c5 == 0)`). Or (None, why)."""
+    for o, i in zip(band[1:], band[2:]):
+        if not audit.sole_child(lines, o, i):
+            return None, "not a perfect nest below line %d" % band[1]
+    src = "\n".join(lines)
+    off = lambda n: sum(len(l) + 1 for l in lines[:n - 1])
+    hs = audit.header_span(lines[band[0] - 1])
+    if hs is None:
+        return None, "no `for` header on line %d" % band[0]
+    a, b = audit.loop_body_span(src, off(band[0]))
+    c, d = audit.loop_body_span(src, off(band[1]))
+    body = off(band[0]) + hs[1]
+    after = audit.COMMENT.sub("", src[d:b]).split()
+    if not a < c < d <= b or after != ["}"] or not src[body:c].lstrip().startswith("{"):
+        return None, "the outer loop's body runs more than statements before the band"
+    parts = [audit.FOR_RE.search(lines[n - 1]) for n in band]
+    if not all(parts):
+        return None, "a band header is not a simple `for`"
+    names = [m.group(1) for m in parts]
+    for m in parts:
+        if any(v != m.group(1) and re.search(r"\b%s\b" % re.escape(v), m.group(0))
+               for v in names):
+            return None, "the band is not rectangular"
+    prev = lines[band[1] - 2]
+    brace_line = src.count("\n", 0, src.index("{", body)) + 1
+    if "//" in prev:
+        return None, "a comment ends line %d" % (band[1] - 1)
+    out = list(lines)
+    tiles = ["for (int pp_t%d = %s; pp_t%d %s %s; pp_t%d += %d)" % (
+        k, m.group(2), k, m.group(3), m.group(4), k, size) for k, m in enumerate(parts)]
+    for k, (n, m) in enumerate(zip(band, parts)):
+        v = m.group(1)
+        hi = "(%s)" % m.group(4) if m.group(3) == "<" else "(%s) + 1" % m.group(4)
+        end = "pp_t%d + %d" % (k, size)
+        point = "for (%s = pp_t%d; %s < (%s < %s ? %s : %s); %s++)" % (
+            v, k, v, hi, end, hi, end, v)
+        head = " ".join(tiles + [point]) if k == 0 else point
+        out[n - 1] = out[n - 1][:m.start()] + head + out[n - 1][m.end():]
+    # The statements before the band run in the first tile of its inner loops.
+    first = " && ".join("pp_t%d == %s" % (k, m.group(2)) for k, m in enumerate(parts)
+                        if k > 0)
+    line = out[brace_line - 1]
+    col = line.rindex("{") if brace_line == band[0] else line.index("{")
+    out[brace_line - 1] = line[:col + 1] + " if (%s) {" % first + line[col + 1:]
+    out[band[1] - 2] = out[band[1] - 2] + " }"
+    return out, None
+
+
 # The largest relative difference a reduction's new summation order explains.
 REASSOCIATION = 1e-9
 
@@ -331,7 +391,7 @@ def table(rows, args):
            "parallel builds), polyprof's recommendation profiled at %s"
            % (args.time_dataset, args.runs, 2, args.profile_dataset), ""]
     hdr = "%-15s %9s " % ("kernel", "gcc -O2 s") + " ".join("%14s" % n for n in names) + \
-        " %9s  %-24s %s" % ("estimate", "applied", "check / why not")
+        " %9s  %-30s %s" % ("estimate", "applied", "check / why not")
     out += [hdr, "-" * len(hdr)]
     geo = {n: [] for n in names}
     both = []
@@ -348,8 +408,8 @@ def table(rows, args):
             both.append((pp, pol))
         est = "%8.2fx" % r["estimate"] if r["estimate"] else "%9s" % "-"
         out.append("%-15s %9s " % (r["kernel"], "%.3f" % base if isinstance(base, float)
-                                   else "-") + " ".join(cells) + " %s  %-24s %s"
-                   % (est, r["applied"][:24], r["check"]))
+                                   else "-") + " ".join(cells) + " %s  %-30s %s"
+                   % (est, r["applied"][:30], r["check"]))
     out.append("")
     g = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
     out.append("geomean over each column's kernels: " + ", ".join(
@@ -364,10 +424,11 @@ def table(rows, args):
         within = sum(1 for e, m in est if 0.5 <= e / m <= 2)
         out.append("estimates within 2x of the measured speedup: %d of %d" % (within, len(est)))
     out.append("")
-    out.append("recommendations:")
+    out.append("recommendations (hottest region), and what was applied:")
     for r in rows:
         if r["recommended"]:
             out.append("  %s (%s): %s" % (r["kernel"], r.get("region"), r["recommended"]))
+            out.append("      applied: %s" % r["applied"])
     return "\n".join(out)
 
 
