@@ -372,6 +372,10 @@ pub struct SharedVariable {
     /// `k++`), in loops where no assignment sets it afresh: each iteration starts from the
     /// previous one's value (a reduction, or an induction variable the source keeps).
     pub steps: Vec<(String, String)>,
+    /// (loop id, line, operator) of its assignments that combine its value with data by an
+    /// associative operator (`s += a[i]`): the source's own reduction, which names the
+    /// accumulator register of a vectorized loop when debug information names none.
+    pub accumulates: Vec<(String, String, ReduceOp)>,
 }
 
 impl SharedVariable {

@@ -696,6 +696,7 @@ impl<'a> Ctx<'a> {
             Ok(needs) => needs,
             Err(why) => return Ok(Verdict::Blocked(why)),
         };
+        crate::accumulators::name_register_reductions(self.region, id, &mut needs);
         self.privatize_shared(l, &mut needs);
         let inside = self.inside(l);
         if let Err(why) = self.borders_of_shared(l, &inside, &mut needs)? {
@@ -778,7 +779,7 @@ impl<'a> Ctx<'a> {
             let Some(r) = self.reductions.of(c.l, &root)? else {
                 return Ok(Err(format!("it carries {}", self.describe_dep(i))));
             };
-            needs.push(r.requirement(self.region));
+            needs.extend(r.requirements(self.region));
             within.retain(|&k| deps[k].storage.root() != root);
         }
     }

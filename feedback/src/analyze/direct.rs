@@ -291,7 +291,7 @@ fn verdict(
             // A loop-carried flow is serial unless it is a reduction.
             match reductions.of(l, root).ok().flatten() {
                 Some(r) => {
-                    needs.push(r.requirement(region));
+                    needs.extend(r.requirements(region));
                     continue;
                 }
                 None => return Err(describe(region, may, flows[0])),
@@ -321,6 +321,7 @@ fn verdict(
             }
         }
     }
+    crate::accumulators::name_register_reductions(region, id, &mut needs);
     // Source variables the loop assigns, declared outside it: private per thread.
     for v in &region.shared_variables {
         let reduced = needs.iter().any(|n| {
