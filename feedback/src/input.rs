@@ -221,6 +221,9 @@ pub struct Region {
     pub sections: BTreeMap<String, u64>,
     /// The program's own OpenMP worksharing loops among [`Region::loops`], by loop id.
     pub omp_loops: BTreeMap<String, OmpLoop>,
+    /// Loops whose source body can leave them early (`break`, `return`, `goto`), by loop id:
+    /// the line that does. No `omp for` can run them.
+    pub early_exits: BTreeMap<String, String>,
     /// The source language of the region's code (its hottest statement's compilation unit):
     /// the advice's directives are written in it.
     pub language: symbols::Language,

@@ -677,6 +677,9 @@ impl<'a> Ctx<'a> {
         if let Some(why) = self.merged_with_enclosing(l) {
             return Ok(Verdict::Blocked(why));
         }
+        if let Some(at) = self.region.early_exits.get(&self.region.loops[l].id) {
+            return Ok(Verdict::Blocked(early_exit(at)));
+        }
         let mut within = self.deps_within(l);
         // A variable declared in the loop's body is one per iteration in the source: what
         // crosses iterations through its slot is the compiler's reuse of it (gcc -O2 keeps
@@ -1301,6 +1304,13 @@ impl<'a> Ctx<'a> {
 
 /// The variable a storage description names: `` `sum` `` for `` `sum`+16 `` and
 /// ``array `sum` `` (unrolled code reaches one array through several fixed addresses).
+/// Why a loop whose body can leave it early (at `at`) cannot run in parallel.
+pub(crate) fn early_exit(at: &str) -> String {
+    format!(
+        "its body can leave it early (at {at}): OpenMP's `for` runs every iteration, and takes no `break`"
+    )
+}
+
 fn variable(storage: &str) -> &str {
     let s = storage.strip_prefix("array ").unwrap_or(storage);
     match (s.starts_with('`'), s[1..].find('`')) {

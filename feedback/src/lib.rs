@@ -12,6 +12,7 @@ mod coarsen;
 mod codegen;
 mod composed;
 mod distance;
+mod exits;
 pub mod gain;
 mod heap;
 pub mod input;

@@ -91,6 +91,15 @@ impl LoopCode {
             .collect()
     }
 
+    /// The loop's id, and its statement's file and line where known.
+    pub(crate) fn statement(&self) -> (&str, Option<(&str, u32)>) {
+        let at = match (&self.file, self.line) {
+            (Some(file), Some(line)) => Some((file.as_str(), line)),
+            _ => None,
+        };
+        (&self.id, at)
+    }
+
     /// The ids of the loops around `writer` (a context) that assign `var` while it is declared
     /// outside them: a variable of the loop's own function, declared on an earlier line than
     /// the loop statement's (a declaration on the loop's own line is its counter, `for (int

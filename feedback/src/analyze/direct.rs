@@ -266,6 +266,9 @@ fn verdict(
             v.name
         ));
     }
+    if let Some(at) = region.early_exits.get(id) {
+        return Err(crate::legality::early_exit(at));
+    }
     // By storage: what the loop carries (surely or maybe) through it.
     let mut by_storage: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for &i in carried.sure.iter().chain(&carried.maybe) {
