@@ -4,7 +4,8 @@
 //! `find` looks for a key the tree does not hold yet), so the trace cannot tell: the source
 //! does.
 
-use crate::scopes::code_of;
+use crate::scopes::{code_of, LoopCode};
+use std::collections::BTreeMap;
 use symbols::SourceText;
 
 /// Longest body searched, in lines.
@@ -164,6 +165,26 @@ impl Scan {
         }
         None
     }
+}
+
+/// The region's loops whose source body can leave them early, by id: the line that does.
+pub(crate) fn early_exits(loop_code: &[LoopCode]) -> BTreeMap<String, String> {
+    let mut sources = SourceText::default();
+    let mut out = BTreeMap::new();
+    for l in loop_code {
+        let (id, Some((file, line))) = l.statement() else {
+            continue;
+        };
+        if let Some(at) = early_exit(&mut sources, file, line) {
+            let short = symbols::Loc {
+                file: file.to_string(),
+                line: at,
+            }
+            .short();
+            out.insert(id.to_string(), short);
+        }
+    }
+    out
 }
 
 #[cfg(test)]

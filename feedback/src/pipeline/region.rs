@@ -258,7 +258,7 @@ pub(super) fn build_region(
         declared_in: edges.declared_in,
         sections: edges.sections,
         omp_loops,
-        early_exits: early_exits(&loop_code),
+        early_exits: crate::exits::early_exits(&loop_code),
         language,
     };
     // Registers that only hold an array element are that element for every verdict.
@@ -944,24 +944,4 @@ mod tests {
         let piece = &transposed.pieces[0];
         assert_eq!(equal_points(piece), Some((true, false)));
     }
-}
-
-/// The region's loops whose source body can leave them early, by id: the line that does.
-fn early_exits(loop_code: &[LoopCode]) -> BTreeMap<String, String> {
-    let mut sources = SourceText::default();
-    let mut out = BTreeMap::new();
-    for l in loop_code {
-        let (id, Some((file, line))) = l.statement() else {
-            continue;
-        };
-        if let Some(at) = crate::exits::early_exit(&mut sources, file, line) {
-            let short = symbols::Loc {
-                file: file.to_string(),
-                line: at,
-            }
-            .short();
-            out.insert(id.to_string(), short);
-        }
-    }
-    out
 }
