@@ -6,7 +6,7 @@
 //! declared outside it) are the reduction's, and the clause names them
 //! (`reduction(+: xe, ye)`), none of them privatized.
 
-use crate::input::{ReduceOp, Region};
+use crate::input::{ReduceOp, Region, SharedVariable};
 use crate::legality::{Change, Requirement};
 
 /// Replaces, among a loop's `needs`, each reduction on a register no variable is named for by
@@ -91,4 +91,31 @@ pub(crate) fn name_register_reductions(
             });
         }
     }
+}
+
+/// The reduction a variable loop `loop_id` only accumulates into (`total += find(q)`) needs
+/// when no reduction was found for it: the trace folded its values into an evolution of the
+/// counters (each call returned the same), so no dependence shows the accumulation, yet each
+/// iteration adds to the previous one's value. A private copy would start undefined and be
+/// lost. Its type is not known here, so the clause announces a possible reassociation.
+pub(crate) fn folded_accumulation(v: &SharedVariable, loop_id: &str) -> Option<Requirement> {
+    let mine: Vec<&(String, String, ReduceOp)> = v
+        .accumulates
+        .iter()
+        .filter(|(l, _, _)| l == loop_id)
+        .collect();
+    let &(_, _, op) = mine.first().copied()?;
+    if mine.iter().any(|(_, _, o)| *o != op) {
+        return None;
+    }
+    Some(Requirement {
+        change: Change::Reduction {
+            op,
+            fp: true,
+            array: false,
+            section: None,
+        },
+        storage: format!("`{}`", v.name),
+        lines: mine.iter().map(|(_, line, _)| line.clone()).collect(),
+    })
 }

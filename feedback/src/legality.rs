@@ -864,6 +864,10 @@ impl<'a> Ctx<'a> {
             if !v.loops.contains(loop_id) || reduced {
                 continue;
             }
+            if let Some(r) = crate::accumulators::folded_accumulation(v, loop_id) {
+                needs.push(r);
+                continue;
+            }
             // Stepped by each iteration from the previous one's value, which the trace folded
             // into an evolution of the counters (so no dependence carries it): private copies
             // would start undefined (backprop's `memcnt`).

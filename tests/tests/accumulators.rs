@@ -2,8 +2,10 @@
 //! `xe` and `ye`): at every level the parallel advice names both in `reduction(+: xe, ye)`
 //! and privatizes neither, whether the compiler keeps them in a stack frame (-O0: one
 //! storage root for both), in registers (-O2), or vectorized in registers debug information
-//! names no variable for (-O2 -ffast-math). The printed pragma, inserted as written before
-//! the loop, keeps the program's output with two threads.
+//! names no variable for (-O2 -ffast-math). A sum of calls that each return the same value,
+//! which the trace folds into an evolution of the counter (no dependence shows it), is a
+//! reduction too, never privatized. Each printed pragma, inserted as written before its loop,
+//! keeps the program's output with two threads.
 
 use serde_json::Value;
 use std::process::Command;
@@ -45,7 +47,6 @@ fn run(path: &std::path::Path, omp: bool) -> String {
 }
 
 fn check(flags: &[&str]) {
-    let line = line_of(KERNEL, "MARK pair");
     let k = compile(KERNEL, &[flags, &["-g"]].concat());
     let native = run(&k.path, false);
     let path = k.path.to_string_lossy().into_owned();
@@ -55,17 +56,28 @@ fn check(flags: &[&str]) {
         b"",
     );
     assert_eq!(r.output.code(), 0, "{}", r.output.stderr);
-    let pragma = printed_pragma(&r.report(), line);
-    assert!(
-        pragma.contains("reduction(+: xe, ye)") && !pragma.contains("private"),
-        "at {flags:?}: {pragma}"
-    );
+    let report = r.report();
+    for (mark, clause) in [
+        ("MARK pair", "reduction(+: xe, ye)"),
+        ("MARK total", "reduction(+: total)"),
+    ] {
+        let line = line_of(KERNEL, mark);
+        let pragma = printed_pragma(&report, line);
+        assert!(
+            pragma.contains(clause) && !pragma.contains("private"),
+            "at {flags:?}: {pragma}"
+        );
+        applied_keeps_output(line, &pragma, &native, flags);
+    }
+}
 
-    // Inserted as written before the loop, built with -fopenmp, run with two threads.
+/// The kernel with `pragma` inserted before `line`, built with -fopenmp, prints `native` in
+/// every run with two threads.
+fn applied_keeps_output(line: u32, pragma: &str, native: &str, flags: &[&str]) {
     let src = std::fs::read_to_string(kernels_dir().join(format!("{KERNEL}.c")))
         .expect("reading the kernel");
     let mut lines: Vec<&str> = src.lines().collect();
-    lines.insert(line as usize - 1, &pragma);
+    lines.insert(line as usize - 1, pragma);
     let dir = tempfile::tempdir().expect("a temporary directory");
     let file = dir.path().join(format!("{KERNEL}.c"));
     std::fs::write(&file, lines.join("\n") + "\n").expect("writing the variant");

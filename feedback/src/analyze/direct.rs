@@ -332,7 +332,12 @@ fn verdict(
                 && (n.storage.contains(&format!("`{}`", v.name))
                     || n.lines.iter().any(|x| v.lines.contains(x)))
         });
-        if v.loops.contains(id) && !reduced {
+        if !v.loops.contains(id) || reduced {
+            continue;
+        }
+        if let Some(r) = crate::accumulators::folded_accumulation(v, id) {
+            needs.push(r);
+        } else {
             needs.push(Requirement {
                 change: Change::Privatize,
                 storage: v.describe(),
