@@ -295,6 +295,7 @@ pub(crate) fn coarsen(region: &Region, isl: &Context) -> Region {
         declared_in: region.declared_in.clone(),
         sections: region.sections.clone(),
         omp_loops: region.omp_loops.clone(),
+        early_exits: region.early_exits.clone(),
         language: region.language,
         headers: region.headers.clone(),
     }

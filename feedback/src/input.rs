@@ -221,6 +221,9 @@ pub struct Region {
     pub sections: BTreeMap<String, u64>,
     /// The program's own OpenMP worksharing loops among [`Region::loops`], by loop id.
     pub omp_loops: BTreeMap<String, OmpLoop>,
+    /// Loops whose source body can leave them early (`break`, `return`, `goto`), by loop id:
+    /// the line that does. No `omp for` can run them.
+    pub early_exits: BTreeMap<String, String>,
     /// The source language of the region's code (its hottest statement's compilation unit):
     /// the advice's directives are written in it.
     pub language: symbols::Language,
@@ -376,6 +379,10 @@ pub struct SharedVariable {
     /// `k++`), in loops where no assignment sets it afresh: each iteration starts from the
     /// previous one's value (a reduction, or an induction variable the source keeps).
     pub steps: Vec<(String, String)>,
+    /// (loop id, line, operator) of its assignments that combine its value with data by an
+    /// associative operator (`s += a[i]`): the source's own reduction, which names the
+    /// accumulator register of a vectorized loop when debug information names none.
+    pub accumulates: Vec<(String, String, ReduceOp)>,
 }
 
 impl SharedVariable {

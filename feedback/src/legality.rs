@@ -677,6 +677,9 @@ impl<'a> Ctx<'a> {
         if let Some(why) = self.merged_with_enclosing(l) {
             return Ok(Verdict::Blocked(why));
         }
+        if let Some(at) = self.region.early_exits.get(&self.region.loops[l].id) {
+            return Ok(Verdict::Blocked(early_exit(at)));
+        }
         let mut within = self.deps_within(l);
         // A variable declared in the loop's body is one per iteration in the source: what
         // crosses iterations through its slot is the compiler's reuse of it (gcc -O2 keeps
@@ -696,6 +699,7 @@ impl<'a> Ctx<'a> {
             Ok(needs) => needs,
             Err(why) => return Ok(Verdict::Blocked(why)),
         };
+        crate::accumulators::name_register_reductions(self.region, id, &mut needs);
         self.privatize_shared(l, &mut needs);
         let inside = self.inside(l);
         if let Err(why) = self.borders_of_shared(l, &inside, &mut needs)? {
@@ -778,7 +782,7 @@ impl<'a> Ctx<'a> {
             let Some(r) = self.reductions.of(c.l, &root)? else {
                 return Ok(Err(format!("it carries {}", self.describe_dep(i))));
             };
-            needs.push(r.requirement(self.region));
+            needs.extend(r.requirements(self.region));
             within.retain(|&k| deps[k].storage.root() != root);
         }
     }
@@ -858,6 +862,10 @@ impl<'a> Ctx<'a> {
                     && (n.storage.contains(&quoted) || n.lines.iter().any(|x| v.lines.contains(x)))
             });
             if !v.loops.contains(loop_id) || reduced {
+                continue;
+            }
+            if let Some(r) = crate::accumulators::folded_accumulation(v, loop_id) {
+                needs.push(r);
                 continue;
             }
             // Stepped by each iteration from the previous one's value, which the trace folded
@@ -1300,6 +1308,13 @@ impl<'a> Ctx<'a> {
 
 /// The variable a storage description names: `` `sum` `` for `` `sum`+16 `` and
 /// ``array `sum` `` (unrolled code reaches one array through several fixed addresses).
+/// Why a loop whose body can leave it early (at `at`) cannot run in parallel.
+pub(crate) fn early_exit(at: &str) -> String {
+    format!(
+        "its body can leave it early (at {at}): OpenMP's `for` runs every iteration, and takes no `break`"
+    )
+}
+
 fn variable(storage: &str) -> &str {
     let s = storage.strip_prefix("array ").unwrap_or(storage);
     match (s.starts_with('`'), s[1..].find('`')) {

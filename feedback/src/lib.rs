@@ -4,6 +4,7 @@
 //! checked against the observed dependences before it is reported, with the metrics of the
 //! paper's Tables 3 and 5 and annotated ASTs before and after.
 
+mod accumulators;
 pub mod affine;
 mod analyze;
 pub mod check;
@@ -11,6 +12,7 @@ mod coarsen;
 mod codegen;
 mod composed;
 mod distance;
+mod exits;
 pub mod gain;
 mod heap;
 pub mod input;

@@ -40,6 +40,9 @@ pub struct Reduction {
     pub fp: bool,
     /// Source lines of the updates.
     pub lines: Vec<String>,
+    /// When the root holds several storages (variables of one stack frame), each with the
+    /// lines of its updates; empty when it holds one.
+    pub parts: Vec<(Storage, Vec<String>)>,
 }
 
 /// The reductions of a region's loops, found when a loop's carried flow dependence asks for
@@ -110,21 +113,26 @@ impl<'a> Reductions<'a> {
 }
 
 impl Reduction {
-    /// The storage change that runs it in parallel: OpenMP's `reduction` on its storage (a
-    /// section of it when the array is reached through a pointer).
-    pub(crate) fn requirement(&self, region: &Region) -> crate::legality::Requirement {
-        crate::legality::Requirement {
+    /// The storage changes that run it in parallel: OpenMP's `reduction` on its storage (a
+    /// section of it when the array is reached through a pointer), one per variable when its
+    /// root holds several.
+    pub(crate) fn requirements(&self, region: &Region) -> Vec<crate::legality::Requirement> {
+        let one = |storage: &Storage, lines: &[String]| crate::legality::Requirement {
             change: crate::legality::Change::Reduction {
                 op: self.op,
                 fp: self.fp,
-                array: matches!(self.storage, Storage::Array { .. }),
-                section: self
-                    .storage
+                array: matches!(storage, Storage::Array { .. }),
+                section: storage
                     .variable()
                     .and_then(|v| region.sections.get(v).copied()),
             },
-            storage: self.storage.describe(),
-            lines: self.lines.clone(),
+            storage: storage.describe(),
+            lines: lines.to_vec(),
+        };
+        if self.parts.is_empty() {
+            vec![one(&self.storage, &self.lines)]
+        } else {
+            self.parts.iter().map(|(s, ls)| one(s, ls)).collect()
         }
     }
 }
@@ -323,11 +331,23 @@ impl<'a> Finder<'a> {
                 return Ok(None);
             }
         }
+        // One root may hold several variables (an -O0 frame's `xe` and `ye`, each its own
+        // chain through the frame): each is a reduction of its own, named by itself.
+        let mut parts: Vec<(Storage, Vec<String>)> = Vec::new();
+        for &i in carried {
+            let line = line_of(region, &deps[i].source);
+            match parts.iter_mut().find(|(s, _)| *s == deps[i].storage) {
+                Some((_, ls)) if ls.contains(&line) => {}
+                Some((_, ls)) => ls.push(line),
+                None => parts.push((deps[i].storage.clone(), vec![line])),
+            }
+        }
         Ok(Some(Reduction {
             storage,
             op,
             fp,
             lines: lines.into_iter().collect(),
+            parts: if parts.len() > 1 { parts } else { Vec::new() },
         }))
     }
 

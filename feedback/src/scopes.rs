@@ -4,7 +4,7 @@
 //! compiler keeps it in (a register is each thread's own; the variable is not). One declared
 //! in the loop's body is one per iteration already.
 
-use crate::input::Loop;
+use crate::input::{Loop, ReduceOp};
 use std::collections::BTreeSet;
 use symbols::SourceText;
 use tracer::{NodeId, NodeKind, ScheduleTree};
@@ -102,6 +102,15 @@ impl LoopCode {
                 })
             })
             .collect()
+    }
+
+    /// The loop's id, and its statement's file and line where known.
+    pub(crate) fn statement(&self) -> (&str, Option<(&str, u32)>) {
+        let at = match (&self.file, self.line) {
+            (Some(file), Some(line)) => Some((file.as_str(), line)),
+            _ => None,
+        };
+        (&self.id, at)
     }
 
     /// The ids of the loops around `writer` (a context) that assign `var` while it is declared
@@ -204,6 +213,8 @@ pub(crate) struct SourceAssignment {
     pub(crate) encloses: bool,
     /// The assignment reads the variable's own value (`memcnt += 4`, `k++`, `x = x * 2`).
     pub(crate) steps: bool,
+    /// The assignment combines the variable's value with data by this operator (`s += a[i]`).
+    pub(crate) accumulates: Option<ReduceOp>,
 }
 
 /// The variables each loop of `all` assigns on its source lines (the lines of the
@@ -293,6 +304,10 @@ pub(crate) fn assigned_in_source(
                         line: short,
                         encloses,
                         steps: kind == Assignment::Steps,
+                        accumulates: match kind {
+                            Assignment::Accumulates(op) => Some(op),
+                            _ => None,
+                        },
                     });
                 }
             }
@@ -409,8 +424,11 @@ pub(crate) fn loop_counter(text: &str) -> Option<&str> {
 enum Assignment {
     /// `x = ...` without `x` on the right: the value before does not matter.
     Sets,
-    /// `x += ...`, `x++`, `--x`, `x = x * 2`: the new value is computed from the old one.
+    /// `x += 1`, `x++`, `--x`, `x = x * 2`: the new value is computed from the old one.
     Steps,
+    /// `x += a[i]`, `x *= f(y)`: the old value combined with data by an associative
+    /// operator (a reduction in the source's own words). Sets it as far as stepping goes.
+    Accumulates(ReduceOp),
 }
 
 /// Whether the C source line `text` assigns the variable `name` itself: `name = ...`,
@@ -455,7 +473,14 @@ fn assignment(text: &str, name: &str) -> Option<Assignment> {
             // which its dependences show; counted as set, as before.
             let rhs = after[op.len()..].split(';').next().unwrap_or("");
             if reads_data(rhs) {
-                Assignment::Sets
+                match *op {
+                    "+=" | "-=" => Assignment::Accumulates(ReduceOp::Add),
+                    "*=" => Assignment::Accumulates(ReduceOp::Mul),
+                    "&=" => Assignment::Accumulates(ReduceOp::And),
+                    "|=" => Assignment::Accumulates(ReduceOp::Or),
+                    "^=" => Assignment::Accumulates(ReduceOp::Xor),
+                    _ => Assignment::Sets,
+                }
             } else {
                 Assignment::Steps
             }
@@ -473,7 +498,10 @@ fn assignment(text: &str, name: &str) -> Option<Assignment> {
         if kind == Assignment::Sets {
             return Some(kind);
         }
-        found = Some(kind);
+        // An accumulation sets the variable afresh as far as stepping goes: it wins over a step.
+        if !matches!(found, Some(Assignment::Accumulates(_))) {
+            found = Some(kind);
+        }
     }
     found
 }
@@ -584,6 +612,7 @@ mod tests {
     #[test]
     fn steps_read_the_old_value() {
         use super::{assignment, Assignment::*};
+        use crate::input::ReduceOp;
         assert_eq!(
             assignment("memcnt += sizeof(float);", "memcnt"),
             Some(Steps)
@@ -593,8 +622,15 @@ mod tests {
         assert_eq!(assignment("x = xs * 2;", "x"), Some(Sets));
         assert_eq!(assignment("for (j = 0; j <= n; j++) {", "j"), Some(Sets));
         assert_eq!(assignment("y = 3;", "x"), None);
-        assert_eq!(assignment("sum += a[i] * b[i];", "sum"), Some(Sets));
-        assert_eq!(assignment("d += fabs(x - y);", "d"), Some(Sets));
+        assert_eq!(
+            assignment("sum += a[i] * b[i];", "sum"),
+            Some(Accumulates(ReduceOp::Add))
+        );
+        assert_eq!(
+            assignment("d += fabs(x - y);", "d"),
+            Some(Accumulates(ReduceOp::Add))
+        );
+        assert_eq!(assignment("q /= a[i];", "q"), Some(Sets));
         assert_eq!(
             assignment("// Compute IMGVF += (mu / lambda)", "IMGVF"),
             None

@@ -212,6 +212,7 @@ fn a_register_variable_declared_before_the_loop_is_privatized() {
         lines: vec!["k.c:4".into()],
         merged: Vec::new(),
         steps: Vec::new(),
+        accumulates: Vec::new(),
     }];
     let f = analyze_region(&r, &Options::default()).unwrap();
     let p = parallel(&f).expect("parallel with t private");

@@ -266,6 +266,9 @@ fn verdict(
             v.name
         ));
     }
+    if let Some(at) = region.early_exits.get(id) {
+        return Err(crate::legality::early_exit(at));
+    }
     // By storage: what the loop carries (surely or maybe) through it.
     let mut by_storage: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for &i in carried.sure.iter().chain(&carried.maybe) {
@@ -291,7 +294,7 @@ fn verdict(
             // A loop-carried flow is serial unless it is a reduction.
             match reductions.of(l, root).ok().flatten() {
                 Some(r) => {
-                    needs.push(r.requirement(region));
+                    needs.extend(r.requirements(region));
                     continue;
                 }
                 None => return Err(describe(region, may, flows[0])),
@@ -321,6 +324,7 @@ fn verdict(
             }
         }
     }
+    crate::accumulators::name_register_reductions(region, id, &mut needs);
     // Source variables the loop assigns, declared outside it: private per thread.
     for v in &region.shared_variables {
         let reduced = needs.iter().any(|n| {
@@ -328,7 +332,12 @@ fn verdict(
                 && (n.storage.contains(&format!("`{}`", v.name))
                     || n.lines.iter().any(|x| v.lines.contains(x)))
         });
-        if v.loops.contains(id) && !reduced {
+        if !v.loops.contains(id) || reduced {
+            continue;
+        }
+        if let Some(r) = crate::accumulators::folded_accumulation(v, id) {
+            needs.push(r);
+        } else {
             needs.push(Requirement {
                 change: Change::Privatize,
                 storage: v.describe(),

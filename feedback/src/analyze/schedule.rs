@@ -50,6 +50,7 @@ fn does_io(region: &Region) -> Option<String> {
 /// hash chain, a table lookup), where a schedule of the over-approximated problem would say
 /// nothing true about the program.
 fn not_affine(region: &Region) -> Option<String> {
+    const SHOWN_LINES: usize = 4;
     let total: u64 = region.statements.iter().map(|s| s.ops).sum();
     let mut data_addressed: Vec<&Statement> = region
         .statements
@@ -72,9 +73,18 @@ fn not_affine(region: &Region) -> Option<String> {
             lines.push(l);
         }
     }
-    Some(format!(
-        "the region is not affine: addresses depend on data at {} ({data_share:.0}% of its operations)",
+    // The hottest lines only: a why-not stays short enough to read (issue 36).
+    let at = if lines.len() > SHOWN_LINES {
+        format!(
+            "{} and {} other lines",
+            lines[..SHOWN_LINES].join(", "),
+            lines.len() - SHOWN_LINES
+        )
+    } else {
         lines.join(", ")
+    };
+    Some(format!(
+        "the region is not affine: addresses depend on data at {at} ({data_share:.0}% of its operations)"
     ))
 }
 

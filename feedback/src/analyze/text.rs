@@ -64,7 +64,29 @@ pub(super) fn explain(
 
 /// The reduction clauses among `needs`, and the other storage changes.
 pub(super) fn split_reductions(needs: &[Requirement]) -> (Vec<String>, Vec<Requirement>) {
-    let clauses = needs.iter().filter_map(Requirement::clause).collect();
+    // One clause per operator, as a person writes it: `reduction(+: xe, ye)`.
+    let mut by_op: Vec<(String, Vec<String>)> = Vec::new();
+    for c in needs.iter().filter_map(Requirement::clause) {
+        let Some((op, var)) = c.split_once(": ") else {
+            continue;
+        };
+        let var = var.trim_end_matches(')').to_string();
+        // Storage without a name stays a clause of its own, which the text leaves out.
+        if var.starts_with('<') {
+            by_op.push((op.to_string(), vec![var]));
+            continue;
+        }
+        let named = |vars: &[String]| !vars.iter().any(|v| v.starts_with('<'));
+        match by_op.iter_mut().find(|(o, vars)| o == op && named(vars)) {
+            Some((_, vars)) if vars.contains(&var) => {}
+            Some((_, vars)) => vars.push(var),
+            None => by_op.push((op.to_string(), vec![var])),
+        }
+    }
+    let clauses = by_op
+        .into_iter()
+        .map(|(op, vars)| format!("{op}: {})", vars.join(", ")))
+        .collect();
     let others = needs
         .iter()
         .filter(|r| r.clause().is_none())

@@ -267,6 +267,7 @@ pub(super) fn build_region(
         declared_in: edges.declared_in,
         sections: edges.sections,
         omp_loops,
+        early_exits: crate::exits::early_exits(&loop_code),
         language,
         headers,
     };
@@ -537,8 +538,13 @@ impl Scope<'_> {
         let mut sources = SourceText::default();
         // Per variable and loop: whether any of its assignments there sets it afresh.
         let mut sets: BTreeMap<(String, String), bool> = BTreeMap::new();
+        // Per variable, the loops where some assignment does not accumulate into it.
+        let mut not_only_accumulated: BTreeSet<(String, String)> = BTreeSet::new();
         for a in crate::scopes::assigned_in_source(bin.exe, loop_code, &mut sources) {
             *sets.entry((a.name.clone(), a.loop_id.clone())).or_default() |= !a.steps;
+            if a.accumulates.is_none() {
+                not_only_accumulated.insert((a.name.clone(), a.loop_id.clone()));
+            }
             let v = out
                 .shared
                 .entry(a.name.clone())
@@ -552,6 +558,9 @@ impl Scope<'_> {
             if a.steps {
                 v.steps.push((a.loop_id.clone(), a.line.clone()));
             }
+            if let Some(op) = a.accumulates {
+                v.accumulates.push((a.loop_id.clone(), a.line.clone(), op));
+            }
             v.loops.push(a.loop_id);
             v.lines.push(a.line);
         }
@@ -561,6 +570,9 @@ impl Scope<'_> {
             let name = v.name.clone();
             v.steps
                 .retain(|(l, _)| sets.get(&(name.clone(), l.clone())) == Some(&false));
+            // A variable the loop also sets or steps is no reduction of the source's.
+            v.accumulates
+                .retain(|(l, _, _)| !not_only_accumulated.contains(&(name.clone(), l.clone())));
         }
         // Who produced each register an instruction reads, for [`loaded_from`].
         let mut producers: HashMap<(NodeId, u64), Vec<(NodeId, u64)>> = HashMap::default();
