@@ -416,9 +416,16 @@ def tiled(src_lines, lines_now, lines_band, size):
         for v in names:
             if v != m.group(1) and re.search(r"\b%s\b" % re.escape(v), m.group(0)):
                 return None, "the band is not rectangular (`%s` in `%s`)" % (v, m.group(0))
+    tile_headers(out, lines_now, parts, size)
+    return out, None
+
+
+def tile_headers(out, lines, parts, size):
+    """Rewrites the `for` headers `parts` (FOR_RE matches) on `lines` of `out` into tile
+    loops (all on the first line) and point loops of `size` iterations."""
     tiles = ["for (int pp_t%d = %s; pp_t%d %s %s; pp_t%d += %d)" % (
         k, m.group(2), k, m.group(3), m.group(4), k, size) for k, m in enumerate(parts)]
-    for k, (n, m) in enumerate(zip(lines_now, parts)):
+    for k, (n, m) in enumerate(zip(lines, parts)):
         v = m.group(1)
         # One bound, the smaller: OpenMP's canonical loop form (a `simd` or `for` directive
         # on a point loop) takes no `&&`.
@@ -428,7 +435,6 @@ def tiled(src_lines, lines_now, lines_band, size):
             v, k, v, hi, end, hi, end, v)
         head = " ".join(tiles + [point]) if k == 0 else point
         out[n - 1] = out[n - 1][:m.start()] + head + out[n - 1][m.end():]
-    return out, None
 
 
 class Kernel:

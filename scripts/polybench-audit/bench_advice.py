@@ -321,16 +321,7 @@ def tiled_with_prologue(lines, band, size):
     if "//" in prev:
         return None, "a comment ends line %d" % (band[1] - 1)
     out = list(lines)
-    tiles = ["for (int pp_t%d = %s; pp_t%d %s %s; pp_t%d += %d)" % (
-        k, m.group(2), k, m.group(3), m.group(4), k, size) for k, m in enumerate(parts)]
-    for k, (n, m) in enumerate(zip(band, parts)):
-        v = m.group(1)
-        hi = "(%s)" % m.group(4) if m.group(3) == "<" else "(%s) + 1" % m.group(4)
-        end = "pp_t%d + %d" % (k, size)
-        point = "for (%s = pp_t%d; %s < (%s < %s ? %s : %s); %s++)" % (
-            v, k, v, hi, end, hi, end, v)
-        head = " ".join(tiles + [point]) if k == 0 else point
-        out[n - 1] = out[n - 1][:m.start()] + head + out[n - 1][m.end():]
+    audit.tile_headers(out, band, parts, size)
     # The statements before the band run in the first tile of its inner loops.
     first = " && ".join("pp_t%d == %s" % (k, m.group(2)) for k, m in enumerate(parts)
                         if k > 0)

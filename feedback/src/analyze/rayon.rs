@@ -4,7 +4,7 @@
 //! cannot write through a shared `&mut`), reductions as `.sum()` / `.reduce(..)`, and
 //! privatized variables as the closure's own `let`s. Rust has no vectorization directive.
 
-use super::text::{phrases, reduction_notes, split_reductions};
+use super::text::{after_phrase, reduction_notes, split_reductions};
 use crate::input::{Access, Region};
 use crate::legality::{Change, Requirement};
 use crate::ReduceOp;
@@ -372,11 +372,7 @@ pub(super) fn parallel_text(
     } else {
         format!(", with {}", locals.join(" and "))
     };
-    let after = if rest.is_empty() {
-        String::new()
-    } else {
-        format!(" after {}", phrases(&rest))
-    };
+    let after = after_phrase(&rest);
     let reduced: Vec<&Requirement> = needs.iter().filter(|r| r.clause().is_some()).collect();
     let then = if locals.is_empty() && rest.is_empty() {
         "no dependence of any kind is carried by it"
@@ -414,11 +410,7 @@ pub(super) fn parallel_text(
 /// vectorizes at -O what it can prove independent, and reorders no floating-point sum.
 pub(super) fn vectorize_text(label: &str, needs: &[Requirement], share: f64) -> String {
     let (clauses, others) = split_reductions(needs);
-    let after = if others.is_empty() {
-        String::new()
-    } else {
-        format!(" after {}", phrases(&others))
-    };
+    let after = after_phrase(&others);
     if clauses.is_empty() {
         return format!(
             "Vectorize loop {label}: its iterations are independent{after} and {share:.0}% of its accesses are stride 0 or 1. Rust has no directive for it: rustc vectorizes such a loop at -O once no bounds check is left in it (iterate over slices, e.g. with `zip`, rather than index)."

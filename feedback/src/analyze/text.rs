@@ -266,14 +266,20 @@ pub(crate) fn in_language(text: &str, language: symbols::Language) -> String {
     }
 }
 
+/// " after privatizing `k`", or nothing: the storage changes a sentence names after its
+/// directive.
+pub(super) fn after_phrase(others: &[Requirement]) -> String {
+    if others.is_empty() {
+        String::new()
+    } else {
+        format!(" after {}", phrases(others))
+    }
+}
+
 /// The vectorize suggestion's sentence.
 pub(super) fn vectorize_text(label: &str, needs: &[Requirement], share: f64) -> String {
     let (clauses, others) = split_reductions(needs);
-    let after = if others.is_empty() {
-        String::new()
-    } else {
-        format!(" after {}", phrases(&others))
-    };
+    let after = after_phrase(&others);
     if clauses.is_empty() {
         format!(
             "Vectorize loop {label}: its iterations are independent{after} and {share:.0}% of its accesses are stride 0 or 1."
