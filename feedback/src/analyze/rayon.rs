@@ -4,7 +4,7 @@
 //! cannot write through a shared `&mut`), reductions as `.sum()` / `.reduce(..)`, and
 //! privatized variables as the closure's own `let`s. Rust has no vectorization directive.
 
-use super::text::{after_phrase, reduction_notes, split_reductions};
+use super::text::{after_phrase, fp_note, split_reductions};
 use crate::input::{Access, Region};
 use crate::legality::{Change, Requirement};
 use crate::ReduceOp;
@@ -402,7 +402,7 @@ pub(super) fn parallel_text(
         ),
     };
     text.push_str(&note);
-    text.push_str(&reduction_notes(needs));
+    text.push_str(&fp_note(needs));
     text
 }
 
@@ -426,7 +426,7 @@ pub(super) fn vectorize_text(label: &str, needs: &[Requirement], share: f64) -> 
     };
     format!(
         "Vectorize loop {label} as a reduction{after}: each vector lane accumulates a partial result, and {share:.0}% of its accesses are stride 0 or 1. Rust has no directive for it: {how}.{}",
-        reduction_notes(needs)
+        fp_note(needs)
     )
 }
 

@@ -97,30 +97,63 @@ pub(super) fn split_reductions(needs: &[Requirement]) -> (Vec<String>, Vec<Requi
 
 /// The storage of the reductions among `needs`, with their lines: "`y` (at k.c:36)".
 fn reduced_storage(needs: &[Requirement]) -> String {
-    needs
-        .iter()
-        .filter(|r| r.clause().is_some())
-        .map(|r| {
-            if r.lines.is_empty() {
-                r.storage.clone()
-            } else {
-                format!("{} (at {})", r.storage, r.lines.join(", "))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" and ")
+    let mut named: Vec<String> = Vec::new();
+    for r in needs.iter().filter(|r| r.clause().is_some()) {
+        let n = if r.lines.is_empty() {
+            r.storage.clone()
+        } else {
+            format!("{} (at {})", r.storage, r.lines.join(", "))
+        };
+        // Two reductions on one array (its load and its store) are one storage to name.
+        if !named.contains(&n) {
+            named.push(n);
+        }
+    }
+    named.join(" and ")
 }
 
-/// What a person must know before making a reduction parallel: floating point reassociates.
-pub(super) fn reduction_notes(needs: &[Requirement]) -> String {
+/// That combining partial floating-point results reassociates, when it does.
+pub(super) fn fp_note(needs: &[Requirement]) -> String {
     let fp = needs
         .iter()
         .any(|r| matches!(r.change, Change::Reduction { fp: true, .. }));
-    if fp {
-        " Combining partial results reassociates floating-point arithmetic: the result may differ in the last bits.".to_string()
-    } else {
-        String::new()
+    match fp {
+        true => " Combining partial results reassociates floating-point arithmetic: the result may differ in the last bits.".to_string(),
+        false => String::new(),
     }
+}
+
+/// What a person must know before making a reduction parallel: floating point reassociates,
+/// and an array section's length is this run's.
+pub(super) fn reduction_notes(needs: &[Requirement]) -> String {
+    let mut out = fp_note(needs);
+    // The section's length is the run's, not the source's: at another input size the clause
+    // must name the array's length there.
+    let sections: Vec<String> = needs
+        .iter()
+        .filter_map(|r| match (&r.change, r.clause()) {
+            (
+                Change::Reduction {
+                    section: Some(len), ..
+                },
+                Some(_),
+            ) => Some(len.to_string()),
+            _ => None,
+        })
+        .fold(Vec::new(), |mut seen, len| {
+            if !seen.contains(&len) {
+                seen.push(len);
+            }
+            seen
+        });
+    if !sections.is_empty() {
+        let _ = write!(
+            out,
+            " The section's length ({}) is the array's in this run: write the length it has in the source.",
+            sections.join(", ")
+        );
+    }
+    out
 }
 
 /// The OpenMP data-sharing clauses of the privatizations among `needs` that name source
@@ -291,7 +324,7 @@ pub(super) fn vectorize_text(label: &str, needs: &[Requirement], share: f64) -> 
         format!(
             "Vectorize loop {label} as a reduction{after}: each vector lane accumulates {}. Sum the element into a local scalar `acc` declared before the loop, add `acc` to it after the loop, and use `#pragma omp simd reduction({op}: acc)`: a reduction clause on the array would give each lane a copy of all of it. {share:.0}% of its accesses are stride 0 or 1.{}",
             reduced_storage(needs),
-            reduction_notes(needs)
+            fp_note(needs)
         )
     } else {
         format!(
