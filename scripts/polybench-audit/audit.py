@@ -437,6 +437,21 @@ def tile_headers(out, lines, parts, size):
         out[n - 1] = out[n - 1][:m.start()] + head + out[n - 1][m.end():]
 
 
+def copy_kernel(src_dir, name, work_dir):
+    """Copies `<name>.c` and `<name>.h` to `work_dir`, the header printing "%a" (exact
+    output); returns the source's lines."""
+    os.makedirs(work_dir, exist_ok=True)
+    c = os.path.join(work_dir, name + ".c")
+    shutil.copy(os.path.join(src_dir, name + ".c"), c)
+    h = open(os.path.join(src_dir, name + ".h")).read()
+    h = h.replace('"%0.2lf "', '"%a "').replace('"%0.2f "', '"%a "')
+    open(os.path.join(work_dir, name + ".h"), "w").write(h)
+    lines = open(c).read().split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 class Kernel:
     def __init__(self, args, name, src_dir):
         self.args, self.name, self.src_dir = args, name, src_dir
@@ -450,14 +465,7 @@ class Kernel:
         self.cache = {}         # variant source text -> outcome
 
     def prepare(self):
-        os.makedirs(self.dir, exist_ok=True)
-        shutil.copy(os.path.join(self.src_dir, self.name + ".c"), self.c)
-        h = open(os.path.join(self.src_dir, self.name + ".h")).read()
-        h = h.replace('"%0.2lf "', '"%a "').replace('"%0.2f "', '"%a "')
-        open(os.path.join(self.dir, self.name + ".h"), "w").write(h)
-        self.src_lines = open(self.c).read().split("\n")
-        if self.src_lines and self.src_lines[-1] == "":
-            self.src_lines.pop()
+        self.src_lines = copy_kernel(self.src_dir, self.name, self.dir)
         exe = os.path.join(self.dir, "prog")
         ok, err = compile_c(self.args.polybench, self.dir, self.c, exe, "-O2")
         if not ok:

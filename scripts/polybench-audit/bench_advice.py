@@ -69,14 +69,7 @@ class Kernel:
                     "times": {}, "estimate": None}
 
     def prepare(self):
-        os.makedirs(self.dir, exist_ok=True)
-        shutil.copy(os.path.join(self.src_dir, self.name + ".c"), self.c)
-        h = open(os.path.join(self.src_dir, self.name + ".h")).read()
-        h = h.replace('"%0.2lf "', '"%a "').replace('"%0.2f "', '"%a "')
-        open(os.path.join(self.dir, self.name + ".h"), "w").write(h)
-        self.src_lines = open(self.c).read().split("\n")
-        if self.src_lines and self.src_lines[-1] == "":
-            self.src_lines.pop()
+        self.src_lines = audit.copy_kernel(self.src_dir, self.name, self.dir)
 
     def profile(self):
         """report.json of the -O2 build at the profiling dataset."""
