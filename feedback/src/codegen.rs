@@ -226,8 +226,8 @@ fn after_plan(
     if order != chain {
         // The parallel and vectorized loops were each checked in the program's order (or in
         // the interchanged one): in the composed order they must still carry nothing.
-        let untiled = union_map(isl, &map_text(region, &rows(region, chain, &order, None)))?;
         let flat = rows(region, chain, &order, None);
+        let untiled = union_map(isl, &map_text(region, &flat))?;
         let carried = |s: &crate::Suggestion| -> Result<bool, Error> {
             let Some(l) = s.loops.first().and_then(loop_of) else {
                 return Ok(true);
