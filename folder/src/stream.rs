@@ -50,11 +50,14 @@ impl Group {
         }
     }
 
-    fn merged(&mut self, item: Wp) {
+    fn merged(&mut self, item: Wp, s: &mut Scratch) {
         if self.n == 2 {
             self.snap.push(item);
         } else {
-            self.snap.clear();
+            for w in self.snap.drain(..) {
+                s.recycle(w);
+            }
+            s.recycle(item);
         }
     }
 
@@ -69,6 +72,19 @@ impl Group {
     fn expects(&self, t: i64) -> bool {
         self.n >= 2 && add(self.tm, self.sigma) == Some(t)
     }
+}
+
+/// Is expression `x` (ids as in [`Lay`]) one that may have a coefficient on dim `j`: a bound
+/// of a dim inside `j`, or a label ([`Lay::ids_above`])?
+#[inline(always)]
+fn inside(x: usize, j: usize, d: usize) -> bool {
+    x >= 2 * d || x % d > j
+}
+
+/// The same coefficients (a few), compared without a call to `memcmp`.
+#[inline(always)]
+fn same(a: &[i64], b: &[i64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// Tries to fold piece `q` (slice `x_k = t`) into group `g`; on success `g` covers `q` too.
@@ -104,19 +120,36 @@ fn merge_inner(
     } else {
         return None;
     };
+    // Strides of dims that vary on both sides must agree: checked before any rewriting, since
+    // on irregular streams most attempts fail here.
+    for j in k + 1..d {
+        let (sg, sq) = (g.wp.stride(lay, j), q.stride(lay, j));
+        if sg != 0 && sq != 0 && sg != sq {
+            return None;
+        }
+    }
     // Label components that are a range on either side are not matched: they stay ranges.
+    // The expressions matched (`ids`): those with a coefficient on a dim inside k
+    // ([`Lay::ids_above`]), but the skipped.
     s.skip.clear();
-    s.skip.extend((0..2 * d + lay.l).map(|x| {
-        x >= 2 * d
-            && (s.ignore[x - 2 * d] || !(g.wp.laff(lay, x - 2 * d) && q.laff(lay, x - 2 * d)))
-    }));
+    s.skip.resize(2 * d, false);
+    s.ids.clear();
+    s.ids.extend(k + 1..d);
+    s.ids.extend(d + k + 1..2 * d);
+    for c in 0..lay.l {
+        let skip = s.ignore[c] || !(g.wp.laff(lay, c) && q.laff(lay, c));
+        s.skip.push(skip);
+        if !skip {
+            s.ids.push(2 * d + c);
+        }
+    }
     // Make the free coefficients (those of single-valued dims) agree, innermost dim first: a
     // rewrite on dim j only touches coefficients of dims < j.
     for j in (k + 1..d).rev() {
         let (sg, sq) = (g.wp.stride(lay, j), q.stride(lay, j));
         if sq == 0 {
             q.pin(lay, j, &mut s.pin);
-            for x in lay.ids_above(j).filter(|x| !s.skip[*x]) {
+            for &x in s.ids.iter().filter(|x| inside(**x, j, d)) {
                 let a = g.wp.b[lay.ex(x) + j];
                 if !rewrite(q, lay, x, j, a, &s.pin, &mut s.tmp) {
                     return None;
@@ -124,7 +157,7 @@ fn merge_inner(
             }
         } else if sg == 0 {
             g.wp.pin(lay, j, &mut s.pin);
-            for x in lay.ids_above(j).filter(|x| !s.skip[*x]) {
+            for &x in s.ids.iter().filter(|x| inside(**x, j, d)) {
                 let a = q.b[lay.ex(x) + j];
                 if !rewrite(&mut g.wp, lay, x, j, a, &s.pin, &mut s.tmp) {
                     return None;
@@ -134,15 +167,15 @@ fn merge_inner(
             return None;
         }
     }
-    for x in lay.ids_above(k).filter(|x| !s.skip[*x]) {
+    for &x in &s.ids {
         let o = lay.ex(x);
-        if g.wp.b[o + k + 1..o + d] != q.b[o + k + 1..o + d] {
+        if !same(&g.wp.b[o + k + 1..o + d], &q.b[o + k + 1..o + d]) {
             return None;
         }
     }
     if g.n == 1 {
         s.vals.clear();
-        for x in lay.ids_above(k).filter(|x| !s.skip[*x]) {
+        for &x in &s.ids {
             let o = lay.ex(x);
             let (cg, cq) = (g.wp.b[o + d], q.b[o + d]);
             let delta = sub(cq, cg)?;
@@ -157,13 +190,13 @@ fn merge_inner(
         if dry {
             return Some(());
         }
-        for (i, x) in lay.ids_above(k).filter(|x| !s.skip[*x]).enumerate() {
+        for (i, &x) in s.ids.iter().enumerate() {
             let o = lay.ex(x);
             g.wp.b[o + k] = s.vals[2 * i];
             g.wp.b[o + d] = s.vals[2 * i + 1];
         }
     } else {
-        for x in lay.ids_above(k).filter(|x| !s.skip[*x]) {
+        for &x in &s.ids {
             let o = lay.ex(x);
             let pred = add(g.wp.b[o + d], mul(g.wp.b[o + k], t)?)?;
             if pred != q.b[o + d] {
@@ -249,7 +282,7 @@ impl Level {
                     g.n == 1 && g.tm < t
                 };
                 if candidate && try_merge(g, &mut item, t, k, lay, s) {
-                    g.merged(item);
+                    g.merged(item, s);
                     return;
                 }
             }
@@ -274,7 +307,7 @@ impl Level {
             }
             let mut ng = Group::new(g.snap[1].clone(), g.tm);
             if try_merge(&mut ng, &mut item, t, k, lay, s) {
-                ng.merged(item);
+                ng.merged(item, s);
                 let g = &mut self.groups[i];
                 let first = g.snap.swap_remove(0);
                 *g = Group::new(first, g.t0);
@@ -345,7 +378,7 @@ impl Level {
         }
         let mut q = std::mem::replace(item, Wp::new(lay));
         if try_merge(g, &mut q, t, k, lay, s) {
-            g.merged(q);
+            g.merged(q, s);
             true
         } else {
             *item = q;
@@ -708,10 +741,10 @@ impl StreamFolder {
     }
 
     /// The run as a piece at depth d - 1. `first_only`: the one-point run of its first point.
-    fn run_piece(&self, t0: i64, tm: i64, n: u64, sigma: i64, first_only: bool) -> Wp {
+    fn run_piece(&mut self, t0: i64, tm: i64, n: u64, sigma: i64, first_only: bool) -> Wp {
+        let mut w = self.s.fresh(&self.lay);
         let lay = &self.lay;
         let d = lay.d;
-        let mut w = Wp::new(lay);
         w.points = n;
         for j in 0..d - 1 {
             w.b[lay.bmin_ix(j)] = self.prev[j];
@@ -754,9 +787,9 @@ impl StreamFolder {
     }
 
     /// A lone point as a depth-0 piece (exact, or a box for out-of-order points).
-    fn point_piece(&self, point: &[i64], label: &[i64], exact: bool) -> Wp {
+    fn point_piece(&mut self, point: &[i64], label: &[i64], exact: bool) -> Wp {
+        let mut w = self.s.fresh(&self.lay);
         let lay = &self.lay;
-        let mut w = Wp::new(lay);
         w.points = 1;
         w.exact = exact;
         for (j, x) in point.iter().enumerate() {

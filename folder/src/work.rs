@@ -143,15 +143,17 @@ impl Wp {
 
     /// Merges the bounding boxes, label ranges and point counts of `o` into `self`.
     pub fn merge_stats(&mut self, lay: &Lay, o: &Wp) {
-        for j in 0..lay.d {
-            let (a, b) = (lay.bmin_ix(j), lay.bmax_ix(j));
-            self.b[a] = self.b[a].min(o.b[a]);
-            self.b[b] = self.b[b].max(o.b[b]);
-        }
-        for c in 0..lay.l {
-            let (a, b) = (lay.lmin_ix(c), lay.lmax_ix(c));
-            self.b[a] = self.b[a].min(o.b[a]);
-            self.b[b] = self.b[b].max(o.b[b]);
+        // Contiguous blocks: bmin, bmax (d each), then lmin, lmax (l each).
+        for (at, n) in [(lay.bmin_ix(0), lay.d), (lay.lmin_ix(0), lay.l)] {
+            let (mine, theirs) = (&mut self.b[at..at + 2 * n], &o.b[at..at + 2 * n]);
+            let (min, max) = mine.split_at_mut(n);
+            let (omin, omax) = theirs.split_at(n);
+            for (x, y) in min.iter_mut().zip(omin) {
+                *x = (*x).min(*y);
+            }
+            for (x, y) in max.iter_mut().zip(omax) {
+                *x = (*x).max(*y);
+            }
         }
         self.points = self.points.saturating_add(o.points);
     }
@@ -242,11 +244,16 @@ pub(crate) struct Scratch {
     pub tmp: Vec<i64>,
     pub vals: Vec<i64>,
     pub skip: Vec<bool>,
+    /// Expression ids a merge matches.
+    pub ids: Vec<usize>,
     /// Label components to treat as ranges in the next merge.
     pub ignore: Vec<bool>,
     /// Label components demoted to ranges for the rest of the stream.
     pub demoted: Vec<bool>,
     pub any_demoted: bool,
+    /// Buffers of pieces done with, for the next pieces: on irregular streams a piece is made
+    /// and merged away every few points.
+    pool: Vec<Vec<i64>>,
 }
 
 impl Scratch {
@@ -256,9 +263,34 @@ impl Scratch {
             tmp: vec![0; lay.e],
             vals: Vec::with_capacity(2 * (2 * lay.d + lay.l)),
             skip: Vec::with_capacity(2 * lay.d + lay.l),
+            ids: Vec::with_capacity(2 * lay.d + lay.l),
             ignore: vec![false; lay.l],
             demoted: vec![false; lay.l],
             any_demoted: false,
+            pool: Vec::new(),
+        }
+    }
+
+    /// A zeroed piece, from a recycled buffer when there is one.
+    pub fn fresh(&mut self, lay: &Lay) -> Wp {
+        match self.pool.pop() {
+            Some(mut b) => {
+                b.fill(0);
+                Wp {
+                    b,
+                    exact: true,
+                    points: 0,
+                }
+            }
+            None => Wp::new(lay),
+        }
+    }
+
+    /// Keeps `w`'s buffer for [`Self::fresh`].
+    pub fn recycle(&mut self, w: Wp) {
+        // A few suffice: pieces are made and merged away one at a time.
+        if self.pool.len() < 8 {
+            self.pool.push(w.b);
         }
     }
 }
@@ -334,6 +366,7 @@ pub(crate) fn absorb(
     }
     bx.merge_stats(lay, &item);
     bx.exact = false;
+    s.recycle(item);
 }
 
 /// The item's label exceeds the box's by `k` (same coefficients): spend it on a free dim (the
