@@ -288,8 +288,9 @@ impl Scratch {
 
     /// Keeps `w`'s buffer for [`Self::fresh`].
     pub fn recycle(&mut self, w: Wp) {
-        // A few suffice: pieces are made and merged away one at a time.
-        if self.pool.len() < 8 {
+        // Pieces are made and merged away one at a time; a stream keeps no more (a program
+        // has a stream per instruction and per dependence: 130,000 on myocyte).
+        if self.pool.len() < 2 {
             self.pool.push(w.b);
         }
     }

@@ -70,6 +70,10 @@ enum Shape {
     /// for i < a, j < b, k < len(i, j) (data-dependent, 0..2c): address = base + 8 (ptr + k),
     /// a CSR-like loop: over-approximated.
     Csr,
+    /// for i < a, j < b, k < 4, but about one k in 29 missing (a wall, no neighbour): a mesh's
+    /// neighbour loop, labelled with the neighbour read (data-dependent): runs of a few points
+    /// (Rodinia cfd's dependences).
+    Mesh,
 }
 
 /// Pushes the nest's points into `sink`; returns the number of points.
@@ -86,9 +90,17 @@ fn generate(shape: Shape, a: i64, b: i64, c: i64, mut sink: impl FnMut(&[i64], &
         for j in 0..rows {
             let len = match shape {
                 Shape::Csr => rng.i64(0..2 * c),
+                Shape::Mesh => 4,
                 _ => c,
             };
             for k in 0..len {
+                if let Shape::Mesh = shape {
+                    if rng.u32(0..29) != 0 {
+                        sink(&[i, j, k], &[i - 1, rng.i64(0..c), 0]);
+                        n += 1;
+                    }
+                    continue;
+                }
                 let addr = base + 8 * (k + c * j + b.max(a) * c * i);
                 match shape {
                     Shape::BoxValue => sink(&[i, j, k], &[addr, rng.i64(0..1 << 24)]),
@@ -106,6 +118,7 @@ fn generate(shape: Shape, a: i64, b: i64, c: i64, mut sink: impl FnMut(&[i64], &
 fn labels(shape: Shape) -> usize {
     match shape {
         Shape::BoxValue => 2,
+        Shape::Mesh => 3,
         _ => 1,
     }
 }
@@ -136,7 +149,7 @@ fn main() {
     );
 
     println!("\n== throughput, single thread ==");
-    let cases: [(&str, Shape, i64, i64, i64); 4] = [
+    let cases: [(&str, Shape, i64, i64, i64); 5] = [
         (
             "3-D box 100x100x1000, address label",
             Shape::Box,
@@ -164,6 +177,13 @@ fn main() {
             100,
             100,
             1000 / scale,
+        ),
+        (
+            "3-D mesh 6x400000x4, a neighbour in 29 missing, neighbour label",
+            Shape::Mesh,
+            6,
+            400_000 / scale,
+            1000,
         ),
     ];
     for (name, shape, a, b, c) in cases {
