@@ -533,6 +533,12 @@ impl StreamFolder {
         }
     }
 
+    /// The last point that extended the stream in order (none before the first, nor for a
+    /// stream of 0 dims): a caller that keeps its points in order compares with it.
+    pub fn last_point(&self) -> Option<&[i64]> {
+        (self.started && self.lay.d > 0).then_some(&self.prev[..])
+    }
+
     /// Number of points accepted so far.
     pub fn points(&self) -> u64 {
         self.points

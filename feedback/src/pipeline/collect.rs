@@ -28,7 +28,6 @@ struct InsnStream {
     /// Bit k: register write k is of a 32-bit form, whose value is folded sign-extended (a
     /// counter gcc runs down to -1 in `r11d` is affine only so).
     narrow: u64,
-    last: Vec<u64>,
     /// The dependence streams this statement consumes: (producer, kind, through, slot, index
     /// in `Collect::deps`). A handful each, searched before the hash index.
     consumes: Vec<(Stmt, DepKind, Through, u8, u32)>,
@@ -36,7 +35,6 @@ struct InsnStream {
 
 struct DepStream {
     folder: StreamFolder,
-    last: Vec<u64>,
     /// Some consumer instance had several producer instances of the same statement.
     multi: bool,
     /// The first instance's location (memory address, or register-shadow offset), and
@@ -94,12 +92,18 @@ pub(super) struct Collect<'o> {
     /// Where in the current instruction's `consumes` its next dependence is looked up first.
     cursor: usize,
     clock: u64,
-    point: Vec<i64>,
     label: Vec<i64>,
 }
 
-fn lex_gt(a: &[u64], b: &[u64]) -> bool {
+fn lex_gt(a: &[i64], b: &[i64]) -> bool {
     a.len() != b.len() || a > b
+}
+
+/// Iteration coordinates as the folder's points: counters from 0, far below 2^63, so the
+/// same words and the same order as signed integers.
+#[inline(always)]
+fn coords(c: &[u64]) -> &[i64] {
+    bytemuck::cast_slice(c)
 }
 
 impl<'o> Collect<'o> {
@@ -113,7 +117,6 @@ impl<'o> Collect<'o> {
             current: None,
             cursor: 0,
             clock: 0,
-            point: Vec::new(),
             label: Vec::new(),
         }
     }
@@ -139,20 +142,16 @@ impl<'o> Collect<'o> {
                     .map(|m| m.kind == AccessKind::Write)
                     .collect(),
                 narrow: narrow_writes(code, insn),
-                last: Vec::new(),
                 consumes: Vec::new(),
             }
         });
         self.current = Some(i);
         self.cursor = 0;
         let st = &mut self.insns.items[i as usize].1;
-        if !st.last.is_empty() && !lex_gt(s.coords, &st.last) {
+        let point = coords(s.coords);
+        if st.folder.last_point().is_some_and(|last| !lex_gt(point, last)) {
             return;
         }
-        st.last.clear();
-        push_all(&mut st.last, s.coords);
-        self.point.clear();
-        self.point.extend(s.coords.iter().map(|&c| c as i64));
         self.label.clear();
         for k in 0..st.naddr {
             self.label
@@ -166,7 +165,7 @@ impl<'o> Collect<'o> {
                 v as i64
             });
         }
-        st.folder.push(&self.point, &self.label);
+        st.folder.push(point, &self.label);
     }
 
     /// One dynamic dependence. A consumer instance with several producer instances of the
@@ -178,22 +177,17 @@ impl<'o> Collect<'o> {
             let i = self.stream_of(d, slot);
             let st = &mut self.deps.items[i as usize].1;
             st.fixed &= st.location == d.location;
-            if !st.last.is_empty() && !lex_gt(d.consumer_coords, &st.last) {
-                if st.last.as_slice() == d.consumer_coords && slot + 1 < MAX_SLOTS {
-                    continue;
+            let point = coords(d.consumer_coords);
+            if let Some(last) = st.folder.last_point() {
+                if !lex_gt(point, last) {
+                    if last == point && slot + 1 < MAX_SLOTS {
+                        continue;
+                    }
+                    st.multi = true;
+                    return;
                 }
-                st.multi = true;
-                return;
             }
-            st.last.clear();
-            push_all(&mut st.last, d.consumer_coords);
-            self.point.clear();
-            self.point
-                .extend(d.consumer_coords.iter().map(|&c| c as i64));
-            self.label.clear();
-            self.label
-                .extend(d.producer_coords.iter().map(|&c| c as i64));
-            st.folder.push(&self.point, &self.label);
+            st.folder.push(point, coords(d.producer_coords));
             return;
         }
     }
@@ -203,7 +197,6 @@ impl<'o> Collect<'o> {
         let opts = self.opts;
         let new = || DepStream {
             folder: StreamFolder::new(d.consumer_coords.len(), d.producer_coords.len(), opts),
-            last: Vec::new(),
             multi: false,
             location: d.location,
             fixed: true,
