@@ -149,7 +149,11 @@ impl<'o> Collect<'o> {
         self.cursor = 0;
         let st = &mut self.insns.items[i as usize].1;
         let point = coords(s.coords);
-        if st.folder.last_point().is_some_and(|last| !lex_gt(point, last)) {
+        if st
+            .folder
+            .last_point()
+            .is_some_and(|last| !lex_gt(point, last))
+        {
             return;
         }
         self.label.clear();
