@@ -140,3 +140,27 @@ fn native_call_shares_add_up_to_the_total() {
         check_parts(&format!("{engine}: {line}"), t, &p, functions.len() <= 3);
     }
 }
+
+/// glibc's string functions run inside the engine, counted by their own instructions: on a
+/// CPU with AVX-512 glibc would pick EVEX versions the engine does not run, and each call
+/// would stop the program and run natively (metered at thousands of instructions a call).
+#[test]
+fn string_functions_run_inside_the_engine() {
+    let k = compile_linked("strcmp_loop", &["-O1", "-g", "-fno-builtin"], &[]);
+    let run = polyprof(BIN, &[k.path.to_str().unwrap()], b"");
+    assert_eq!(run.output.code(), 0, "{}", run.output.stderr);
+    assert_eq!(run.output.stdout.trim(), "1128");
+    let r: Value = run.report();
+    let functions = r["trace"]["native_cost"]["functions"].as_array().unwrap();
+    let strcmp = functions
+        .iter()
+        .find(|f| f["name"] == "strcmp")
+        .unwrap_or_else(|| panic!("no strcmp in {functions:#?}"));
+    let calls = strcmp["calls"].as_u64().unwrap();
+    let per_call = strcmp["instructions"].as_u64().unwrap() / calls.max(1);
+    assert!(calls >= 3000, "{strcmp:#}");
+    assert!(
+        per_call < 200,
+        "strcmp cost {per_call} instructions a call: it ran natively ({strcmp:#})"
+    );
+}
