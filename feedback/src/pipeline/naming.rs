@@ -32,6 +32,33 @@ pub(super) fn callee_name(insn: &iced_x86::Instruction, bin: Loaded<'_>) -> Opti
     })
 }
 
+/// A function as a frame's name: a C++ signature without its return type, template
+/// arguments and parameters (`std::__niter_base` for `double const* std::__niter_base<double
+/// const*, std::vector<...> >(__gnu_cxx::__normal_iterator<...>)`), which a storage's name
+/// repeats. Other names as they are.
+pub(super) fn frame_name(function: &str) -> String {
+    if !function.ends_with(')') {
+        return function.to_string();
+    }
+    let mut depth = 0i32;
+    let mut out = String::new();
+    for c in function.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            '(' if depth == 0 => break,
+            c if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    let name = out.split_whitespace().last().unwrap_or("");
+    if name.is_empty() || depth != 0 || name.contains("operator") {
+        function.to_string()
+    } else {
+        name.to_string()
+    }
+}
+
 /// Names the memory at `addr` for a person: a global by symbol, a heap block by allocation
 /// site, a stack slot by function.
 pub(super) fn name_memory(addr: u64, bin: Loaded<'_>, code: &Code, frames: &[String]) -> String {
@@ -369,7 +396,8 @@ fn name_memory_at(
     with_offset: bool,
     pcs: &[u64],
 ) -> String {
-    let function = frames.last().map_or("?", String::as_str);
+    let function = frame_name(frames.last().map_or("?", String::as_str));
+    let function = function.as_str();
     let loc = |pc: u64| bin.source_line(pc);
     if let Some((d, off)) = bin.data_at(addr) {
         return if off == 0 || !with_offset {
@@ -413,7 +441,7 @@ fn name_memory_at(
     if addr >= STACK_START {
         if let Some(a) = stack_array_via_lea(bin, code, addr, frames, pcs) {
             // The frame the array is in, not the function reaching it through a pointer.
-            let frame = a.function.as_deref().unwrap_or(function);
+            let frame = frame_name(a.function.as_deref().unwrap_or(function));
             return if with_offset {
                 format!(
                     "{} (stack of {frame})",
@@ -424,9 +452,11 @@ fn name_memory_at(
             };
         }
         // An array's first access varies from one dependence to the next: name it by its
-        // frame alone, so that all its dependences name one storage.
+        // frame alone, so that all its dependences name one storage. A slot no variable
+        // describes is named by its frame too: its run-time address means nothing in the
+        // source (the storage's address keeps slots apart).
         return if with_offset {
-            format!("a stack slot of {function} ({addr:#x})")
+            format!("a stack slot of {function}")
         } else {
             format!("a stack array of {function}")
         };

@@ -733,7 +733,8 @@ impl Scope<'_> {
         loop_code: &[LoopCode],
         out: &mut Edges,
     ) -> Storage {
-        let (bin, code, function, frames) = (self.bin, self.code, place.function, place.frames);
+        let (bin, code, frames) = (self.bin, self.code, place.frames);
+        let function = super::naming::frame_name(place.function);
         let location = place.location;
         let array = |addr: u64| Storage::Array {
             name: name_array(addr, bin, code, frames, &place.pcs),
