@@ -10,7 +10,7 @@ static int grid[N * N];
 
 __attribute__((noinline)) static void blocks(int *g, int penalty)
 {
-    for (int blk = 0; blk < N / B; blk++) {          /* loop blk */
+    for (int blk = 0; blk < N / B; blk++) {          /* MARK blk */
         int tile[(B + 1) * (B + 1)] __attribute__((aligned(64)));
         int ref[B * B] __attribute__((aligned(64)));
         for (int i = 0; i < B; i++)
