@@ -271,6 +271,8 @@ pub(super) fn build_region(
         language,
         headers,
     };
+    // Registers that only hold expressions of the loop counters are recomputed by any order.
+    crate::storage::drop_recomputed(&mut input);
     // Registers that only hold an array element are that element for every verdict.
     crate::mirror::elements_for_registers(&mut input, &opts.feedback);
     // A region isl cannot schedule is still reported, with the reason.
