@@ -159,6 +159,8 @@ fn after_plan(
             let l = s.loops.first().and_then(loop_of)?;
             let mark = if rust {
                 "// vectorize: no directive in Rust, rustc does it at -O".to_string()
+            } else if region.language == symbols::Language::Fortran {
+                directive(s, "!$omp simd")
             } else {
                 directive(s, "#pragma omp simd")
             };

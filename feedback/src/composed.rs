@@ -288,7 +288,11 @@ pub(crate) fn recommendation(
             d.directive
         ));
     }
-    let simd = c.simd.map(|v| on(v, "#pragma omp simd"));
+    let simd_directive = match language {
+        symbols::Language::Fortran => "!$omp simd",
+        _ => "#pragma omp simd",
+    };
+    let simd = c.simd.map(|v| on(v, simd_directive));
     match &simd {
         Some(d) if rust => clauses.push(format!(
             "vectorize {} (no directive in Rust: rustc does it at -O)",

@@ -519,3 +519,166 @@ impl Storage {
         self.is_scalar()
     }
 }
+
+/// Whether `w` is a machine register's name (`xmm1`, `rax`, `r11d`).
+fn is_register_name(w: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let vector = ["xmm", "ymm", "zmm"]
+        .iter()
+        .any(|p| w.strip_prefix(p).is_some_and(digits));
+    let named = matches!(
+        w,
+        "rax"
+            | "rbx"
+            | "rcx"
+            | "rdx"
+            | "rsi"
+            | "rdi"
+            | "rbp"
+            | "rsp"
+            | "eax"
+            | "ebx"
+            | "ecx"
+            | "edx"
+            | "esi"
+            | "edi"
+            | "ax"
+            | "bx"
+            | "cx"
+            | "dx"
+            | "al"
+            | "bl"
+            | "cl"
+            | "dl"
+    );
+    let numbered = w
+        .strip_prefix('r')
+        .map(|n| n.trim_end_matches(['d', 'w', 'b']))
+        .is_some_and(|n| digits(n) && n.parse::<u8>().is_ok_and(|n| (8..16).contains(&n)));
+    vector || named || numbered
+}
+
+/// A text of advice as a person reads it: storage named by the program, not by the machine.
+/// A source variable the compiler keeps in a register is its name (`` `a` (register xmm0) ``
+/// becomes `` `a` ``); a register debug information names no variable for is the value it
+/// holds, by the lines that compute it: `register xmm0 (at k.c:7)` becomes `the value
+/// computed at k.c:7`, and so does every other mention of xmm0 in the text, or, with no line
+/// in the text, by `lines` (a reduction's). The analysis keeps its own descriptions
+/// ([`Storage::describe`]): only what is printed changes.
+pub fn plain_storage(text: &str, lines: &[String]) -> String {
+    if !text.contains("register ") {
+        return text.to_string();
+    }
+    // `name` (register xmm0[, xmm1]) -> `name`.
+    let mut s = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(k) = rest.find("` (register ") {
+        let after = &rest[k + "` (register ".len()..];
+        let end = after.find(')');
+        let regs_ok =
+            end.is_some_and(|e| after[..e].split(", ").all(|r| is_register_name(r.trim())));
+        s.push_str(&rest[..=k]);
+        match end {
+            Some(e) if regs_ok => rest = &after[e + 1..],
+            _ => rest = &rest[k + 1..],
+        }
+    }
+    s.push_str(rest);
+    // Lines each unnamed register's value is computed on, where the text says them.
+    let mut at: BTreeMap<String, String> = BTreeMap::new();
+    for (k, _) in s.match_indices("register ") {
+        let tail = &s[k + "register ".len()..];
+        let reg: String = tail
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .collect();
+        if !is_register_name(&reg) {
+            continue;
+        }
+        let after = &tail[reg.len()..];
+        for open in [" (at ", " (written at "] {
+            if let Some(p) = after.strip_prefix(open) {
+                if let Some(e) = p.find(')') {
+                    at.entry(reg.clone()).or_insert_with(|| p[..e].to_string());
+                }
+            }
+        }
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s.as_str();
+    while let Some(k) = rest.find("register ") {
+        let word_start = k == 0 || !rest[..k].ends_with(|c: char| c.is_ascii_alphanumeric());
+        let tail = &rest[k + "register ".len()..];
+        let reg: String = tail
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .collect();
+        if !word_start || !is_register_name(&reg) {
+            out.push_str(&rest[..k + "register ".len()]);
+            rest = tail;
+            continue;
+        }
+        out.push_str(&rest[..k]);
+        let mut after = &tail[reg.len()..];
+        match at.get(&reg) {
+            Some(l) => {
+                out.push_str("the value computed at ");
+                out.push_str(l);
+                for open in [" (at ", " (written at "] {
+                    if let Some(p) = after.strip_prefix(open) {
+                        if let Some(e) = p.find(')') {
+                            after = &p[e + 1..];
+                        }
+                    }
+                }
+            }
+            None if !lines.is_empty() => {
+                out.push_str("the value computed at ");
+                out.push_str(&lines.join(", "));
+            }
+            None => out.push_str("a value the compiler keeps in a register"),
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod plain_tests {
+    use super::plain_storage;
+
+    #[test]
+    fn storage_named_by_the_program() {
+        let none: &[String] = &[];
+        assert_eq!(
+            plain_storage(
+                "a flow dependence through `a` (register xmm0) at r.rs:25",
+                none
+            ),
+            "a flow dependence through `a` at r.rs:25"
+        );
+        assert_eq!(
+            plain_storage(
+                "after a reduction on register xmm0 (at f.f90:23): then ... on the source variable register xmm0 holds",
+                none
+            ),
+            "after a reduction on the value computed at f.f90:23: then ... on the source variable the value computed at f.f90:23 holds"
+        );
+        assert_eq!(
+            plain_storage("reduction(+: <register xmm0>)", &["f.f90:23".to_string()]),
+            "reduction(+: <the value computed at f.f90:23>)"
+        );
+        assert_eq!(
+            plain_storage("a 16-byte vector register and register pressure", none),
+            "a 16-byte vector register and register pressure"
+        );
+        assert_eq!(
+            plain_storage(
+                "privatizing `t` (register xmm0, xmm1) and register rcx",
+                none
+            ),
+            "privatizing `t` and a value the compiler keeps in a register"
+        );
+    }
+}

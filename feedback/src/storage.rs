@@ -80,6 +80,120 @@ pub(crate) fn carrying_loops(region: &Region, storage: &Storage) -> Option<BTree
     Some(out)
 }
 
+/// The statements whose values are functions of their iteration vector alone: they write
+/// no memory, read only memory no statement of the region writes (constants, the region's
+/// inputs), and take their registers from scalar evolutions (whose dependences the pipeline
+/// drops) or from other such statements. A statement stepping its own register along a
+/// loop (gcc's vector of `j`s, `{j, j+1, j+2, j+3}` plus 4) is one when the step does not
+/// move along the loop: its memory is read at one address, its other registers come from
+/// outside the loop. gcc -O2 hoists `2 * i` into a register broadcast to a vector before
+/// the j loop: the register holds the source's expression of `i`, which the compiled code
+/// of any new order computes where it needs it.
+fn index_derived(region: &Region) -> BTreeSet<&str> {
+    let memory = |s: &Storage| !matches!(s, Storage::Register { .. });
+    // Statements disqualified by their memory: writes, reads of memory the region writes
+    // (before: a flow dependence in; after: an anti dependence out), hidden state.
+    let mut out: BTreeSet<&str> = BTreeSet::new();
+    for d in &region.dependences {
+        if memory(&d.storage) {
+            match d.kind {
+                DepKind::Flow => {
+                    out.insert(d.sink.as_str());
+                }
+                DepKind::Anti => {
+                    out.insert(d.source.as_str());
+                }
+                DepKind::Output => {
+                    out.insert(d.source.as_str());
+                    out.insert(d.sink.as_str());
+                }
+            }
+        }
+    }
+    let candidates: BTreeMap<&str, &Statement> = region
+        .statements
+        .iter()
+        .filter(|s| !out.contains(s.name.as_str()) && s.accesses.iter().all(|a| !a.write))
+        .map(|s| (s.name.as_str(), s))
+        .collect();
+    // Register flow dependences into each candidate: (producer, self-step).
+    let mut inputs: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut stepped: BTreeSet<&str> = BTreeSet::new();
+    for d in &region.dependences {
+        if d.kind != DepKind::Flow || memory(&d.storage) {
+            continue;
+        }
+        let Some(t) = candidates.get(d.sink.as_str()) else {
+            continue;
+        };
+        if d.source == d.sink {
+            stepped.insert(&t.name);
+        } else {
+            inputs.entry(&t.name).or_default().push(&d.source);
+        }
+    }
+    let mut derived: BTreeSet<&str> = BTreeSet::new();
+    loop {
+        let before = derived.len();
+        for (&name, t) in &candidates {
+            if derived.contains(name) {
+                continue;
+            }
+            let ins = inputs.get(name).map_or(&[][..], Vec::as_slice);
+            let from_derived = ins.iter().all(|p| derived.contains(p));
+            let invariant_step = !stepped.contains(name)
+                || (t
+                    .accesses
+                    .iter()
+                    .all(|a| a.strides.iter().all(|s| *s == Some(0)))
+                    && ins.iter().all(|p| {
+                        candidates
+                            .get(p)
+                            .is_some_and(|q| q.loops.len() < t.loops.len())
+                    }));
+            if from_derived && invariant_step {
+                derived.insert(name);
+            }
+        }
+        if derived.len() == before {
+            return derived;
+        }
+    }
+}
+
+/// Drops the dependences through compiler registers (no source variable) whose every value
+/// a statement of [`index_derived`] writes: expressions of the loop counters, which the code
+/// of any new order computes where it needs them, as it does the scalar evolutions whose
+/// dependences the pipeline never keeps. Run on the instructions, before they are merged
+/// into blocks (a block mixes the vector of `j`s with the stores it indexes).
+pub(crate) fn drop_recomputed(region: &mut Region) {
+    let derived = index_derived(region);
+    let mut all_derived: BTreeMap<&str, bool> = BTreeMap::new();
+    for d in &region.dependences {
+        let Storage::Register { reg, var } = &d.storage else {
+            continue;
+        };
+        let writers: &[&str] = match d.kind {
+            DepKind::Flow => &[d.source.as_str()],
+            DepKind::Anti => &[d.sink.as_str()],
+            DepKind::Output => &[d.source.as_str(), d.sink.as_str()],
+        };
+        let ok = var.is_none() && writers.iter().all(|w| derived.contains(w));
+        *all_derived.entry(reg.as_str()).or_insert(true) &= ok;
+    }
+    let gone: BTreeSet<String> = all_derived
+        .into_iter()
+        .filter(|(_, ok)| *ok)
+        .map(|(r, _)| r.to_string())
+        .collect();
+    if gone.is_empty() {
+        return;
+    }
+    region
+        .dependences
+        .retain(|d| !matches!(&d.storage, Storage::Register { reg, .. } if gone.contains(reg)));
+}
+
 /// Some flow dependence through `storage` links different iterations of a loop.
 fn crosses_iterations(region: &Region, storage: &Storage) -> bool {
     carrying_loops(region, storage).is_none_or(|loops| !loops.is_empty())

@@ -1,6 +1,7 @@
 //! Regions in the report's terms: report.json entries, flame-graph styles, and the closing
 //! summary.
 
+use feedback::input::plain_storage;
 use feedback::legality::Change;
 use feedback::pipeline::RegionReport;
 use reports::{
@@ -159,7 +160,7 @@ pub fn region_json(
             reduction: info.reduction,
             permutable: info.permutable,
             stride01_percent: info.stride01_percent,
-            why_not: info.why_not.clone(),
+            why_not: info.why_not.as_deref().map(|w| plain_storage(w, &[])),
             carries: info.carries.clone(),
             by_distances: info.by_distances,
             parallel_after: info.parallel_after.clone(),
@@ -217,7 +218,7 @@ pub fn region_json(
         ast_after: fb.ast_after.clone(),
         code_before: fb.code_before.clone(),
         code_after: fb.code_after.clone(),
-        why_not: fb.why_not.clone(),
+        why_not: fb.why_not.as_deref().map(|w| plain_storage(w, &[])),
         scheduler: fb.schedule_seconds.map(|seconds| reports::SchedulerRun {
             strategy: fb.strategy.map(|s| s.as_str().to_string()),
             seconds,
@@ -225,6 +226,13 @@ pub fn region_json(
         storage_seconds: fb.storage_seconds,
         recommended: fb.recommended.clone().map(|mut r| {
             r.run_estimate = r.estimate.map(|e| amdahl(run_share, e));
+            r.text = plain_storage(&r.text, &[]);
+            for t in r.needs.iter_mut().chain(r.left_out.iter_mut()) {
+                *t = plain_storage(t, &[]);
+            }
+            for d in r.parallel.iter_mut().chain(r.simd.iter_mut()) {
+                d.directive = plain_storage(&d.directive, &[]);
+            }
             r
         }),
     }
@@ -260,7 +268,7 @@ fn suggestion_json(s: &feedback::Suggestion, all: &[feedback::Suggestion], run: 
             clauses.push(q.clause());
             Requirement {
                 change: kinds::change(&q.change),
-                storage: q.storage.clone(),
+                storage: plain_storage(&q.storage, &q.lines),
                 lines: q.lines.clone(),
                 op: reduction.as_ref().map(|r| r.0.clone()),
                 reassociates: reduction.map(|r| r.1),
@@ -271,6 +279,7 @@ fn suggestion_json(s: &feedback::Suggestion, all: &[feedback::Suggestion], run: 
         .iter()
         .zip(clauses)
         .filter_map(|(q, clause)| {
+            let clause = clause.map(|c| plain_storage(&c, &q.lines));
             Some(Reduction {
                 op: q.op.clone()?,
                 storage: q.storage.clone(),
@@ -283,7 +292,7 @@ fn suggestion_json(s: &feedback::Suggestion, all: &[feedback::Suggestion], run: 
     Suggestion {
         kind: s.kind,
         loops: s.loops.clone(),
-        text: s.text.clone(),
+        text: plain_storage(&s.text, &[]),
         rank: r.rank,
         group: r.group,
         alternatives,
@@ -298,7 +307,7 @@ fn suggestion_json(s: &feedback::Suggestion, all: &[feedback::Suggestion], run: 
         }),
         skipped: r.skipped.as_ref().map(|k| Skipped {
             reason: k.reason,
-            text: k.text.clone(),
+            text: plain_storage(&k.text, &[]),
         }),
         sizes: s.sizes.iter().map(|&n| u64::from(n)).collect(),
         requires,

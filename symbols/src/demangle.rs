@@ -25,8 +25,9 @@ fn looks_rust(name: &str) -> bool {
         return true;
     }
     if let Some(rest) = name.strip_prefix("_ZN") {
-        let base = rest.split('.').next().unwrap_or(rest);
-        return base.ends_with('E');
+        // The suffix starts after the last `E.` (`..` also stands for `::` inside a
+        // legacy name's components: `_ZN75_$LT$usize$u20$as$u20$core..slice..`).
+        return rest.ends_with('E') || rest.contains("E.");
     }
     false
 }

@@ -366,6 +366,11 @@ fn demangle_names() {
         demangle("_ZN4core3fmt5write17h0123456789abcdefE"),
         "core::fmt::write"
     );
+    // A legacy name whose components hold `..` (`::` of a trait path).
+    assert_eq!(
+        demangle("_ZN75_$LT$usize$u20$as$u20$core..slice..index..SliceIndex$LT$$u5b$T$u5d$$GT$$GT$9index_mut17h56730c45bbe35a52E"),
+        "<usize as core::slice::index::SliceIndex<[T]>>::index_mut"
+    );
     assert_eq!(
         demangle("_RNvNtCs1234_7mycrate3foo3bar"),
         "mycrate::foo::bar"

@@ -132,10 +132,35 @@ fn assert_interchange_without_registers(kernel: &Kernel, file: &str, inner: usiz
 
 #[test]
 fn c_matmul_gets_the_stride_1_interchange_without_registers() {
+    let i = tests::line_of("check_matmul", "/* loop i */") as usize;
     let j = tests::line_of("check_matmul", "/* loop j */") as usize;
     for opt in ["-O0", "-O2"] {
         let k = tests::compile("check_matmul", &["-g", opt]);
-        assert_interchange_without_registers(&k, "check_matmul.c", j, &format!("C {opt}"));
+        let what = format!("C {opt}");
+        assert_interchange_without_registers(&k, "check_matmul.c", j, &what);
+        let (report, _) = profile(&k);
+        let (region, i_id) = region_of(&report, "check_matmul.c", i);
+        assert_parallel_text(region, &i_id, "`#pragma omp parallel for", &what);
+        assert_every_region_plain(&report, &what);
+    }
+}
+
+/// The parallel advice on loop `id` of `region` in the language's own form, `form`.
+fn assert_parallel_text(region: &Value, id: &str, form: &str, what: &str) {
+    let suggestions = region["suggestions"].as_array().expect("suggestions");
+    let parallel = suggestions
+        .iter()
+        .find(|s| s["kind"] == "parallelize" && s["loops"][0] == id)
+        .unwrap_or_else(|| panic!("{what}: no parallel advice on {id}: {suggestions:#?}"));
+    let text = parallel["text"].as_str().unwrap_or("");
+    assert!(text.contains(form), "{what}: {text}");
+}
+
+/// [`assert_plain_texts`] on every region of a report, the library's loops too (a C++
+/// `vector`'s constructor, Rust's formatting).
+fn assert_every_region_plain(report: &Value, what: &str) {
+    for r in report["regions"].as_array().expect("regions") {
+        assert_plain_texts(r, &format!("{what}, region {}", r["id"]));
     }
 }
 
@@ -159,7 +184,24 @@ fn fortran_matmul_gets_the_stride_1_interchange_without_registers() {
         .expect("a `do i` line");
     for opt in ["-O0", "-O2"] {
         let k = tests::compile_fortran("fmatmul_ijk", &[opt, "-g"]);
-        assert_interchange_without_registers(&k, "fmatmul_ijk.f90", i, &format!("Fortran {opt}"));
+        let what = format!("Fortran {opt}");
+        assert_interchange_without_registers(&k, "fmatmul_ijk.f90", i, &what);
+        let (report, text) = profile(&k);
+        let (region, _) = region_of(&report, "fmatmul_ijk.f90", i);
+        // Fortran's own directive on one of the product's loops, no C pragma anywhere.
+        let directive = region["suggestions"]
+            .as_array()
+            .expect("suggestions")
+            .iter()
+            .filter(|s| s["kind"] == "parallelize")
+            .filter_map(|s| s["text"].as_str())
+            .any(|t| t.contains("`!$omp parallel do"));
+        assert!(directive, "{what}: no `!$omp parallel do`: {region:#}");
+        assert!(
+            !text.contains("#pragma"),
+            "{what}: a C pragma in report.txt"
+        );
+        assert_every_region_plain(&report, &what);
     }
 }
 
@@ -217,8 +259,10 @@ fn cxx_vector_matmul_gets_the_stride_1_interchange_without_registers() {
         let what = format!("C++ {opt}");
         assert_interchange_without_registers(&k, "cxx_matmul.cpp", j, &what);
         let (report, text) = profile(&k);
-        let (region, _) = region_of(&report, "cxx_matmul.cpp", i);
+        let (region, i_id) = region_of(&report, "cxx_matmul.cpp", i);
         assert_plain_texts(region, &what);
+        assert_parallel_text(region, &i_id, "`#pragma omp parallel for", &what);
+        assert_every_region_plain(&report, &what);
         let block: String = text
             .lines()
             .skip_while(|l| {
@@ -282,6 +326,26 @@ fn rust_matmul_gets_the_stride_1_interchange_named_by_its_lines() {
         }
         let _ = region_of(&report, "rs_matmul.rs", k);
         assert_plain_texts(region, &what);
+        assert_every_region_plain(&report, &what);
+        // The product's heap storage by its variables (`b`, read with stride n), not by the
+        // standard library's parameters (`slice`, `self`).
+        let storages: Vec<&str> = region["dependences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|d| d["storage"].as_str())
+            .collect();
+        let suggestions = serde_json::to_string(&region["suggestions"]).expect("suggestions");
+        for s in storages.iter().copied().chain([suggestions.as_str()]) {
+            assert!(
+                !s.contains("`slice`") && !s.contains("`self`"),
+                "{what}: storage named by the library: {s}"
+            );
+        }
+        assert!(
+            text.contains("`b` (heap block allocated at rs_matmul.rs:"),
+            "{what}: `b` not named in report.txt"
+        );
         for l in region["loops"].as_array().expect("loops") {
             let file = l["location"]["file"].as_str().unwrap_or("");
             assert!(file.ends_with("rs_matmul.rs"), "{what}: loop {l:#}");

@@ -133,3 +133,37 @@ fn fortran_gets_fortran_directives() {
         );
     }
 }
+
+/// Local arrays declared in the body of the loop to run in parallel, their addresses computed
+/// once before the loops (gcc -O2, as in Rodinia nw): privatizing them names them by their
+/// variables, not as "a stack array of" the function, at -O0 and -O2.
+#[test]
+fn block_scoped_arrays_named_where_their_addresses_are_hoisted() {
+    for opt in ["-O0", "-O2"] {
+        let run = profile_every_loop(polyprof_bin!(), "names_block", &[opt, "-g"], &[]);
+        let r = run.report();
+        let region = region_at_mark(&r, "names_block", "blk");
+        let texts: Vec<&str> = region["suggestions"]
+            .as_array()
+            .expect("suggestions")
+            .iter()
+            .filter(|s| s["kind"] == "parallelize")
+            .filter_map(|s| s["text"].as_str())
+            .collect();
+        // (At -O0 the loop is not found parallel: its reads of `ref` are taken for values
+        // from before the loop.)
+        assert!(
+            opt == "-O0"
+                || texts
+                    .iter()
+                    .any(|t| t.contains("privatizing `ref` and `tile`")),
+            "{opt}: {texts:#?}"
+        );
+        let text = std::fs::read_to_string(run.out.join("report.txt")).expect("report.txt");
+        assert!(!text.contains("a stack array of"), "{opt}:\n{text}");
+        assert!(
+            text.contains("`ref` (stack of blocks)") || text.contains("`ref`"),
+            "{opt}:\n{text}"
+        );
+    }
+}

@@ -314,6 +314,32 @@ fn known(name: &str, arg: &impl Fn(usize) -> Option<u64>) -> Option<CallModel> {
             CallModel::new(ints(1), 0, RAX).effect(Output)
         }
         "getchar" => CallModel::new(0, 0, RAX).effect(Output),
+        // libgfortran's formatted and list-directed I/O: a statement opens with `st_write`
+        // (or `st_read`) on its parameter block, passes each item by address (its kind or
+        // length in bytes) and ends with `*_done`. Modelled by their arguments, not as unknown
+        // code that would read every argument register (gfortran -O0 leaves a loop's
+        // temporaries in rcx, which `print` would then read after the loop).
+        "_gfortran_st_write"
+        | "_gfortran_st_read"
+        | "_gfortran_st_write_done"
+        | "_gfortran_st_read_done" => CallModel::new(1, 0, NONE).effect(Output),
+        "_gfortran_transfer_integer_write"
+        | "_gfortran_transfer_real_write"
+        | "_gfortran_transfer_logical_write"
+        | "_gfortran_transfer_character_write" => CallModel::new(3, 0, NONE)
+            .effect(Output)
+            .reads(a(1)?, a(2)?.min(MAX_RANGE)),
+        "_gfortran_transfer_complex_write" => CallModel::new(3, 0, NONE)
+            .effect(Output)
+            .reads(a(1)?, a(2)?.saturating_mul(2).min(MAX_RANGE)),
+        // The variants without `_write` serve reads and writes alike: the item is read and
+        // written.
+        "_gfortran_transfer_integer"
+        | "_gfortran_transfer_real"
+        | "_gfortran_transfer_logical"
+        | "_gfortran_transfer_character" => CallModel::new(3, 0, NONE)
+            .effect(Output)
+            .updates(a(1)?, a(2)?.min(MAX_RANGE)),
         "perror" => CallModel::new(1, 0, NONE).effect(Output),
         "fputs" | "fputc" | "putc" | "fopen" | "fdopen" => {
             CallModel::new(ints(2), 0, RAX).effect(Output)
@@ -430,5 +456,16 @@ mod tests {
         assert_eq!(m.ranges[0].len.bytes(8), 8);
         assert_eq!(m.ranges[0].len.bytes(u64::MAX), 0);
         assert_eq!(m.ranges[0].len.bytes(100), 16);
+        // gfortran's `print`: its statement block, then each item by address and size.
+        let m = model(Some("_gfortran_st_write"), args);
+        assert!(m.known);
+        assert_eq!((m.int_args, m.xmm_args), (1, 0));
+        let m = model(Some("_gfortran_transfer_real_write"), |i| {
+            Some([0x1000, 0x2000, 8, 0, 0, 0][i])
+        });
+        assert_eq!(m.int_args, 3);
+        assert_eq!(m.ranges.len(), 1);
+        assert_eq!((m.ranges[0].addr, m.ranges[0].write), (0x2000, false));
+        assert_eq!(m.ranges[0].len.bytes(0), 8);
     }
 }

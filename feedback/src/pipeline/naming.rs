@@ -32,10 +32,37 @@ pub(super) fn callee_name(insn: &iced_x86::Instruction, bin: Loaded<'_>) -> Opti
     })
 }
 
+/// A function as a frame's name: a C++ signature without its return type, template
+/// arguments and parameters (`std::__niter_base` for `double const* std::__niter_base<double
+/// const*, std::vector<...> >(__gnu_cxx::__normal_iterator<...>)`), which a storage's name
+/// repeats. Other names as they are.
+pub(super) fn frame_name(function: &str) -> String {
+    if !function.ends_with(')') {
+        return function.to_string();
+    }
+    let mut depth = 0i32;
+    let mut out = String::new();
+    for c in function.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            '(' if depth == 0 => break,
+            c if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    let name = out.split_whitespace().last().unwrap_or("");
+    if name.is_empty() || depth != 0 || name.contains("operator") {
+        function.to_string()
+    } else {
+        name.to_string()
+    }
+}
+
 /// Names the memory at `addr` for a person: a global by symbol, a heap block by allocation
 /// site, a stack slot by function.
 pub(super) fn name_memory(addr: u64, bin: Loaded<'_>, code: &Code, frames: &[String]) -> String {
-    name_memory_at(addr, bin, code, frames, true)
+    name_memory_at(addr, bin, code, frames, true, &[])
 }
 
 /// `` `s` `` or `` `a`+16 ``, as globals are named.
@@ -137,9 +164,13 @@ fn heap_variable_within(
                     Some(v) => v.name,
                     // Stored through a pointer (a C++ constructor fills `this->_M_start`):
                     // the user's variable whose address the program computed, at its start.
+                    // A container's header (a Rust `Vec`'s pointer sits after its capacity)
+                    // is named by its variable too.
                     None => {
-                        stack_array_via_lea(bin, code, addr, &[])
-                            .filter(|a| a.offset == 0 && !a.library)?
+                        stack_array_via_lea(bin, code, addr, &[], &[])
+                            .filter(|a| {
+                                (a.offset == 0 || a.size <= CONTAINER_HEADER) && !a.library
+                            })?
                             .name
                     }
                 }
@@ -235,6 +266,10 @@ fn user_code(bin: Loaded<'_>, pc: u64) -> bool {
         .any(|l| l.line > 0 && !l.is_library())
 }
 
+/// The largest local whose field holding a heap block's start names the block: a container's
+/// header (`std::vector`, Rust's `Vec` and `Box`), not a local array of pointers.
+const CONTAINER_HEADER: u64 = 32;
+
 /// A local array a pointer reaches, found from the instruction that computed its address.
 struct FrameArray {
     name: String,
@@ -253,12 +288,16 @@ struct FrameArray {
 /// last value says where that variable was. With `frames` (the functions whose frames are
 /// live at the access; empty: not known), only a `lea` of one of them counts: a function
 /// that returned left its addresses to the next call's frame (hotspot3D's `readinput`
-/// buffer `str` lies where `computeTempOMP` later spills registers).
+/// buffer `str` lies where `computeTempOMP` later spills registers). A `lea` hoisted above the
+/// block that declares the array (gcc -O2 computes Rodinia nw's `input_itemsets_l` once,
+/// before the loops whose body declares it) names it at `pcs`, the accesses, in the same
+/// function: the stack pointer the `lea` read is the one they run with.
 fn stack_array_via_lea(
     bin: Loaded<'_>,
     code: &Code,
     addr: u64,
     frames: &[String],
+    pcs: &[u64],
 ) -> Option<FrameArray> {
     let live = |pc: u64| {
         frames.is_empty()
@@ -266,36 +305,51 @@ fn stack_array_via_lea(
                 .function_at(pc)
                 .is_some_and(|f| frames.contains(&f.name))
     };
-    let mut found: Vec<(u64, FrameArray)> = code
-        .heap
-        .stack_leas
-        .iter()
-        .filter(|&(&pc, &value)| value <= addr && live(pc))
-        .filter_map(|(&pc, &value)| {
-            let (base, disp) = crate::heap::frame_address(&insn_at(code, pc)?)?;
-            let base = match base {
-                iced_x86::Register::RBP => symbols::regs::RBP,
-                _ => symbols::regs::RSP,
-            };
-            let v = bin.stack_variable(pc, base, disp)?;
-            let start = value.checked_sub(v.offset)?;
-            let offset = addr - start;
-            let size = v.size?;
-            (offset < size).then(|| {
-                let library = !declared_by_user(bin, pc, &v);
-                (
-                    start,
-                    FrameArray {
-                        name: v.name,
-                        offset,
-                        size,
-                        function: v.function,
-                        library,
-                    },
-                )
+    let mut found: Vec<(u64, FrameArray)> =
+        code.heap
+            .stack_leas
+            .iter()
+            .filter(|&(&pc, &value)| value <= addr && live(pc))
+            .filter_map(|(&pc, &value)| {
+                let (base, disp) = crate::heap::frame_address(&insn_at(code, pc)?)?;
+                let base = match base {
+                    iced_x86::Register::RBP => symbols::regs::RBP,
+                    _ => symbols::regs::RSP,
+                };
+                let function = bin.function_at(pc).map(|f| f.address);
+                let (pc, v) =
+                    std::iter::once(pc)
+                        .chain(pcs.iter().copied().filter(|&p| {
+                            p != 0 && bin.function_at(p).map(|f| f.address) == function
+                        }))
+                        .find_map(|p| Some((p, bin.stack_variable(p, base, disp)?)))?;
+                let start = value.checked_sub(v.offset)?;
+                let offset = addr - start;
+                let size = v.size?;
+                (offset < size).then(|| {
+                    let library = !declared_by_user(bin, pc, &v);
+                    (
+                        start,
+                        FrameArray {
+                            name: v.name,
+                            offset,
+                            size,
+                            function: v.function,
+                            library,
+                        },
+                    )
+                })
             })
-        })
+            .collect();
+    // One variable found by several `lea`s is the program's when one of them is.
+    let user: Vec<(u64, String)> = found
+        .iter()
+        .filter(|(_, a)| !a.library)
+        .map(|(start, a)| (*start, a.name.clone()))
         .collect();
+    for (start, a) in &mut found {
+        a.library &= !user.iter().any(|(s, n)| s == start && *n == a.name);
+    }
     // The innermost: the variable starting closest below the address.
     found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.name.cmp(&b.1.name)));
     found.into_iter().next().map(|(_, a)| a)
@@ -312,7 +366,7 @@ pub(super) fn pointer_section(addr: u64, bin: Loaded<'_>, code: &Code, pc: u64) 
     let (name, bytes) = match code.heap.block(addr) {
         Some((_, block)) => (heap_variable(bin, code, block)?.0, block.size),
         None if addr >= STACK_START => {
-            let a = stack_array_via_lea(bin, code, addr, &[])?;
+            let a = stack_array_via_lea(bin, code, addr, &[], &[pc])?;
             (a.name, a.size)
         }
         None => return None,
@@ -322,9 +376,16 @@ pub(super) fn pointer_section(addr: u64, bin: Loaded<'_>, code: &Code, pc: u64) 
     bytes.is_multiple_of(each).then(|| bytes / each)
 }
 
-/// The array or block holding `addr`, without the offset inside it.
-pub(super) fn name_array(addr: u64, bin: Loaded<'_>, code: &Code, frames: &[String]) -> String {
-    name_memory_at(addr, bin, code, frames, false)
+/// The array or block holding `addr`, without the offset inside it; `pcs`: instructions that
+/// access it (0: none).
+pub(super) fn name_array(
+    addr: u64,
+    bin: Loaded<'_>,
+    code: &Code,
+    frames: &[String],
+    pcs: &[u64],
+) -> String {
+    name_memory_at(addr, bin, code, frames, false, pcs)
 }
 
 fn name_memory_at(
@@ -333,8 +394,10 @@ fn name_memory_at(
     code: &Code,
     frames: &[String],
     with_offset: bool,
+    pcs: &[u64],
 ) -> String {
-    let function = frames.last().map_or("?", String::as_str);
+    let function = frame_name(frames.last().map_or("?", String::as_str));
+    let function = function.as_str();
     let loc = |pc: u64| bin.source_line(pc);
     if let Some((d, off)) = bin.data_at(addr) {
         return if off == 0 || !with_offset {
@@ -376,9 +439,9 @@ fn name_memory_at(
         };
     }
     if addr >= STACK_START {
-        if let Some(a) = stack_array_via_lea(bin, code, addr, frames) {
+        if let Some(a) = stack_array_via_lea(bin, code, addr, frames, pcs) {
             // The frame the array is in, not the function reaching it through a pointer.
-            let frame = a.function.as_deref().unwrap_or(function);
+            let frame = frame_name(a.function.as_deref().unwrap_or(function));
             return if with_offset {
                 format!(
                     "{} (stack of {frame})",
@@ -389,9 +452,11 @@ fn name_memory_at(
             };
         }
         // An array's first access varies from one dependence to the next: name it by its
-        // frame alone, so that all its dependences name one storage.
+        // frame alone, so that all its dependences name one storage. A slot no variable
+        // describes is named by its frame too: its run-time address means nothing in the
+        // source (the storage's address keeps slots apart).
         return if with_offset {
-            format!("a stack slot of {function} ({addr:#x})")
+            format!("a stack slot of {function}")
         } else {
             format!("a stack array of {function}")
         };

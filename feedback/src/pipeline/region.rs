@@ -271,6 +271,8 @@ pub(super) fn build_region(
         language,
         headers,
     };
+    // Registers that only hold expressions of the loop counters are recomputed by any order.
+    crate::storage::drop_recomputed(&mut input);
     // Registers that only hold an array element are that element for every verdict.
     crate::mirror::elements_for_registers(&mut input, &opts.feedback);
     // A region isl cannot schedule is still reported, with the reason.
@@ -465,7 +467,7 @@ impl Scope<'_> {
                 positions: Vec::new(),
                 domain: domain.clone(),
                 ops: f.points,
-                accesses: self.accesses(meta, f, &frames),
+                accesses: self.accesses(meta, f, &frames, key.1),
                 fp: fp_op(insn.mnemonic()),
                 exact: f.is_exact(),
                 update: update_of(&insn),
@@ -489,7 +491,7 @@ impl Scope<'_> {
 
     /// The memory accesses of an instruction's folded stream `f`, with their strides from its
     /// biggest piece, in function `function` (for naming stack arrays).
-    fn accesses(&self, meta: &InsnStream2, f: &Folded, frames: &[String]) -> Vec<Access> {
+    fn accesses(&self, meta: &InsnStream2, f: &Folded, frames: &[String], pc: u64) -> Vec<Access> {
         let big = f.pieces.iter().max_by_key(|p| p.points);
         // A point the statement ran at: the affine address at the origin may lie outside the
         // array when the domain does not hold the origin (a loop from 1, a reversed loop).
@@ -524,7 +526,7 @@ impl Scope<'_> {
                     size: meta.sizes.get(j).copied().unwrap_or(0),
                     write: meta.writes.get(j).copied().unwrap_or(false),
                     base,
-                    array: first.map(|a| name_array(a, self.bin, self.code, frames)),
+                    array: first.map(|a| name_array(a, self.bin, self.code, frames, &[pc])),
                 }
             })
             .collect()
@@ -733,10 +735,11 @@ impl Scope<'_> {
         loop_code: &[LoopCode],
         out: &mut Edges,
     ) -> Storage {
-        let (bin, code, function, frames) = (self.bin, self.code, place.function, place.frames);
+        let (bin, code, frames) = (self.bin, self.code, place.frames);
+        let function = super::naming::frame_name(place.function);
         let location = place.location;
         let array = |addr: u64| Storage::Array {
-            name: name_array(addr, bin, code, frames),
+            name: name_array(addr, bin, code, frames, &place.pcs),
         };
         let scalar = || Storage::Scalar {
             addr: location,
