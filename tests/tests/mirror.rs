@@ -232,10 +232,15 @@ fn assert_plain_texts(region: &Value, what: &str) {
     for t in all {
         assert!(!holds_address(t), "{what}: an address in {t}");
         assert!(!t.contains("line 0"), "{what}: line 0 in {t}");
-        assert!(
-            !t.contains("stack slot of"),
-            "{what}: anonymous stack slots in {t}"
-        );
+        // The program's own frames name their slots; the Rust standard library's code
+        // (its float formatting) comes without variable debug information.
+        let anonymous = t.match_indices("stack slot of ").any(|(at, m)| {
+            let frame = &t[at + m.len()..];
+            !["core::", "std::", "alloc::"]
+                .iter()
+                .any(|lib| frame.trim_start_matches('`').starts_with(lib))
+        });
+        assert!(!anonymous, "{what}: anonymous stack slots in {t}");
         assert!(!names_register(t), "{what}: a register in {t}");
     }
     for s in region["suggestions"].as_array().into_iter().flatten() {
