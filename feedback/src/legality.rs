@@ -868,6 +868,10 @@ impl<'a> Ctx<'a> {
                 needs.push(r);
                 continue;
             }
+            if let Some(r) = crate::accumulators::flag_reduction(v, loop_id) {
+                needs.push(r);
+                continue;
+            }
             // Stepped by each iteration from the previous one's value, which the trace folded
             // into an evolution of the counters (so no dependence carries it): private copies
             // would start undefined (backprop's `memcnt`).
