@@ -228,6 +228,56 @@ def statement_span(src, start):
     return i, stmt(i)
 
 
+def acc_rewritten(src_lines, line, names):
+    """The source with the `for` loop at `line` rewritten as a vectorize suggestion's text
+    asks before its directive (issue 36): "Sum the element into a local scalar `acc`
+    declared before the loop, add `acc` to it after the loop". Its statements `E = E + X;`,
+    `E = X + E;`, `E += X;` and `E -= X;` on an element `E` of an array in `names` that no
+    counter of the loop (its own, or a nested loop's) indexes become `acc += X;` (`acc -=
+    X;`), within `{ __typeof__(E) acc = 0;` ... `E += acc; }` around the loop. Returns (the
+    source's lines with a `@PRAGMA@` line before the loop's, None) or (None, why not)."""
+    src = "\n".join(src_lines) + "\n"
+    start = sum(len(l) + 1 for l in src_lines[:line - 1])
+    s, e = loop_body_span(src, start)
+    loop = src[s:e]
+    counters = set(re.findall(r"\bfor\s*\(\s*(?:int\s+)?([A-Za-z_]\w*)\s*=", loop))
+    elements, edits = set(), []
+    pat = re.compile(r"(?<![\w.>])((%s)\s*(?:\[[^;=\]]*\])+)\s*(\+=|-=|=)\s*([^;]*);"
+                     % "|".join(map(re.escape, names)))
+    for m in pat.finditer(loop):
+        elem, op, rhs = m.group(1), m.group(3), m.group(4).strip()
+        norm = re.sub(r"\s+", "", elem)
+        if any(re.search(r"\b%s\b" % c, elem) for c in counters):
+            return None, "the element %s varies with a loop counter (%s)" % (
+                norm, ", ".join(sorted(counters)))
+        if op == "=":
+            flex = r"\s*".join(map(re.escape, norm))
+            first = re.match(r"^%s\s*\+(.*)$" % flex, rhs, re.S)
+            last = re.match(r"^(.*)\+\s*%s$" % flex, rhs, re.S)
+            if first:
+                new = "acc += %s;" % first.group(1).strip()
+            elif last:
+                new = "acc += %s;" % last.group(1).strip()
+            else:
+                return None, "%s is set, not accumulated" % norm
+        else:
+            new = "acc %s %s;" % (op, rhs)
+        elements.add(norm)
+        edits.append((m.start(), m.end(), new, elem))
+    if not edits:
+        return None, "no accumulation into %s found in the loop" % ", ".join(names)
+    if len(elements) > 1:
+        return None, "the text names one `acc` for %d elements (%s)" % (
+            len(elements), ", ".join(sorted(elements)))
+    elem = edits[0][3]
+    for a, b, new, _ in reversed(edits):
+        loop = loop[:a] + new + loop[b:]
+    indent = re.match(r"\s*", src_lines[line - 1]).group(0)
+    text = (src[:s] + "{ __typeof__(%s) acc = 0;\n%s@PRAGMA@\n%s" % (elem, indent, indent) +
+            loop + "\n%s%s += acc; }" % (indent, elem) + src[e:])
+    return text.split("\n")[:-1], None
+
+
 def shared_assigned(src_lines, line, clauses, want_all=False):
     """Variables assigned inside the loop at `line` that no clause makes private and that are
     not declared inside it: candidates for a race (only scalars; arrays are not listed)."""
@@ -711,9 +761,25 @@ class Kernel:
         twice each against the reference output (issue 36)."""
         text = s.get("text", "")
         row["applied"] = "printed: " + printed
-        if "Sum the element into a local scalar" in text:
-            # The directive names `acc`, a scalar the text asks the user to declare first.
-            status = status or "needs storage change: a local accumulator `acc`"
+        acc = "Sum the element into a local scalar" in text
+        if acc and not status:
+            # The directive names `acc`, a scalar the text asks the user to declare first:
+            # that rewrite is made as the text says, then the directive inserted as printed.
+            names = [r.get("storage", "").strip("`") for r in
+                     (s.get("requires") or []) + (s.get("reduction") or [])
+                     if r.get("change") == "reduction"]
+            try:
+                lines, why = acc_rewritten(self.src_lines, line, names)
+            except (ValueError, IndexError) as ex:
+                lines, why = None, "source not understood (%r)" % ex
+            if lines is None:
+                row["outcome"] = "not applied"
+                row["detail"] = "local accumulator `acc`: " + why
+                return
+            row["applied"] += " after the local accumulator `acc`"
+            out = [printed if l.strip() == "@PRAGMA@" else l for l in lines]
+            out = [l.replace("@PRAGMA@", printed) for l in out]
+            return self.simd_run(row, line, text, out, reassoc)
         if status:
             row["outcome"] = status
             return
@@ -728,6 +794,9 @@ class Kernel:
         indent = re.match(r"\s*", self.src_lines[line - 1]).group(0)
         out = list(self.src_lines)
         out.insert(line - 1, indent + printed)
+        return self.simd_run(row, line, text, out, reassoc)
+
+    def simd_run(self, row, line, text, out, reassoc):
         fails = self.test_variant("%s_simd_%d" % (row["region"], line),
                                   "\n".join(out) + "\n", True, ["simd"] * 2)
         hard = [f for f in fails if re.search(r"does not compile|exit status|timed out", f)]
