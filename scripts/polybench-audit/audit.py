@@ -228,13 +228,15 @@ def statement_span(src, start):
     return i, stmt(i)
 
 
-def acc_rewritten(src_lines, line, names):
+def acc_rewritten(src_lines, line, names, accs=("acc",)):
     """The source with the `for` loop at `line` rewritten as a vectorize suggestion's text
     asks before its directive (issue 36): "Sum the element into a local scalar `acc`
     declared before the loop, add `acc` to it after the loop". Its statements `E = E + X;`,
     `E = X + E;`, `E += X;` and `E -= X;` on an element `E` of an array in `names` that no
     counter of the loop (its own, or a nested loop's) indexes become `acc += X;` (`acc -=
-    X;`), within `{ __typeof__(E) acc = 0;` ... `E += acc; }` around the loop. Returns (the
+    X;`), within `{ __typeof__(E) acc = 0;` ... `E += acc; }` around the loop. With several
+    elements (`accs` of the printed clause, `acc_tmp, acc_y`), each array's element gets its
+    `acc_<array>`. Returns (the
     source's lines with a `@PRAGMA@` line before the loop's, None) or (None, why not)."""
     src = "\n".join(src_lines) + "\n"
     start = sum(len(l) + 1 for l in src_lines[:line - 1])
@@ -250,31 +252,38 @@ def acc_rewritten(src_lines, line, names):
         if any(re.search(r"\b%s\b" % c, elem) for c in counters):
             return None, "the element %s varies with a loop counter (%s)" % (
                 norm, ", ".join(sorted(counters)))
+        acc = accs[0] if len(accs) == 1 else "acc_" + m.group(2)
+        if acc not in accs:
+            return None, "no accumulator named for %s in the clause" % norm
         if op == "=":
             flex = r"\s*".join(map(re.escape, norm))
             first = re.match(r"^%s\s*\+(.*)$" % flex, rhs, re.S)
             last = re.match(r"^(.*)\+\s*%s$" % flex, rhs, re.S)
             if first:
-                new = "acc += %s;" % first.group(1).strip()
+                new = "%s += %s;" % (acc, first.group(1).strip())
             elif last:
-                new = "acc += %s;" % last.group(1).strip()
+                new = "%s += %s;" % (acc, last.group(1).strip())
             else:
                 return None, "%s is set, not accumulated" % norm
         else:
-            new = "acc %s %s;" % (op, rhs)
-        elements.add(norm)
-        edits.append((m.start(), m.end(), new, elem))
+            new = "%s %s %s;" % (acc, op, rhs)
+        elements.add((norm, acc))
+        edits.append((m.start(), m.end(), new, elem, acc))
     if not edits:
         return None, "no accumulation into %s found in the loop" % ", ".join(names)
-    if len(elements) > 1:
-        return None, "the text names one `acc` for %d elements (%s)" % (
-            len(elements), ", ".join(sorted(elements)))
-    elem = edits[0][3]
-    for a, b, new, _ in reversed(edits):
+    if len(set(a for _, a in elements)) < len(elements):
+        return None, "the text names %d accumulators for %d elements (%s)" % (
+            len(accs), len(elements), ", ".join(sorted(e for e, _ in elements)))
+    for a, b, new, _, _ in reversed(edits):
         loop = loop[:a] + new + loop[b:]
     indent = re.match(r"\s*", src_lines[line - 1]).group(0)
-    text = (src[:s] + "{ __typeof__(%s) acc = 0;\n%s@PRAGMA@\n%s" % (elem, indent, indent) +
-            loop + "\n%s%s += acc; }" % (indent, elem) + src[e:])
+    firsts = {}
+    for _, _, _, elem, acc in edits:
+        firsts.setdefault(acc, elem)
+    decl = " ".join("__typeof__(%s) %s = 0;" % (e, a) for a, e in firsts.items())
+    back = " ".join("%s += %s;" % (e, a) for a, e in firsts.items())
+    text = (src[:s] + "{ %s\n%s@PRAGMA@\n%s" % (decl, indent, indent) + loop +
+            "\n%s%s }" % (indent, back) + src[e:])
     return text.split("\n")[:-1], None
 
 
@@ -761,7 +770,8 @@ class Kernel:
         twice each against the reference output (issue 36)."""
         text = s.get("text", "")
         row["applied"] = "printed: " + printed
-        acc = "Sum the element into a local scalar" in text
+        acc = "Sum the element into a local scalar" in text or \
+            "Sum each element into a local scalar of its own" in text
         if acc and not status:
             # The directive names `acc`, a scalar the text asks the user to declare first:
             # that rewrite is made as the text says, then the directive inserted as printed.
@@ -769,14 +779,15 @@ class Kernel:
                      (s.get("requires") or []) + (s.get("reduction") or [])
                      if r.get("change") == "reduction"]
             try:
-                lines, why = acc_rewritten(self.src_lines, line, names)
+                accs = split_items(re.search(r"reduction\([^:]*:([^)]*)\)", printed).group(1))
+                lines, why = acc_rewritten(self.src_lines, line, names, accs)
             except (ValueError, IndexError) as ex:
                 lines, why = None, "source not understood (%r)" % ex
             if lines is None:
                 row["outcome"] = "not applied"
                 row["detail"] = "local accumulator `acc`: " + why
                 return
-            row["applied"] += " after the local accumulator `acc`"
+            row["applied"] += " after the local accumulators"
             out = [printed if l.strip() == "@PRAGMA@" else l for l in lines]
             out = [l.replace("@PRAGMA@", printed) for l in out]
             return self.simd_run(row, line, text, out, reassoc)
