@@ -446,3 +446,40 @@ fn list(items: &[String]) -> String {
         [init @ .., last] => format!("{} and {last}", init.join(", ")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::ReduceOp;
+
+    fn array_sum(name: &str, line: &str) -> Requirement {
+        Requirement {
+            change: Change::Reduction {
+                op: ReduceOp::Add,
+                fp: true,
+                array: true,
+                section: None,
+            },
+            storage: format!("`{name}`"),
+            lines: vec![line.to_string()],
+        }
+    }
+
+    /// gesummv's `tmp[i]` and `y[i]`: one accumulator each, named in one clause; one
+    /// element keeps `acc`.
+    #[test]
+    fn one_accumulator_per_reduced_element() {
+        let two = [array_sum("tmp", "g.c:89"), array_sum("y", "g.c:90")];
+        let text = vectorize_text("g.c:87 (L20)", &two, 100.0);
+        assert!(
+            text.contains("(`acc_tmp` and `acc_y`)")
+                && text.contains("`#pragma omp simd reduction(+: acc_tmp, acc_y)`"),
+            "{text}"
+        );
+        let one = vectorize_text("g.c:87 (L20)", &two[..1], 100.0);
+        assert!(
+            one.contains("`#pragma omp simd reduction(+: acc)`"),
+            "{one}"
+        );
+    }
+}
