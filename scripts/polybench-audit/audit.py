@@ -7,7 +7,9 @@ before the loop's `for` line, build the variant (-fopenmp, -O2 and -O0), run it 
 (plain and schedule(static,1)) and compare the dumped arrays (stderr) byte for byte with the
 sequential program's. Also run the loop reversed, sequentially. Interchanges and tilings are
 applied where their loops form a perfect nest in the source (headers permuted; tiles of TILE
-iterations), loops said to vectorize are reversed, and each result is run sequentially and
+iterations), a vectorize suggestion's printed `#pragma omp simd ...` is inserted as written
+(after the local accumulator its text asks for, made as it says; -fopenmp), a loop said to
+vectorize with no printed directive is reversed, and each result is run sequentially and
 compared the same way. See README.md beside this file.
 """
 
