@@ -246,7 +246,9 @@ def acc_rewritten(src_lines, line, names, accs=("acc",)):
     loop = src[s:e]
     counters = set(re.findall(r"\bfor\s*\(\s*(?:int\s+)?([A-Za-z_]\w*)\s*=", loop))
     elements, edits = set(), []
-    pat = re.compile(r"(?<![\w.>])((%s)\s*(?:\[[^;=\]]*\])+)\s*(\+=|-=|=)\s*([^;]*);"
+    # `(POLYBENCH_ARRAY(B))[r][s]`: PolyBench's initialisations name an array by a macro.
+    pat = re.compile(r"(?<![\w.>])((?:\(\s*POLYBENCH_ARRAY\s*\(\s*)?(%s)(?:\s*\)\s*\))?"
+                     r"\s*(?:\[[^;=\]]*\])+)\s*(\+=|-=|=)\s*([^;]*);"
                      % "|".join(map(re.escape, names)))
     for m in pat.finditer(loop):
         elem, op, rhs = m.group(1), m.group(3), m.group(4).strip()
