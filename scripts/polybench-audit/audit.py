@@ -881,12 +881,12 @@ class Kernel:
         pragma_s1 = (pragma + " schedule(static,1)")
         tag = "%s_%s" % (reg.get("id"), lids[0])
         fails = []
-        # 6 runs per optimisation level, alternating the plain pragma and schedule(static,1)
+        # 10 runs per optimisation level (issue 36: 10 runs with 2 threads), alternating the plain pragma and schedule(static,1)
         for sched, prag in (("plain", pragma), ("static1", pragma_s1)):
             lines = list(self.src_lines)
             lines.insert(line - 1, prag)
             text = "\n".join(lines) + "\n"
-            fails += self.test_variant(tag + "_" + sched, text, True, [sched] * 3)
+            fails += self.test_variant(tag + "_" + sched, text, True, [sched] * 5)
         # sequential reversal
         rev = "skipped"
         if clauses["lastprivate"]:
