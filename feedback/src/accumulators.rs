@@ -119,3 +119,35 @@ pub(crate) fn folded_accumulation(v: &SharedVariable, loop_id: &str) -> Option<R
         lines: mine.iter().map(|(_, line, _)| line.clone()).collect(),
     })
 }
+
+/// The reduction a flag needs: a variable loop `loop_id` only sets to `true` (bfs's
+/// `stop = true;`, read after the loop by `while (stop)`), or only to `false`. A private copy
+/// would lose the value set (the original keeps the one from before the loop), and
+/// `lastprivate` would keep the last iteration's copy, undefined where that iteration sets
+/// none. `reduction(||: stop)` starts each thread's copy at `false` and leaves the original
+/// `true` when it was or when some iteration set it, as in the program's order (`&&` and
+/// `false` alike). Integer constants (`found = 1`) are not told apart from values: the
+/// original's value before the loop need not be 0 or 1.
+pub(crate) fn flag_reduction(v: &SharedVariable, loop_id: &str) -> Option<Requirement> {
+    let mine: Vec<&(String, String, String)> =
+        v.flags.iter().filter(|(l, _, _)| l == loop_id).collect();
+    let op = |lit: &str| match lit {
+        "true" | "TRUE" => Some(ReduceOp::LogicalOr),
+        "false" | "FALSE" => Some(ReduceOp::LogicalAnd),
+        _ => None,
+    };
+    let first = op(&mine.first()?.2)?;
+    if mine.iter().any(|(_, _, lit)| op(lit) != Some(first)) {
+        return None;
+    }
+    Some(Requirement {
+        change: Change::Reduction {
+            op: first,
+            fp: false,
+            array: false,
+            section: None,
+        },
+        storage: v.describe(),
+        lines: mine.iter().map(|(_, line, _)| line.clone()).collect(),
+    })
+}

@@ -88,6 +88,12 @@ pub enum ReduceOp {
     And,
     Or,
     Xor,
+    /// C's `||` on a flag the loop only sets to `true` (bfs's `stop = true;`): each thread's
+    /// copy starts `false`, and the original is `true` after the loop when it was before or
+    /// when an iteration set it, as in the program's order.
+    LogicalOr,
+    /// C's `&&` on a flag the loop only sets to `false`.
+    LogicalAnd,
 }
 
 impl ReduceOp {
@@ -101,6 +107,8 @@ impl ReduceOp {
             ReduceOp::And => "&",
             ReduceOp::Or => "|",
             ReduceOp::Xor => "^",
+            ReduceOp::LogicalOr => "||",
+            ReduceOp::LogicalAnd => "&&",
         }
     }
 }
@@ -383,6 +391,10 @@ pub struct SharedVariable {
     /// associative operator (`s += a[i]`): the source's own reduction, which names the
     /// accumulator register of a vectorized loop when debug information names none.
     pub accumulates: Vec<(String, String, ReduceOp)>,
+    /// (loop id, line, literal) of its assignments that store a constant (`stop = true;`),
+    /// in loops where every assignment to it does: the loop only raises or lowers a flag,
+    /// whose value after the loop is the constant when some iteration stored it.
+    pub flags: Vec<(String, String, String)>,
 }
 
 impl SharedVariable {

@@ -780,11 +780,44 @@ impl<'a> Ctx<'a> {
             };
             let root = deps[i].storage.root();
             let Some(r) = self.reductions.of(c.l, &root)? else {
+                if let Some(flag) = self.flag_of(c.l, i) {
+                    needs.push(flag);
+                    within.retain(|&k| deps[k].storage.root() != root);
+                    continue;
+                }
                 return Ok(Err(format!("it carries {}", self.describe_dep(i))));
             };
             needs.extend(r.requirements(self.region));
             within.retain(|&k| deps[k].storage.root() != root);
         }
+    }
+
+    /// The reduction on a flag ([`crate::accumulators::flag_reduction`]) that carried flow
+    /// dependence `i` of loop `l` is: a statement to itself through a source variable the
+    /// loop only sets to `true` (or only to `false`) on that statement's lines. gcc -O2
+    /// compiles `if (n) stop = true;` to `cmovne`, which reads the flag's old value.
+    fn flag_of(&self, l: usize, i: usize) -> Option<Requirement> {
+        let d = &self.region.dependences[i];
+        if d.source != d.sink {
+            return None;
+        }
+        let name = match &d.storage {
+            Storage::Register { var: Some(v), .. } => v.as_str(),
+            s => s.variable()?.trim_matches('`'),
+        };
+        let loop_id = &self.region.loops[l].id;
+        let v = self
+            .region
+            .shared_variables
+            .iter()
+            .find(|v| v.name == name)?;
+        let r = crate::accumulators::flag_reduction(v, loop_id)?;
+        let st = self.region.statements.iter().find(|s| s.name == d.source)?;
+        let lines = st.lines();
+        r.lines
+            .iter()
+            .any(|x| lines.contains(&x.as_str()))
+            .then_some(r)
     }
 
     /// A source variable privatized by name whose value comes into the loop from before it
@@ -865,6 +898,10 @@ impl<'a> Ctx<'a> {
                 continue;
             }
             if let Some(r) = crate::accumulators::folded_accumulation(v, loop_id) {
+                needs.push(r);
+                continue;
+            }
+            if let Some(r) = crate::accumulators::flag_reduction(v, loop_id) {
                 needs.push(r);
                 continue;
             }

@@ -215,6 +215,12 @@ pub(crate) struct SourceAssignment {
     pub(crate) steps: bool,
     /// The assignment combines the variable's value with data by this operator (`s += a[i]`).
     pub(crate) accumulates: Option<ReduceOp>,
+    /// The literal the assignment stores (`stop = true;` gives `true`), when it stores one.
+    pub(crate) constant: Option<String>,
+    /// The line is outside the source span of the loop's own `for` statement (from it to its
+    /// body's closing brace): code gcc placed in the loop with a line of before it (bfs's
+    /// `stop=false;` on the jump back to the header of `for (tid ...)`).
+    pub(crate) outside: bool,
 }
 
 /// The variables each loop of `all` assigns on its source lines (the lines of the
@@ -241,9 +247,13 @@ pub(crate) fn assigned_in_source(
         // Every line of the body in the source: gcc -O2 leaves some assignments without an
         // instruction of their own line (heartwall's `temp = a[k]` folded into the `subsd`
         // of a later line), yet the variable is still written by each iteration.
+        let mut span = None;
         if let (Some(file), Some(line)) = (&l.file, l.line) {
             if let Some(close) = body_end(sources, file, line) {
                 lines.extend((line + 1..=close).map(|n| (file.clone(), n)));
+                if sources.line(file, line).and_then(loop_counter).is_some() {
+                    span = Some((file.clone(), line, close));
+                }
             }
         }
         let mut seen = BTreeSet::new();
@@ -308,6 +318,10 @@ pub(crate) fn assigned_in_source(
                             Assignment::Accumulates(op) => Some(op),
                             _ => None,
                         },
+                        constant: text.as_deref().and_then(|t| stored_constant(t, &var.name)),
+                        outside: span
+                            .as_ref()
+                            .is_some_and(|(f, lo, hi)| f == file && (*line < *lo || *line > *hi)),
                     });
                 }
             }
@@ -506,6 +520,57 @@ fn assignment(text: &str, name: &str) -> Option<Assignment> {
     found
 }
 
+/// The literal the C source line `text` stores into the variable `name` when that is the
+/// line's only assignment to it: `stop = true;` gives `true`, `found = 1;` gives `1`;
+/// `stop = false || x;`, `n = m;` or a line assigning it twice give `None`.
+fn stored_constant(text: &str, name: &str) -> Option<String> {
+    let code = code_of(text);
+    let bytes = code.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut found: Option<String> = None;
+    let mut from = 0;
+    while let Some(k) = code[from..].find(name) {
+        let start = from + k;
+        let end = start + name.len();
+        from = end;
+        if (start > 0 && ident(bytes[start - 1])) || bytes.get(end).copied().is_some_and(ident) {
+            continue;
+        }
+        let before = code[..start].trim_end();
+        let after = code[end..].trim_start();
+        if before.ends_with('.') || before.ends_with("->") {
+            continue;
+        }
+        let Some(rhs) = after.strip_prefix('=').filter(|r| !r.starts_with('=')) else {
+            let compound = ["+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="];
+            if compound.iter().any(|op| after.starts_with(op))
+                || after.starts_with("++")
+                || after.starts_with("--")
+                || before.ends_with("++")
+                || before.ends_with("--")
+            {
+                return None; // another kind of assignment to it on the line
+            }
+            continue;
+        };
+        let (value, _) = rhs.split_once(';')?;
+        let value = value.trim();
+        let literal = matches!(value, "true" | "false" | "TRUE" | "FALSE")
+            || (value
+                .trim_start_matches('-')
+                .starts_with(|c: char| c.is_ascii_digit())
+                && value
+                    .trim_start_matches('-')
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '.'));
+        if !literal || found.is_some() {
+            return None;
+        }
+        found = Some(value.to_string());
+    }
+    found
+}
+
 /// The code of a source line, without its comments (`// ...`, `/* ... */`); a line inside a
 /// block comment (`* ...`) has none.
 pub(crate) fn code_of(text: &str) -> String {
@@ -607,6 +672,25 @@ mod tests {
         assert!(!assigns("p->t = 1;", "t"));
         assert!(!assigns("st = 1;", "t"));
         assert!(!assigns("total = 1;", "t"));
+    }
+
+    #[test]
+    fn constants_stored() {
+        use super::stored_constant;
+        assert_eq!(
+            stored_constant("stop=true;", "stop").as_deref(),
+            Some("true")
+        );
+        assert_eq!(
+            stored_constant("    found = 1; // seen", "found").as_deref(),
+            Some("1")
+        );
+        assert_eq!(stored_constant("x = -2.5f;", "x").as_deref(), Some("-2.5f"));
+        assert_eq!(stored_constant("stop = a[i] > 0;", "stop"), None);
+        assert_eq!(stored_constant("n = m;", "n"), None);
+        assert_eq!(stored_constant("if (stop == true) x = 1;", "stop"), None);
+        assert_eq!(stored_constant("k = 0; k++;", "k"), None);
+        assert_eq!(stored_constant("for (j = 0; j < n; j++)", "j"), None);
     }
 
     #[test]

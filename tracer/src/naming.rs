@@ -164,14 +164,22 @@ impl<'a> Naming<'a> {
             // statement (deriche's `ym1 = y1[i][j];` for the `for` four lines above): the
             // nearest loop statement above it among the loop's lines names it. (With loops
             // nested inside, that statement could be theirs.)
-            let statement = cfg
+            // Else the loop's own loop statement below it: gcc -O2 can end bfs's
+            // `for (tid ...)` (line 159) with a jump to a block of line 128 (`stop=false;`,
+            // the register it sets is the loop's), which only falls through to the header.
+            let statements: Vec<Loc> = cfg
                 .own_nodes(lp)
                 .filter_map(|n| self.innermost(cfg.addrs[n]))
                 .filter(same_function)
                 .map(|(_, l)| l)
-                .filter(|l| l.file == loc.file && l.line < loc.line && self.is_loop_statement(l))
+                .filter(|l| l.file == loc.file && self.is_loop_statement(l))
+                .collect();
+            let above = statements
+                .iter()
+                .filter(|l| l.line < loc.line)
                 .max_by_key(|l| l.line);
-            return statement.or(Some(loc));
+            let below = || statements.iter().min_by_key(|l| l.line);
+            return above.or_else(below).cloned().or(Some(loc));
         }
         Some(loc)
     }

@@ -302,6 +302,8 @@ fn reduction_form(r: &Requirement, iter: &str, param: &str) -> Option<String> {
         ReduceOp::And => format!("{name} &= {body}.reduce(|| !0, |a, b| a & b)"),
         ReduceOp::Or => format!("{name} |= {body}.reduce(|| 0, |a, b| a | b)"),
         ReduceOp::Xor => format!("{name} ^= {body}.reduce(|| 0, |a, b| a ^ b)"),
+        ReduceOp::LogicalOr => format!("{name} = {name} || {body}.any(|set| set)"),
+        ReduceOp::LogicalAnd => format!("{name} = {name} && {body}.all(|kept| kept)"),
     })
 }
 

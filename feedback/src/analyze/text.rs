@@ -321,6 +321,19 @@ pub(super) fn vectorize_text(label: &str, needs: &[Requirement], share: f64) -> 
         // A clause on the array's section gives each lane a copy of the whole section and
         // adds all of it back: slow, and a race with the threads of a parallel loop around
         // (syrk's rows, applied with gcc 12). The element each run accumulates is one scalar.
+        let arrays = reduced_arrays(needs);
+        if arrays.len() > 1 {
+            // gesummv's `tmp[i]` and `y[i]`: one accumulator each, the clause naming all.
+            let accs: Vec<String> = arrays.iter().map(|a| format!("acc_{a}")).collect();
+            let quoted: Vec<String> = accs.iter().map(|a| format!("`{a}`")).collect();
+            return format!(
+                "Vectorize loop {label} as a reduction{after}: each vector lane accumulates {}. Sum each element into a local scalar of its own ({}) declared before the loop, add each to its element after the loop, and use `#pragma omp simd reduction({op}: {})`: a reduction clause on the arrays would give each lane a copy of all of them. {share:.0}% of its accesses are stride 0 or 1.{}",
+                reduced_storage(needs),
+                list(&quoted),
+                accs.join(", "),
+                fp_note(needs)
+            );
+        }
         format!(
             "Vectorize loop {label} as a reduction{after}: each vector lane accumulates {}. Sum the element into a local scalar `acc` declared before the loop, add `acc` to it after the loop, and use `#pragma omp simd reduction({op}: acc)`: a reduction clause on the array would give each lane a copy of all of it. {share:.0}% of its accesses are stride 0 or 1.{}",
             reduced_storage(needs),
@@ -334,6 +347,37 @@ pub(super) fn vectorize_text(label: &str, needs: &[Requirement], share: f64) -> 
             reduction_notes(needs)
         )
     }
+}
+
+/// The names of the arrays whose elements `needs` reduce (with the first one's operator), once
+/// each, when every one has a plain name.
+fn reduced_arrays(needs: &[Requirement]) -> Vec<String> {
+    let op = array_reduction(needs);
+    let mut out: Vec<String> = Vec::new();
+    for r in needs {
+        let Change::Reduction {
+            op: o, array: true, ..
+        } = r.change
+        else {
+            continue;
+        };
+        let name = r
+            .storage
+            .strip_prefix("array ")
+            .unwrap_or(&r.storage)
+            .strip_prefix('`')
+            .and_then(|s| s.split('`').next())
+            .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_alphanumeric() || c == '_'));
+        match name {
+            Some(n) if Some(o.clause()) == op => {
+                if !out.iter().any(|x| x == n) {
+                    out.push(n.to_string());
+                }
+            }
+            _ => return Vec::new(),
+        }
+    }
+    out
 }
 
 /// The operator of a reduction on an array's elements among `needs`, if any.
@@ -400,5 +444,42 @@ fn list(items: &[String]) -> String {
         [] => String::new(),
         [one] => one.clone(),
         [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::ReduceOp;
+
+    fn array_sum(name: &str, line: &str) -> Requirement {
+        Requirement {
+            change: Change::Reduction {
+                op: ReduceOp::Add,
+                fp: true,
+                array: true,
+                section: None,
+            },
+            storage: format!("`{name}`"),
+            lines: vec![line.to_string()],
+        }
+    }
+
+    /// gesummv's `tmp[i]` and `y[i]`: one accumulator each, named in one clause; one
+    /// element keeps `acc`.
+    #[test]
+    fn one_accumulator_per_reduced_element() {
+        let two = [array_sum("tmp", "g.c:89"), array_sum("y", "g.c:90")];
+        let text = vectorize_text("g.c:87 (L20)", &two, 100.0);
+        assert!(
+            text.contains("(`acc_tmp` and `acc_y`)")
+                && text.contains("`#pragma omp simd reduction(+: acc_tmp, acc_y)`"),
+            "{text}"
+        );
+        let one = vectorize_text("g.c:87 (L20)", &two[..1], 100.0);
+        assert!(
+            one.contains("`#pragma omp simd reduction(+: acc)`"),
+            "{one}"
+        );
     }
 }

@@ -542,10 +542,15 @@ impl Scope<'_> {
         let mut sets: BTreeMap<(String, String), bool> = BTreeMap::new();
         // Per variable, the loops where some assignment does not accumulate into it.
         let mut not_only_accumulated: BTreeSet<(String, String)> = BTreeSet::new();
+        // Per variable, the loops where some assignment stores no constant.
+        let mut not_only_constant: BTreeSet<(String, String)> = BTreeSet::new();
         for a in crate::scopes::assigned_in_source(bin.exe, loop_code, &mut sources) {
             *sets.entry((a.name.clone(), a.loop_id.clone())).or_default() |= !a.steps;
             if a.accumulates.is_none() {
                 not_only_accumulated.insert((a.name.clone(), a.loop_id.clone()));
+            }
+            if a.constant.is_none() && !a.outside {
+                not_only_constant.insert((a.name.clone(), a.loop_id.clone()));
             }
             let v = out
                 .shared
@@ -563,6 +568,9 @@ impl Scope<'_> {
             if let Some(op) = a.accumulates {
                 v.accumulates.push((a.loop_id.clone(), a.line.clone(), op));
             }
+            if let Some(c) = a.constant.filter(|_| !a.outside) {
+                v.flags.push((a.loop_id.clone(), a.line.clone(), c));
+            }
             v.loops.push(a.loop_id);
             v.lines.push(a.line);
         }
@@ -575,6 +583,9 @@ impl Scope<'_> {
             // A variable the loop also sets or steps is no reduction of the source's.
             v.accumulates
                 .retain(|(l, _, _)| !not_only_accumulated.contains(&(name.clone(), l.clone())));
+            // A flag only if every assignment in the loop stores a constant.
+            v.flags
+                .retain(|(l, _, _)| !not_only_constant.contains(&(name.clone(), l.clone())));
         }
         // Who produced each register an instruction reads, for [`loaded_from`].
         let mut producers: HashMap<(NodeId, u64), Vec<(NodeId, u64)>> = HashMap::default();
