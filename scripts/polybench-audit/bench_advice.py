@@ -150,17 +150,12 @@ class Kernel:
         at = {}
         if rec.get("order"):
             new = [line_of(l) for l in rec["order"]]
-            now = sorted(new)
-            while now and now[0] == new[0]:
-                now, new = now[1:], new[1:]
             text = next((s.get("text", "") for r, s in by_rank.items()
                          if r in rec.get("ranks", []) and s.get("kind") == "interchange"), "")
-            if len(now) >= 2:
-                out, why = audit.interchanged(lines, now, new, text)
-                if out is None:
-                    raise Unapplied("order: " + why)
-                lines = out
-                at = {n: o for o, n in zip(now, new)}
+            if len(audit.moving(new)[0]) >= 2:
+                lines, at = audit.reordered(lines, new, text)
+                if lines is None:
+                    raise Unapplied("order: " + at)
                 done.append("order")
 
         def cur(lid):
