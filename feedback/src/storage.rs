@@ -8,7 +8,7 @@
 //! that is dead while it is live (zero extra memory); one whose anti or output dependences are
 //! carried by a loop run in parallel, while its values never cross iterations, is privatized.
 
-use crate::input::{Access, DepKind, Region, Statement, Storage};
+use crate::input::{Access, DepKind, Dependence, Region, Statement, Storage};
 use crate::legality::{line_of, Change, Ctx, Requirement};
 use crate::{Error, Mapping, Rating, Suggestion, SuggestionKind};
 use isl_rs::UnionMap;
@@ -58,26 +58,62 @@ pub(crate) fn carrying_loops(region: &Region, storage: &Storage) -> Option<BTree
         .iter()
         .filter(|d| d.kind == DepKind::Flow && &d.storage == storage)
     {
-        let (sink, src) = (stmt(region, &d.sink)?, stmt(region, &d.source)?);
-        // Loops both ends share, outermost first.
-        let common = sink
-            .loops
-            .iter()
-            .zip(&src.loops)
-            .take_while(|(a, b)| a == b)
-            .count();
-        for rows in d.relation.outputs() {
-            for k in 0..common {
-                let same = rows.get(k).cloned().flatten().is_some_and(|r| {
+        carried_by(region, d, &mut out)?;
+    }
+    Some(out)
+}
+
+/// Adds to `out` the loops that carry dependence `d`: those both ends share along which
+/// some pair of its instances is at different iterations.
+fn carried_by(region: &Region, d: &Dependence, out: &mut BTreeSet<usize>) -> Option<()> {
+    let common = shared_loops(region, d)?;
+    for rows in d.relation.outputs() {
+        for k in 0..common {
+            let same =
+                rows.get(k).cloned().flatten().is_some_and(|r| {
                     r.single_dim() == Some(k) && r.coeffs[k] == 1 && r.constant == 0
                 });
-                if !same {
-                    out.insert(sink.loops[k]);
-                }
+            if !same {
+                out.insert(region_loop(region, d, k)?);
             }
         }
     }
-    Some(out)
+    Some(())
+}
+
+/// How many loops both ends of `d` share (outermost first).
+fn shared_loops(region: &Region, d: &Dependence) -> Option<usize> {
+    let (sink, src) = (stmt(region, &d.sink)?, stmt(region, &d.source)?);
+    Some(
+        sink.loops
+            .iter()
+            .zip(&src.loops)
+            .take_while(|(a, b)| a == b)
+            .count(),
+    )
+}
+
+/// The `k`-th loop around `d`'s sink.
+fn region_loop(region: &Region, d: &Dependence, k: usize) -> Option<usize> {
+    stmt(region, &d.sink)?.loops.get(k).copied()
+}
+
+/// Every instance of `d` reads the value written a fixed number of iterations before, along
+/// each loop both ends share (`x_k - c`): the value read is a function of the reader's own
+/// iteration. Not so for a value left by some earlier iteration whichever it was (`delta`
+/// set on some rows, read on the later ones).
+fn uniform(region: &Region, d: &Dependence) -> bool {
+    let Some(common) = shared_loops(region, d) else {
+        return false;
+    };
+    d.relation.outputs().iter().all(|rows| {
+        (0..common).all(|k| {
+            rows.get(k)
+                .cloned()
+                .flatten()
+                .is_some_and(|r| r.single_dim() == Some(k) && r.coeffs[k] == 1)
+        })
+    })
 }
 
 /// The statements whose values are functions of their iteration vector alone: they write
@@ -165,10 +201,17 @@ fn index_derived(region: &Region) -> BTreeSet<&str> {
 /// a statement of [`index_derived`] writes: expressions of the loop counters, which the code
 /// of any new order computes where it needs them, as it does the scalar evolutions whose
 /// dependences the pipeline never keeps. Run on the instructions, before they are merged
-/// into blocks (a block mixes the vector of `j`s with the stores it indexes).
+/// into blocks (a block mixes the vector of `j`s with the stores it indexes). A register
+/// read after the region keeps them: its last value is the program's (`last = b[i] - a[i]`
+/// printed after the loop needs `lastprivate`, whatever computes it).
 pub(crate) fn drop_recomputed(region: &mut Region) {
     let derived = index_derived(region);
     let mut all_derived: BTreeMap<&str, bool> = BTreeMap::new();
+    for b in &region.live_out {
+        if let Storage::Register { reg, .. } = &b.storage {
+            all_derived.insert(reg.as_str(), false);
+        }
+    }
     for d in &region.dependences {
         let Storage::Register { reg, var } = &d.storage else {
             continue;
@@ -178,7 +221,10 @@ pub(crate) fn drop_recomputed(region: &mut Region) {
             DepKind::Anti => &[d.sink.as_str()],
             DepKind::Output => &[d.source.as_str(), d.sink.as_str()],
         };
-        let ok = var.is_none() && writers.iter().all(|w| derived.contains(w));
+        // A value some earlier iteration left, whichever it was, is not recomputed where it
+        // is read; a register stepping itself along its loop is [`index_derived`]'s to judge.
+        let here = d.kind != DepKind::Flow || d.source == d.sink || uniform(region, d);
+        let ok = var.is_none() && here && writers.iter().all(|w| derived.contains(w));
         *all_derived.entry(reg.as_str()).or_insert(true) &= ok;
     }
     let gone: BTreeSet<String> = all_derived
@@ -649,7 +695,7 @@ pub(crate) fn contraction(region: &Region, chain: &[usize]) -> Vec<Suggestion> {
     let Some(&outer) = chain.first() else {
         return out;
     };
-    let mut by_array: BTreeMap<&str, Vec<&crate::input::Dependence>> = BTreeMap::new();
+    let mut by_array: BTreeMap<&str, Vec<&Dependence>> = BTreeMap::new();
     for d in &region.dependences {
         if let (Storage::Array { name }, DepKind::Flow) = (&d.storage, d.kind) {
             by_array.entry(name.as_str()).or_default().push(d);
@@ -767,7 +813,7 @@ fn read_after_rows<'r>(
 fn outer_distance(
     region: &Region,
     name: &str,
-    deps: &[&crate::input::Dependence],
+    deps: &[&Dependence],
     outer: usize,
 ) -> (Option<i64>, Option<u64>) {
     let mut max_dist = Some(0i64);
