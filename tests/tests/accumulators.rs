@@ -8,13 +8,9 @@
 //! keeps the program's output with two threads.
 
 use serde_json::Value;
-use std::process::Command;
-use std::time::Duration;
-use tests::{compile, kernels_dir, line_of, polyprof_bin, run_with_timeout};
+use tests::{compile, line_of, polyprof_bin, pragma_keeps_output, run_stdout};
 
 const KERNEL: &str = "red_pair";
-/// Runs of the OpenMP build: a race shows only sometimes.
-const OMP_RUNS: usize = 10;
 
 /// The pragma the parallelize suggestion of the marked loop prints.
 fn printed_pragma(report: &Value, line: u32) -> String {
@@ -35,20 +31,9 @@ fn printed_pragma(report: &Value, line: u32) -> String {
     rest[..rest.find('`').unwrap_or(rest.len())].to_string()
 }
 
-/// Runs `path` (with two OpenMP threads when `omp`), returning its stdout.
-fn run(path: &std::path::Path, omp: bool) -> String {
-    let mut cmd = Command::new(path);
-    if omp {
-        cmd.env("OMP_NUM_THREADS", "2");
-    }
-    let out = run_with_timeout(cmd, b"", Duration::from_secs(20));
-    assert_eq!(out.code(), 0, "{}", out.stderr);
-    out.stdout
-}
-
 fn check(flags: &[&str]) {
     let k = compile(KERNEL, &[flags, &["-g"]].concat());
-    let native = run(&k.path, false);
+    let native = run_stdout(&k.path, false);
     let path = k.path.to_string_lossy().into_owned();
     let r = tests::polyprof(
         polyprof_bin!(),
@@ -67,34 +52,7 @@ fn check(flags: &[&str]) {
             pragma.contains(clause) && !pragma.contains("private"),
             "at {flags:?}: {pragma}"
         );
-        applied_keeps_output(line, &pragma, &native, flags);
-    }
-}
-
-/// The kernel with `pragma` inserted before `line`, built with -fopenmp, prints `native` in
-/// every run with two threads.
-fn applied_keeps_output(line: u32, pragma: &str, native: &str, flags: &[&str]) {
-    let src = std::fs::read_to_string(kernels_dir().join(format!("{KERNEL}.c")))
-        .expect("reading the kernel");
-    let mut lines: Vec<&str> = src.lines().collect();
-    lines.insert(line as usize - 1, pragma);
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let file = dir.path().join(format!("{KERNEL}.c"));
-    std::fs::write(&file, lines.join("\n") + "\n").expect("writing the variant");
-    let exe = dir.path().join(KERNEL);
-    let cc = Command::new("cc")
-        .args(["-O2", "-fopenmp", "-o"])
-        .arg(&exe)
-        .arg(&file)
-        .output()
-        .expect("running cc");
-    assert!(
-        cc.status.success(),
-        "{pragma}: {}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
-    for k in 0..OMP_RUNS {
-        assert_eq!(run(&exe, true), native, "run {k} of `{pragma}` ({flags:?})");
+        pragma_keeps_output(KERNEL, line, &pragma, &native, &format!("{flags:?}"));
     }
 }
 

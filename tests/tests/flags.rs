@@ -6,13 +6,9 @@
 //! written before its loop, keeps the program's output over 10 runs with two threads.
 
 use serde_json::Value;
-use std::process::Command;
-use std::time::Duration;
-use tests::{compile, kernels_dir, line_of, polyprof_bin, run_with_timeout};
+use tests::{compile, line_of, polyprof_bin, pragma_keeps_output, run_stdout};
 
 const KERNEL: &str = "flag_or";
-/// Runs of the OpenMP build: a race shows only sometimes.
-const OMP_RUNS: usize = 10;
 
 /// The directive the `kind` suggestion of the loop at `line` prints (`starts`: how its text
 /// begins, `directive`: how the directive does), if there is one.
@@ -32,45 +28,9 @@ fn printed(report: &Value, starts: &str, line: u32, directive: &str) -> Option<S
     Some(rest[..rest.find('`').unwrap_or(rest.len())].to_string())
 }
 
-/// Runs `path` with two OpenMP threads, returning its stdout.
-fn run(path: &std::path::Path) -> String {
-    let mut cmd = Command::new(path);
-    cmd.env("OMP_NUM_THREADS", "2");
-    let out = run_with_timeout(cmd, b"", Duration::from_secs(20));
-    assert_eq!(out.code(), 0, "{}", out.stderr);
-    out.stdout
-}
-
-/// The kernel with `pragma` inserted before `line`, built with -fopenmp, prints `native` in
-/// every run with two threads.
-fn applied_keeps_output(line: u32, pragma: &str, native: &str, flags: &[&str]) {
-    let src = std::fs::read_to_string(kernels_dir().join(format!("{KERNEL}.c")))
-        .expect("reading the kernel");
-    let mut lines: Vec<&str> = src.lines().collect();
-    lines.insert(line as usize - 1, pragma);
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let file = dir.path().join(format!("{KERNEL}.c"));
-    std::fs::write(&file, lines.join("\n") + "\n").expect("writing the variant");
-    let exe = dir.path().join(KERNEL);
-    let cc = Command::new("cc")
-        .args(["-O2", "-fopenmp", "-o"])
-        .arg(&exe)
-        .arg(&file)
-        .output()
-        .expect("running cc");
-    assert!(
-        cc.status.success(),
-        "{pragma}: {}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
-    for k in 0..OMP_RUNS {
-        assert_eq!(run(&exe), native, "run {k} of `{pragma}` ({flags:?})");
-    }
-}
-
 fn check(flags: &[&str]) {
     let k = compile(KERNEL, &[flags, &["-g"]].concat());
-    let native = run(&k.path);
+    let native = run_stdout(&k.path, false);
     let path = k.path.to_string_lossy().into_owned();
     let r = tests::polyprof(
         polyprof_bin!(),
@@ -90,10 +50,10 @@ fn check(flags: &[&str]) {
             pragma.contains(clause) && !pragma.contains("private"),
             "at {flags:?}: {pragma}"
         );
-        applied_keeps_output(line, &pragma, &native, flags);
+        pragma_keeps_output(KERNEL, line, &pragma, &native, &format!("{flags:?}"));
         if let Some(simd) = printed(&report, "Vectorize loop", line, "#pragma omp simd") {
             assert!(simd.contains(clause), "at {flags:?}: {simd}");
-            applied_keeps_output(line, &simd, &native, flags);
+            pragma_keeps_output(KERNEL, line, &simd, &native, &format!("{flags:?}"));
         }
     }
 }
