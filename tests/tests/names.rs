@@ -135,8 +135,10 @@ fn fortran_gets_fortran_directives() {
 }
 
 /// Local arrays declared in the body of the loop to run in parallel, their addresses computed
-/// once before the loops (gcc -O2, as in Rodinia nw): privatizing them names them by their
-/// variables, not as "a stack array of" the function, at -O0 and -O2.
+/// once before the loops (gcc -O2, as in Rodinia nw): they are each iteration's own in the
+/// source, so the directive names them in no clause (`private(ref)` would not compile at
+/// the `for`, where `ref` is not declared), and no text calls them "a stack array of" the
+/// function, at -O0 and -O2.
 #[test]
 fn block_scoped_arrays_named_where_their_addresses_are_hoisted() {
     for opt in ["-O0", "-O2"] {
@@ -153,17 +155,19 @@ fn block_scoped_arrays_named_where_their_addresses_are_hoisted() {
         // (At -O0 the loop is not found parallel: its reads of `ref` are taken for values
         // from before the loop.)
         assert!(
-            opt == "-O0"
-                || texts
-                    .iter()
-                    .any(|t| t.contains("privatizing `ref` and `tile`")),
-            "{opt}: {texts:#?}"
+            opt == "-O0" || !texts.is_empty(),
+            "{opt}: no parallel advice"
         );
+        for t in &texts {
+            assert!(
+                !t.contains("ref") && !t.contains("tile"),
+                "{opt}: the loop's own arrays in a clause: {t}"
+            );
+        }
         let text = std::fs::read_to_string(run.out.join("report.txt")).expect("report.txt");
         assert!(!text.contains("a stack array of"), "{opt}:\n{text}");
-        assert!(
-            text.contains("`ref` (stack of blocks)") || text.contains("`ref`"),
-            "{opt}:\n{text}"
-        );
+        // At -O2 no advice needs the arrays, so no text mentions them; at -O0 the reasons
+        // name them.
+        assert!(opt == "-O2" || text.contains("`ref`"), "{opt}:\n{text}");
     }
 }

@@ -280,6 +280,19 @@ struct FrameArray {
     function: Option<String>,
     /// Not known to be declared by the program's own code (see [`declared_by_user`]).
     library: bool,
+    /// The variable, with its scope.
+    var: symbols::Variable,
+}
+
+/// The local array [`name_array`] names stack address `addr` by, with its scope.
+pub(super) fn stack_array_variable(
+    bin: Loaded<'_>,
+    code: &Code,
+    addr: u64,
+    frames: &[String],
+    pcs: &[u64],
+) -> Option<symbols::Variable> {
+    stack_array_via_lea(bin, code, addr, frames, pcs).map(|a| a.var)
 }
 
 /// The local variable holding stack address `addr`, from the `lea r, [rsp/rbp + disp]` (or
@@ -331,11 +344,12 @@ fn stack_array_via_lea(
                     (
                         start,
                         FrameArray {
-                            name: v.name,
+                            name: v.name.clone(),
                             offset,
                             size,
-                            function: v.function,
+                            function: v.function.clone(),
                             library,
+                            var: v,
                         },
                     )
                 })

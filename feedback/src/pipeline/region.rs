@@ -5,7 +5,7 @@
 use super::classify::{fp_op, is_scev, stepped_by_invariants, update_of, writes_data};
 use super::naming::{
     callee_name, name_array, name_memory, pointer_section, register_name, register_variable,
-    stack_variable, with_offset,
+    stack_array_variable, stack_variable, with_offset,
 };
 use super::{
     Code, DependenceReport, Folded2, InsnStream2, PipelineError, PipelineOptions, RegionReport,
@@ -784,7 +784,19 @@ impl Scope<'_> {
                         name: format!("`{}` (stack of {function})", var.name),
                     },
                     None if place.fixed => scalar(),
-                    None => array(location),
+                    None => {
+                        let storage = array(location);
+                        // An array declared in the loop's body (reached through a `lea` gcc
+                        // hoisted above it: Rodinia nw's `input_itemsets_l`) is each
+                        // iteration's own in the source, as a scalar is: no clause names it.
+                        let var = stack_array_variable(bin, code, location, frames, &place.pcs);
+                        let loops =
+                            var.map_or_else(Vec::new, |v| LoopCode::declaring(loop_code, &v));
+                        if !loops.is_empty() {
+                            out.declared_in.insert(storage.describe(), loops);
+                        }
+                        storage
+                    }
                 }
             }
             Through::Memory => match Effect::at(location) {
