@@ -115,6 +115,35 @@ pub(crate) struct HeapBlocks {
     is_lea: HashMap<u64, bool>,
     /// The last value each such `lea` computed, by its address.
     pub(crate) stack_leas: HashMap<u64, u64>,
+    /// Block starts in the 64-bit lanes of vector registers (`xmm0`-`xmm15`, lanes 0 and 1),
+    /// followed only while some register holds one: g++ -O2 stores a `vector`'s start and
+    /// end pointers together (`movq xmm0, rdi; punpcklqdq xmm0, xmm0; movups [rbp], xmm0`).
+    lanes: [[Option<u64>; 2]; 16],
+    /// Bit `x`: `xmm<x>` has a lane holding a block's start.
+    lanes_holding: u16,
+    /// What each instruction decoded for the lanes does with them.
+    lane_ops: HashMap<u64, LaneOp>,
+}
+
+/// What an instruction does with the 64-bit lanes of vector registers, as far as block
+/// starts go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LaneOp {
+    /// Nothing a lane's start goes through (the vector registers it writes, if any, are
+    /// cleared by `writes`).
+    Other { writes: Option<u8> },
+    /// `movq xmm, r64`: lane 0 takes the register, lane 1 is zeroed.
+    FromGpr { xmm: u8, gpr: u8 },
+    /// `pinsrq xmm, r64, 1` (or `movq` + `pinsrq` 0): lane `lane` takes the register.
+    Insert { xmm: u8, gpr: u8, lane: u8 },
+    /// `punpcklqdq x, x` / `movddup x, x`: lane 0 into both lanes.
+    Duplicate { xmm: u8 },
+    /// `punpcklqdq x, y`: lane 0 of `y` into lane 1 of `x`.
+    Unpack { xmm: u8, src: u8 },
+    /// A register-to-register move of the whole vector.
+    Copy { xmm: u8, src: u8 },
+    /// A store of the low `lanes` lanes (1 or 2) to memory.
+    Store { xmm: u8, lanes: u8 },
 }
 
 /// The general-purpose register number of `r`'s full register, for 32- and 64-bit writes
@@ -322,6 +351,9 @@ impl HeapBlocks {
                 }
             }
         }
+        if self.holding != 0 || self.lanes_holding != 0 {
+            self.lane_insn(i, bytes, next);
+        }
         let returned = match i.transfer {
             Some(t) if t.kind == TransferKind::Call => {
                 self.calls.push(next);
@@ -336,11 +368,14 @@ impl HeapBlocks {
         if let ([], [w]) = (&i.mem[..], &i.regs[..]) {
             // A stack address computed into a register (not the stack or frame pointer).
             let r = w.reg;
-            if w.value >= STACK_START && r.is_gpr64() && r != Register::RSP && r != Register::RBP {
-                let lea = *self
-                    .is_lea
-                    .entry(i.pc)
-                    .or_insert_with(|| bytes.get(&i.pc).is_some_and(|b| stack_lea(b, i.pc)));
+            // rbp too where it is not the frame pointer (g++ -O2 keeps `&b` there for a
+            // constructor's calls): `lea rbp, [rsp + disp]`, never `mov rbp, rsp`.
+            if w.value >= STACK_START && r.is_gpr64() && r != Register::RSP {
+                let lea = *self.is_lea.entry(i.pc).or_insert_with(|| {
+                    bytes
+                        .get(&i.pc)
+                        .is_some_and(|b| stack_lea(b, i.pc, r != Register::RBP))
+                });
                 if lea {
                     self.stack_leas.insert(i.pc, w.value);
                 }
@@ -374,6 +409,86 @@ impl HeapBlocks {
         }
     }
 
+    /// Follows block starts through vector registers' lanes for the instruction `i` (run
+    /// only while a general-purpose or vector register holds one: the lanes start from a
+    /// `movq xmm, r64` of a holding register).
+    fn lane_insn(&mut self, i: &Insn, bytes: &HashMap<u64, Vec<u8>>, next: u64) {
+        if let Some(t) = i.transfer {
+            if t.kind != TransferKind::CondJump {
+                // Vector registers are all caller-saved: a call or return leaves none held.
+                self.clear_lanes();
+            }
+            return;
+        }
+        // Only instructions that write no general-purpose register can move a lane.
+        if !i.regs.is_empty() {
+            return;
+        }
+        let op = *self.lane_ops.entry(i.pc).or_insert_with(|| {
+            bytes
+                .get(&i.pc)
+                .map_or(LaneOp::Other { writes: None }, |b| lane_op(b, i.pc))
+        });
+        let start_in = |values: &[Option<u64>; 16], starts: &rustc_hash::FxHashSet<u64>, g: u8| {
+            values[usize::from(g)].filter(|v| starts.contains(v))
+        };
+        match op {
+            LaneOp::Other { writes: None } => {}
+            LaneOp::Other { writes: Some(x) } => self.set_lanes(x, [None, None]),
+            LaneOp::FromGpr { xmm, gpr } => {
+                let v = start_in(&self.values, &self.starts, gpr);
+                self.set_lanes(xmm, [v, None]);
+            }
+            LaneOp::Insert { xmm, gpr, lane } => {
+                let mut l = self.lanes[usize::from(xmm)];
+                l[usize::from(lane & 1)] = start_in(&self.values, &self.starts, gpr);
+                self.set_lanes(xmm, l);
+            }
+            LaneOp::Duplicate { xmm } => {
+                let l = self.lanes[usize::from(xmm)][0];
+                self.set_lanes(xmm, [l, l]);
+            }
+            LaneOp::Unpack { xmm, src } => {
+                let l0 = self.lanes[usize::from(xmm)][0];
+                let l1 = self.lanes[usize::from(src)][0];
+                self.set_lanes(xmm, [l0, l1]);
+            }
+            LaneOp::Copy { xmm, src } => {
+                let l = self.lanes[usize::from(src)];
+                self.set_lanes(xmm, l);
+            }
+            LaneOp::Store { xmm, lanes } => {
+                let Some(m) = i.mem.iter().find(|m| m.kind == AccessKind::Write) else {
+                    return;
+                };
+                let l = self.lanes[usize::from(xmm)];
+                for (k, v) in l.iter().take(usize::from(lanes)).enumerate() {
+                    if let Some(start) = *v {
+                        let addr = m.addr + 8 * k as u64;
+                        self.hold(start, i.pc, next, Place::Memory { addr });
+                    }
+                }
+            }
+        }
+    }
+
+    fn set_lanes(&mut self, xmm: u8, lanes: [Option<u64>; 2]) {
+        let x = usize::from(xmm & 15);
+        self.lanes[x] = lanes;
+        if lanes.iter().any(Option::is_some) {
+            self.lanes_holding |= 1 << x;
+        } else {
+            self.lanes_holding &= !(1 << x);
+        }
+    }
+
+    fn clear_lanes(&mut self) {
+        if self.lanes_holding != 0 {
+            self.lanes = [[None; 2]; 16];
+            self.lanes_holding = 0;
+        }
+    }
+
     /// The start of the block at `start` was loaded from `from`: when that is in another
     /// block, the first such place is the block's container.
     fn contained(&mut self, start: u64, from: u64) {
@@ -403,10 +518,14 @@ impl HeapBlocks {
 /// Addresses from here up are the stack's.
 pub(crate) const STACK_START: u64 = 0x7ff0_0000_0000;
 
-/// Whether `bytes` at `pc` encode `lea r64, [rsp + disp]` or `[rbp + disp]`.
-fn stack_lea(bytes: &[u8], pc: u64) -> bool {
+/// Whether `bytes` at `pc` encode `lea r64, [rsp + disp]` or `[rbp + disp]` (or, with
+/// `moves`, `mov r64, rsp/rbp`; without, only a `lea` from `rsp` counts).
+fn stack_lea(bytes: &[u8], pc: u64, moves: bool) -> bool {
     let insn: Instruction = Decoder::with_ip(64, bytes, pc, DecoderOptions::NONE).decode();
-    frame_address(&insn).is_some()
+    match frame_address(&insn) {
+        Some((base, _)) if !moves => insn.mnemonic() == Mnemonic::Lea && base == Register::RSP,
+        found => found.is_some(),
+    }
 }
 
 /// The frame address an instruction computes into a register: `lea r64, [rsp/rbp + disp]`,
@@ -429,6 +548,70 @@ pub(crate) fn frame_address(insn: &Instruction) -> Option<(Register, i64)> {
         }
         _ => None,
     }
+}
+
+/// What the instruction `bytes` encode at `pc` does with vector registers' 64-bit lanes.
+fn lane_op(bytes: &[u8], pc: u64) -> LaneOp {
+    let insn: Instruction = Decoder::with_ip(64, bytes, pc, DecoderOptions::NONE).decode();
+    let vector = |k: u32| {
+        (insn.op_kind(k) == OpKind::Register && insn.op_register(k).is_xmm())
+            .then(|| insn.op_register(k).number() as u8)
+    };
+    let gpr = |k: u32| {
+        (insn.op_kind(k) == OpKind::Register && insn.op_register(k).is_gpr64())
+            .then(|| insn.op_register(k).number() as u8)
+    };
+    let memory = |k: u32| insn.op_kind(k) == OpKind::Memory;
+    let written = || {
+        (insn.op_count() > 0
+            && insn.op0_kind() == OpKind::Register
+            && insn.op0_register().is_vector_register())
+        .then(|| insn.op0_register().number() as u8 & 15)
+    };
+    use Mnemonic::*;
+    let m = insn.mnemonic();
+    let op = match m {
+        Movq | Vmovq => match (vector(0), gpr(1)) {
+            (Some(xmm), Some(gpr)) => Some(LaneOp::FromGpr { xmm, gpr }),
+            _ if memory(0) => vector(1).map(|xmm| LaneOp::Store { xmm, lanes: 1 }),
+            _ => None,
+        },
+        Pinsrq | Vpinsrq => match (vector(0), gpr(insn.op_count() - 2)) {
+            (Some(xmm), Some(gpr)) => Some(LaneOp::Insert {
+                xmm,
+                gpr,
+                lane: insn.immediate8() & 1,
+            }),
+            _ => None,
+        },
+        Punpcklqdq | Vpunpcklqdq | Unpcklpd | Vunpcklpd | Movlhps | Vmovlhps => {
+            let last = insn.op_count() - 1;
+            match (vector(0), vector(last)) {
+                (Some(x), Some(y)) if x == y => Some(LaneOp::Duplicate { xmm: x }),
+                (Some(x), Some(y)) if insn.op_count() == 2 => {
+                    Some(LaneOp::Unpack { xmm: x, src: y })
+                }
+                _ => None,
+            }
+        }
+        Movddup | Vmovddup => match (vector(0), vector(1)) {
+            (Some(x), Some(y)) if x == y => Some(LaneOp::Duplicate { xmm: x }),
+            _ => None,
+        },
+        Movups | Movaps | Movdqu | Movdqa | Movupd | Movapd | Vmovups | Vmovaps | Vmovdqu
+        | Vmovdqa | Vmovupd | Vmovapd => match (vector(0), vector(1)) {
+            (Some(xmm), Some(src)) => Some(LaneOp::Copy { xmm, src }),
+            (None, Some(xmm)) if memory(0) && insn.op_register(1).is_xmm() => {
+                Some(LaneOp::Store { xmm, lanes: 2 })
+            }
+            _ => None,
+        },
+        Movlps | Movlpd | Vmovlps | Vmovlpd | Movsd | Vmovsd if memory(0) => {
+            vector(1).map(|xmm| LaneOp::Store { xmm, lanes: 1 })
+        }
+        _ => None,
+    };
+    op.unwrap_or(LaneOp::Other { writes: written() })
 }
 
 /// The source register of `mov [m], r64` at `pc`, if that is what `bytes` encode.

@@ -653,6 +653,30 @@ pub fn plain_storage(text: &str, lines: &[String]) -> String {
         rest = after;
     }
     out.push_str(rest);
+    read_as_prose(out)
+}
+
+/// Turns the templates' phrases around a register's replacement into prose: "the values of
+/// the value computed at L" into "the values computed at L", and "the source variable the
+/// value computed at L holds" into "the source variable that holds the value computed at L".
+fn read_as_prose(text: String) -> String {
+    const VALUE: &str = "the value computed at ";
+    let text = text.replace(&format!("the values of {VALUE}"), "the values computed at ");
+    let variable = format!("the source variable {VALUE}");
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(k) = rest.find(&variable) {
+        let lines = &rest[k + variable.len()..];
+        let Some(e) = lines.find(" holds") else {
+            break;
+        };
+        out.push_str(&rest[..k]);
+        out.push_str("the source variable that holds ");
+        out.push_str(VALUE);
+        out.push_str(&lines[..e]);
+        rest = &lines[e + " holds".len()..];
+    }
+    out.push_str(rest);
     out
 }
 
@@ -675,7 +699,7 @@ mod plain_tests {
                 "after a reduction on register xmm0 (at f.f90:23): then ... on the source variable register xmm0 holds",
                 none
             ),
-            "after a reduction on the value computed at f.f90:23: then ... on the source variable the value computed at f.f90:23 holds"
+            "after a reduction on the value computed at f.f90:23: then ... on the source variable that holds the value computed at f.f90:23"
         );
         assert_eq!(
             plain_storage("reduction(+: <register xmm0>)", &["f.f90:23".to_string()]),
