@@ -5,8 +5,8 @@ use crate::affine::Affine;
 use crate::params::Parameterizer;
 use crate::Error;
 use isl_rs::{
-    BasicMap, Context, LibISLError, ScheduleConstraints, ScheduleNode, ScheduleNodeType, Set,
-    UnionMap, UnionSet,
+    BasicMap, Context, DimType, LibISLError, Map, ScheduleConstraints, ScheduleNode,
+    ScheduleNodeType, Set, UnionMap, UnionSet,
 };
 use std::collections::BTreeMap;
 
@@ -444,15 +444,20 @@ pub(crate) fn schedule(
     // At the program's own sizes when the sizes as parameters fail: two large constants
     // that differ by one may become `P3` and 242, a distance `242 - P3` that is backward
     // for every `P3` above the observed 241, which no schedule carries.
-    let rounds = match params.count() == 0 {
-        true => &[false][..],
-        false => &[false, true][..],
+    // With more than a few sizes as parameters, isl's ILP has a dimension per parameter in
+    // every row and stalls: floyd-warshall's irregular pieces bring 54 large constants, and
+    // its two regions spent 14 s at the budget. Such a problem goes at the observed sizes
+    // from the start.
+    let rounds = match used_params(domain, validity) {
+        0 => &[false][..],
+        n if n > MAX_SCHEDULED_PARAMS => &[true][..],
+        _ => &[false, true][..],
     };
     for (&fixed, strategy) in rounds
         .iter()
         .flat_map(|f| Strategy::ALL.iter().map(move |s| (f, *s)))
     {
-        if fixed && !failed_on_sizes {
+        if fixed && !failed_on_sizes && rounds.len() > 1 {
             break;
         }
         let share = crate::Options {
@@ -489,6 +494,88 @@ pub(crate) fn schedule(
     Err(first_error.unwrap_or(Error::TooComplex))
 }
 
+/// The most pieces a statement's dependences on itself keep for the scheduler (see
+/// [`simplified`]).
+const MAX_PIECES: i32 = 64;
+
+/// The most sizes a scheduling problem keeps as parameters (see [`schedule`]).
+const MAX_SCHEDULED_PARAMS: usize = 6;
+
+/// How many distinct parameters (`P<k>`) the constraints of `domain` and `validity` use, not
+/// counting the parameter lists that declare them.
+fn used_params(domain: &str, validity: &str) -> usize {
+    let mut used = std::collections::BTreeSet::new();
+    for text in [domain, validity] {
+        let body = text.find('{').map_or(text, |k| &text[k..]);
+        let bytes = body.as_bytes();
+        for (k, _) in body.match_indices('P') {
+            let word_start =
+                k == 0 || !(bytes[k - 1].is_ascii_alphanumeric() || bytes[k - 1] == b'_');
+            let digits = body[k + 1..].bytes().take_while(u8::is_ascii_digit).count();
+            if word_start && digits > 0 {
+                used.insert(&body[k + 1..k + 1 + digits]);
+            }
+        }
+    }
+    used.len()
+}
+
+/// `m` with each statement's dependences on itself that come in more than [`MAX_PIECES`]
+/// pieces (a loop whose stores depend on data, floyd-warshall's initialization: 1,532)
+/// replaced by their [`distance_hull`]: a schedule that respects it respects them, and isl's
+/// scheduler stalls on such pieces at any budget. Before the sizes are fixed or simplified:
+/// both take as long on those pieces (a simple hull of floyd-warshall's did not end in 5 s).
+fn hulled(m: UnionMap) -> Result<UnionMap, Error> {
+    let e = || isl("taking the hull of dependences");
+    let maps = m.get_map_list().map_err(e())?;
+    let big = |map: &Map| -> Result<bool, Error> {
+        let same_statement =
+            map.get_tuple_name(DimType::In).ok() == map.get_tuple_name(DimType::Out).ok();
+        Ok(same_statement && map.n_basic_map().map_err(e())? > MAX_PIECES)
+    };
+    let mut any = false;
+    for k in 0..maps.size().map_err(e())? {
+        any |= big(&maps.get_at(k).map_err(e())?)?;
+    }
+    if !any {
+        return Ok(m);
+    }
+    let mut out = UnionMap::empty(m.get_space().map_err(e())?).map_err(e())?;
+    for k in 0..maps.size().map_err(e())? {
+        let map = maps.get_at(k).map_err(e())?;
+        let map = if big(&map)? {
+            distance_hull(map).map_err(e())?
+        } else {
+            map
+        };
+        out = UnionMap::from_map(map)
+            .and_then(|u| out.union(u))
+            .map_err(e())?;
+    }
+    Ok(out)
+}
+
+/// `{ S[i] -> S[i + d] : d in D, i before i + d }`, where `D` is the simple hull of the
+/// distances of `map` (a statement's dependences on itself), whatever the sizes: every
+/// dependence of `map` is in it. Distances are cheap where the relation is not: each piece's
+/// sizes (parameters) go, and floyd-warshall's 1,532 pieces become a handful of distances.
+fn distance_hull(map: Map) -> Result<Map, LibISLError> {
+    let name = map.get_tuple_name(DimType::In)?.to_string();
+    let distances = map
+        .deltas()?
+        .project_out_all_params()?
+        .coalesce()?
+        .simple_hull()
+        .and_then(Set::from_basic_set)?
+        .set_tuple_name(&name)?;
+    let space = distances.get_space()?;
+    let shift = Map::from_domain_and_range(Set::universe(space.copy()?)?, distances)?;
+    let forward = Map::lex_lt(space.copy()?)?;
+    Map::identity(space.map_from_set()?)?
+        .sum(shift)?
+        .intersect(forward)
+}
+
 /// `m` in fewer pieces for the scheduler, whose ILP grows with them: what the parameters'
 /// context implies goes (a part's projected relations come as `i <= 8 or i <= 15 or ... or
 /// i <= P1`, where `P1 >= 99`), then pieces with the same affine hull (the same distances) are
@@ -510,7 +597,8 @@ fn simplified(m: UnionMap, context: &Set) -> Result<UnionMap, Error> {
             .get_at(k)
             .and_then(|m| m.get_basic_map_list())
             .map_err(e())?;
-        for p in 0..pieces.size().map_err(e())? {
+        let count = pieces.size().map_err(e())?;
+        for p in 0..count {
             let piece = pieces.get_at(p).map_err(e())?;
             let hull = piece.copy().and_then(BasicMap::affine_hull).map_err(e())?;
             let key = hull.to_str().map_err(e())?.to_string();
@@ -553,9 +641,27 @@ fn schedule_in(
     used.extend(param_names(
         &validity.get_space().map_err(isl("reading a space"))?,
     ));
-    let ctx_set = match fixed {
-        true => params.fixed_of(ctx, &used)?,
-        false => params.context_of(ctx, &used)?,
+    let validity = hulled(validity)?;
+    let (dom, validity, ctx_set) = match fixed {
+        // The sizes substituted, not only fixed by the context: isl's scheduler keeps a
+        // column per parameter in every row of its ILP either way, and floyd-warshall's
+        // initialization brings 71.
+        true => {
+            let e = || isl("substituting the observed sizes");
+            let sizes = params.fixed_of(ctx, &used)?;
+            let copy = || sizes.copy().map_err(e());
+            let dom = dom
+                .intersect_params(copy()?)
+                .and_then(UnionSet::project_out_all_params)
+                .map_err(e())?;
+            let validity = validity
+                .intersect_params(copy()?)
+                .and_then(UnionMap::project_out_all_params)
+                .map_err(e())?;
+            let none = sizes.project_out_all_params().map_err(e())?;
+            (dom, validity, none)
+        }
+        false => (dom, validity, params.context_of(ctx, &used)?),
     };
     let validity = simplified(validity, &ctx_set)?;
     // The operation budget is the scheduler's: reading and simplifying floyd-warshall's

@@ -325,24 +325,28 @@ fn linear(coeffs: &[i64], vars: &[String]) -> String {
 
 /// The C name of an array: its symbol, or `A` for a heap block or an unnamed location.
 pub(crate) fn c_name(array: &str) -> &str {
-    let bare = array.trim_matches('`');
+    leading_variable(array).unwrap_or("A")
+}
+
+/// The C identifier an array's name starts with: `` `A` `` alone, or `` `A` (heap block
+/// allocated at k.c:12) ``; `None` for `` `b[...]` `` or "the heap block allocated at k.c:12".
+fn leading_variable(array: &str) -> Option<&str> {
+    let bare = match array.strip_prefix('`') {
+        Some(rest) => &rest[..rest.find('`')?],
+        None => array,
+    };
     let ident = !bare.is_empty()
         && bare.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
         && bare.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if ident {
-        bare
-    } else {
-        "A"
-    }
+    ident.then_some(bare)
 }
 
-/// ` (A standing for the heap block allocated at k.c:12)` when the C name is not the
-/// array's own.
+/// ` (A standing for the heap block allocated at k.c:12)` when the array has no C name of
+/// its own.
 pub(crate) fn standing(array: &str) -> String {
-    if c_name(array) == array.trim_matches('`') {
-        String::new()
-    } else {
-        format!(" ({} standing for {array})", c_name(array))
+    match leading_variable(array) {
+        Some(_) => String::new(),
+        None => format!(" ({} standing for {array})", c_name(array)),
     }
 }
 
@@ -443,18 +447,12 @@ fn contract(
         "no value is read after the loop nest"
     };
     let text = format!(
-        "Contract {} (written at {}) along the storage hyperplane ({}): map {isl_map}{}, i.e. index it as {c}; {} cells instead of {cells_before} ({bytes_after} bytes instead of {}): no two values live at the same time share a cell under the original order ({after}){under_new}; tiling or skewing changes which values live together, so apply it without them. Apply the index to every access of {} (the trace shows no value of it read in the loop nest from before it, and none overwritten after it; the program must not use other elements of it elsewhere).",
+        "Contract {} (written at {}) to {} cells instead of {cells_before} ({bytes_after} bytes instead of {}): index it as {c}{} at every access (map {isl_map}). In the original order no two values live at the same time share a cell ({after}){under_new}; not with tiling or skewing, which change which values live together. The trace shows none of its values read from before the loop nest or overwritten after it; no other code may use its other elements.",
         a.name,
         line_of(region, &w.name),
-        order
-            .iter()
-            .map(|&d| h.coeffs[d].to_string())
-            .collect::<Vec<_>>()
-            .join(","),
-        standing(&a.name),
         h.modulus,
         a.bytes,
-        a.name,
+        standing(&a.name),
     );
     let outer = w.loops.first().map(|&l| region.loops[l].id.clone());
     Ok(Some(Suggestion {
@@ -593,7 +591,7 @@ fn sharing(
             kind: SuggestionKind::ShareStorage,
             loops,
             text: format!(
-                "Let {} share one buffer of {} bytes: no value of one is live (between its write and its last read, reads after the loop nest included) while another is written in the original order, so {saved} bytes are saved; a reordering that interleaves their loops would need it checked again. The trace shows none of their values read in the loop nest from before it, and none overwritten after it; the program must not use other elements of them elsewhere.",
+                "Let {} share one buffer of {} bytes, saving {saved}: in the original order no value of one is live (from its write to its last read, reads after the loop nest included) while another is written; a reordering that interleaves their loops needs this checked again. The trace shows none of their values read from before the loop nest or overwritten after it; no other code may use their other elements.",
                 names.join(" and "),
                 first.bytes
             ),

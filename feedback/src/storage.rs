@@ -981,13 +981,13 @@ pub(crate) fn data_tiling(region: &Region, tile: &Suggestion) -> Vec<Suggestion>
             kind: SuggestionKind::TileArray,
             loops: tile.loops.clone(),
             text: format!(
-                "Store {name} (accessed at {}) tile by tile, in blocks of {tr}x{tc} elements, with the tiling of loops {}: within a tile, loop {} steps from row to row by {} bytes, so each of the tile's {tr} rows lies on a page of its own (as many TLB entries per tile{}); stored by tiles (map {}{}, i.e. index it as {}), a tile is {} contiguous bytes.",
+                "Store {name} (accessed at {}) tile by tile, in blocks of {tr}x{tc} elements, with the tiling of loops {}: within a tile, loop {} steps {} bytes from row to row, so each of the tile's {tr} rows is on a page of its own (a TLB entry each{}). Stored by tiles (map {}{}, i.e. index it as {}), a tile is {} contiguous bytes.",
                 lines.into_iter().collect::<Vec<_>>().join(", "),
                 band.iter().map(|&l| label(l)).collect::<Vec<_>>().join(", "),
                 label(w.rows_by),
                 w.row,
                 if w.row % SET_SPAN == 0 {
-                    ", and rows a multiple of 4 KiB apart compete for the same cache sets"
+                    ", and rows 4 KiB apart compete for the same cache sets"
                 } else {
                     ""
                 },

@@ -242,7 +242,8 @@ pub(crate) fn layout(
             let (dims, loops) = if member(s) {
                 let mut d = identity.clone();
                 let mut loops = s.loops.clone();
-                for (lvl, l) in order.iter().enumerate() {
+                // The order's levels past this statement's own loops move none of them.
+                for (lvl, l) in order.iter().enumerate().take(d.len()) {
                     if let Some(x) = s.loops.iter().position(|y| y == l) {
                         d[lvl] = x;
                         loops[lvl] = *l;

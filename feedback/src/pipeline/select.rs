@@ -30,11 +30,42 @@ pub(super) fn build_regions(
         .take_while(|_| !opts.feedback.cancelled())
         .map(|(i, &root)| build(i, &[root]))
         .collect::<Result<Vec<_>, _>>()?;
-    for (a, b) in fusion_pairs(&analysis.tree, &roots, folded) {
+    // Nests of different depths do not fuse into one nest: heat-3d's time-step loop (four
+    // deep) with its initialization or its printing (three) cost 15 s of the kernel's
+    // analysis for no fusion. Same-depth pairs stay, a nest that prints included (an in-place
+    // shift fused with the loop printing its results).
+    let depth = |root: NodeId| {
+        regions
+            .iter()
+            .find(|r| r.root == root)
+            .map(|r| r.input.loop_depth())
+    };
+    let pairs: Vec<(NodeId, NodeId)> = fusion_pairs(&analysis.tree, &roots, folded)
+        .into_iter()
+        .filter(|&(a, b)| depth(a).is_some() && depth(a) == depth(b))
+        .collect();
+    // The fused group is a second look at regions already answered: a share of the budget.
+    let group_opts = PipelineOptions {
+        feedback: crate::Options {
+            isl_max_seconds: opts.feedback.isl_max_seconds * FUSION_SHARE,
+            isl_max_operations: (opts.feedback.isl_max_operations as f64 * FUSION_SHARE) as u64,
+            ..opts.feedback.clone()
+        },
+        ..opts.clone()
+    };
+    for (a, b) in pairs {
         if opts.feedback.cancelled() {
             break;
         }
-        let group = build(regions.len(), &[a, b])?;
+        let group = build_region(
+            regions.len(),
+            &[a, b],
+            &analysis.tree,
+            naming,
+            folded,
+            code,
+            &group_opts,
+        )?;
         let fuse = group
             .feedback
             .suggestions
@@ -80,6 +111,9 @@ pub(super) fn build_regions(
     }
     Ok(regions)
 }
+
+/// The share of a region's isl budget that the analysis of two nests for their fusion gets.
+const FUSION_SHARE: f64 = 0.4;
 
 /// Pairs of region roots that are consecutive loops of one parent (no other loop between them
 /// in the order they first ran) where the first produces values the second reads.
