@@ -97,7 +97,35 @@ impl<'a> Naming<'a> {
     /// the inner `for`) straight to the outer header. Without back-edge lines, the smallest
     /// line among the loop's own instructions of the header's (possibly inlined) function
     /// and file, again not a nested loop's line when it has another.
+    ///
+    /// The worksharing loop of an outlined parallel body (`main._omp_fn.0`) is named by the
+    /// `for` statement below its directive: gcc computes the thread's bounds from that line
+    /// before the loop, and gives the loop a body line or the directive's, while the serial
+    /// build's loop is named by its `for` (the same source loop must have the same name).
     pub fn loop_location(&self, func: FuncId, lp: usize) -> Option<Loc> {
+        let loc = self.code_location(func, lp)?;
+        Some(self.worksharing_statement(func, lp, &loc).unwrap_or(loc))
+    }
+
+    /// The `for` statement of the worksharing directive above `loc`, when loop `lp` is the
+    /// outermost loop of an outlined parallel body (the loop its threads share).
+    fn worksharing_statement(&self, func: FuncId, lp: usize, loc: &Loc) -> Option<Loc> {
+        let cfg = &self.structure.funcs[func];
+        if cfg.forest.loops[lp].parent.is_some()
+            || !crate::omp_source::is_outlined(&self.function(cfg.entry))
+        {
+            return None;
+        }
+        let mut sources = self.sources.lock().ok()?;
+        let line = crate::omp_source::worksharing_statement(&mut sources, &loc.file, loc.line)?;
+        Some(Loc {
+            file: loc.file.clone(),
+            line,
+        })
+    }
+
+    /// [`Self::loop_location`] from the loop's code alone.
+    fn code_location(&self, func: FuncId, lp: usize) -> Option<Loc> {
         let cfg = &self.structure.funcs[func];
         let forest = &cfg.forest;
         let header_node = forest.loops[lp].header;
@@ -190,13 +218,9 @@ impl<'a> Naming<'a> {
         let Ok(mut sources) = self.sources.lock() else {
             return false;
         };
-        sources.line(&loc.file, loc.line).is_some_and(|text| {
-            let t = text.trim_start().trim_start_matches('}').trim_start();
-            ["for", "while", "do"].iter().any(|k| {
-                t.strip_prefix(k)
-                    .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '(', '{']))
-            })
-        })
+        sources
+            .line(&loc.file, loc.line)
+            .is_some_and(crate::omp_source::starts_loop)
     }
 
     /// Source location of a node (every node has one when the program has debug information).
