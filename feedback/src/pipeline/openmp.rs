@@ -84,10 +84,22 @@ pub(super) fn omp_loops(
             _ => Default::default(),
         };
         let line = statement.as_ref().map(|(_, l)| *l);
+        let span = match (line, naming.loop_location(func, lp)) {
+            (Some(line), Some(loc)) => {
+                let last = last_line(&mut sources, &loc.file, line);
+                let name = loc.file.rsplit('/').next().unwrap_or(&loc.file).to_string();
+                Some((name, line, last))
+            }
+            _ => None,
+        };
         let counter = statement.map(|(c, _)| c);
         let clauses = directive
             .as_deref()
             .map(|d| clause_variables(d).into_iter().collect())
+            .unwrap_or_default();
+        let reduced = directive
+            .as_deref()
+            .map(|d| variables_of(d, &["reduction"]).into_iter().collect())
             .unwrap_or_default();
         out.insert(
             l.id.clone(),
@@ -97,6 +109,8 @@ pub(super) fn omp_loops(
                 line,
                 declared: declared.into_iter().collect(),
                 clauses,
+                reduced,
+                span,
                 body,
                 shared_writes,
                 shared_frames: frames_around(tree, naming, body_node),
@@ -387,13 +401,20 @@ fn assignments(code: &str) -> Vec<(String, Option<&'static str>)> {
 /// The variables a directive's data-sharing clauses name, lowercase (Fortran's are any case):
 /// `private(j, k)`, `reduction(+: s)`, `lastprivate(x)`, `linear(p:1)`.
 pub(crate) fn clause_variables(directive: &str) -> BTreeSet<String> {
-    const CLAUSES: [&str; 5] = [
-        "private",
-        "firstprivate",
-        "lastprivate",
-        "reduction",
-        "linear",
-    ];
+    variables_of(
+        directive,
+        &[
+            "private",
+            "firstprivate",
+            "lastprivate",
+            "reduction",
+            "linear",
+        ],
+    )
+}
+
+/// The variables the directive's clauses among `clauses` name, lowercase.
+fn variables_of(directive: &str, clauses: &[&str]) -> BTreeSet<String> {
     let lower = directive.to_ascii_lowercase();
     let mut out = BTreeSet::new();
     let mut rest = lower.as_str();
@@ -406,7 +427,7 @@ pub(crate) fn clause_variables(directive: &str) -> BTreeSet<String> {
         let word = &head[word_start..];
         let close = rest[open..].find(')').map_or(rest.len(), |c| open + c);
         let inside = &rest[open + 1..close];
-        if CLAUSES.contains(&word) {
+        if clauses.contains(&word) {
             // `reduction(+: s)` and `linear(p: 1)`: the list is on one side of the colon.
             let list = match (word, inside.split_once(':')) {
                 ("reduction", Some((_, vars))) => vars,
