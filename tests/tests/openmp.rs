@@ -163,3 +163,24 @@ fn own_parallel_loops_are_checked_at_o0() {
 fn own_parallel_loops_are_checked_at_o2() {
     check("-O2");
 }
+
+/// A time loop around a step gcc inlines into the time loop's function, the step's parallel
+/// loop outlined (Rodinia's hotspot with -fopenmp): the time loop starts in the step's code
+/// and its back edge is a block the caller's frame names by a line of the step's, but the
+/// time loop is named by its own `for`, as in the serial build.
+#[test]
+fn a_time_loop_around_an_inlined_parallel_step_is_named_by_its_for() {
+    let k = compile_linked("omp_steps", &["-O2", "-g", "-fopenmp"], &[]);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = dir.path().join("out");
+    let mut cmd = Command::new(polyprof_bin!());
+    cmd.arg("-o").arg(&out).arg(&k.path);
+    let run = run_with_deadline(cmd, b"");
+    assert!(run.status.success(), "{}", run.stderr);
+    let stacks = std::fs::read_to_string(out.join("stacks.folded")).expect("stacks.folded");
+    let time = format!(
+        "steps;loop omp_steps.c:{} ",
+        line_of("omp_steps", "/* time steps */")
+    );
+    assert!(stacks.lines().any(|l| l.contains(&time)), "{stacks}");
+}

@@ -195,13 +195,28 @@ impl<'a> Naming<'a> {
             // Else the loop's own loop statement below it: gcc -O2 can end bfs's
             // `for (tid ...)` (line 159) with a jump to a block of line 128 (`stop=false;`,
             // the register it sets is the loop's), which only falls through to the header.
-            let statements: Vec<Loc> = cfg
-                .own_nodes(lp)
-                .filter_map(|n| self.innermost(cfg.addrs[n]))
-                .filter(same_function)
-                .map(|(_, l)| l)
-                .filter(|l| l.file == loc.file && self.is_loop_statement(l))
-                .collect();
+            // And when the header's function has none, the back edge's: a loop around a call
+            // gcc inlined can start in the callee's code and end in a block the caller's
+            // frame names by a callee's line (hotspot's time loop around `single_iteration`
+            // with -fopenmp: line 61), while its counter's increment is the caller's `for`.
+            let latch_fn = latches
+                .iter()
+                .find(|(_, l)| *l == loc)
+                .map(|(f, _)| f.clone());
+            let in_fn = |pick: &dyn Fn(&(Option<String>, Loc)) -> bool| -> Vec<Loc> {
+                cfg.own_nodes(lp)
+                    .filter_map(|n| self.innermost(cfg.addrs[n]))
+                    .filter(|x| pick(x))
+                    .map(|(_, l)| l)
+                    .filter(|l| l.file == loc.file && self.is_loop_statement(l))
+                    .collect()
+            };
+            let mut statements = in_fn(&same_function);
+            if statements.is_empty() {
+                if let Some(f) = latch_fn.filter(|f| f.is_some() && *f != head_fn) {
+                    statements = in_fn(&|x| x.0 == f);
+                }
+            }
             let above = statements
                 .iter()
                 .filter(|l| l.line < loc.line)
