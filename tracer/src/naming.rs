@@ -14,6 +14,9 @@ pub struct Naming<'a> {
     sources: Mutex<SourceText>,
 }
 
+/// A source location with the (possibly inlined) function it is in.
+type Framed = (Option<String>, Loc);
+
 fn basename(file: &str) -> &str {
     file.rsplit('/').next().unwrap_or(file)
 }
@@ -203,7 +206,7 @@ impl<'a> Naming<'a> {
                 .iter()
                 .find(|(_, l)| *l == loc)
                 .map(|(f, _)| f.clone());
-            let in_fn = |pick: &dyn Fn(&(Option<String>, Loc)) -> bool| -> Vec<Loc> {
+            let in_fn = |pick: &dyn Fn(&Framed) -> bool| -> Vec<Loc> {
                 cfg.own_nodes(lp)
                     .filter_map(|n| self.innermost(cfg.addrs[n]))
                     .filter(|x| pick(x))
