@@ -277,6 +277,11 @@ pub struct OmpLoop {
     /// The variables the directive's data-sharing clauses name (`private(j)`,
     /// `reduction(+: s)`), lowercase: each thread's own.
     pub clauses: Vec<String>,
+    /// Those of its `reduction` clauses, lowercase: their copies carry partial results from
+    /// iteration to iteration by design.
+    pub reduced: Vec<String>,
+    /// The loop statement's source lines: its file's name (`k.c`), its first and last line.
+    pub span: Option<(String, u32, u32)>,
     /// The outlined body (`main._omp_fn.0`).
     pub body: String,
     /// Variables the loop's body assigns in the source that are not variables of the
@@ -316,6 +321,58 @@ impl OmpLoop {
             .strip_prefix('`')
             .and_then(|n| n.split('`').next());
         var.is_some_and(|v| self.in_clauses(v))
+    }
+
+    /// Whether dependence `d` goes through what each thread keeps to itself
+    /// ([`Self::keeps_in_memory`]) and so binds no two threads. Not a value an iteration leaves
+    /// in a variable of a `private` clause for a later iteration to read: that iteration may
+    /// run in another thread, whose copy holds another value, or none (Rodinia hotspot's
+    /// `delta`, assigned on the grid's edges only and read at every point); a reduction's
+    /// copy carries partial results by design, and the loop's counter its next value. Only a
+    /// read in the loop statement's own lines is one of the directive's variable: a local of
+    /// a function inlined into the body may have its name (kmeans's `index`, which gcc -O2
+    /// reads in a `cmov` before the call assigns it).
+    pub fn keeps_to_itself(&self, d: &Dependence, region: &Region) -> bool {
+        if !self.keeps_in_memory(&d.storage) {
+            return false;
+        }
+        if d.kind != DepKind::Flow {
+            return true;
+        }
+        let var = match &d.storage {
+            Storage::Register { var: Some(v), .. } => Some(v.as_str()),
+            Storage::Scalar { name, .. } | Storage::Array { name } => name
+                .strip_prefix("array ")
+                .unwrap_or(name)
+                .strip_prefix('`')
+                .and_then(|n| n.split('`').next()),
+            _ => None,
+        };
+        let Some((file, first, last)) = &self.span else {
+            return true;
+        };
+        let in_body = |at: &str| {
+            at.rsplit_once(':').is_some_and(|(f, n)| {
+                f == file
+                    && n.parse::<u32>()
+                        .is_ok_and(|n| (*first..=*last).contains(&n))
+            })
+        };
+        let read_in_body = region
+            .statements
+            .iter()
+            .find(|s| s.name == d.sink)
+            .is_some_and(|s| s.lines().into_iter().any(in_body));
+        let passed = read_in_body
+            && var.is_some_and(|v| {
+                self.in_clauses(v)
+                    && !self.reduced.iter().any(|r| r.eq_ignore_ascii_case(v))
+                    && !self
+                        .counter
+                        .as_deref()
+                        .is_some_and(|c| c.eq_ignore_ascii_case(v))
+            });
+        !passed
     }
 
     /// Whether storage named `name` ([`Storage::describe`]) is a stack variable of a frame

@@ -691,9 +691,9 @@ impl<'a> Ctx<'a> {
         within.retain(|&i| !self.region.dependences[i].invariant_in.contains(id));
         // A loop the program runs in parallel itself: what its threads keep in memory of
         // their own (the outlined body's frame, the directive's private copies) is no one
-        // else's.
+        // else's, but for values one iteration passes to another through a private copy.
         if let Some(omp) = self.region.omp_loops.get(&self.region.loops[l].id) {
-            within.retain(|&i| !omp.keeps_in_memory(&self.region.dependences[i].storage));
+            within.retain(|&i| !omp.keeps_to_itself(&self.region.dependences[i], self.region));
         }
         let mut needs = match self.reductions_for(&carried, &mut within)? {
             Ok(needs) => needs,

@@ -1,5 +1,6 @@
 /* The program's own OpenMP loops, each with a known verdict: a parallel stencil, a planted
- * race, a reduction with its clause, one without it, a shared temporary without `private`;
+ * race, a reduction with its clause, one without it, a shared temporary without `private`, a
+ * `private` variable whose value passes from iteration to iteration (Rodinia's hotspot);
  * partial sums in a row per thread (Rodinia's kmeans), a stencil by chunks whose shared
  * pointer gcc -O2 spills and restores around the interior loop (Rodinia's hotspot), a loop
  * over columns that gcc -O2 names by a line of its inner loop's body (Rodinia's srad); and a
@@ -10,7 +11,7 @@
 #include <stdlib.h>
 
 #define N 400
-static double a[N], b[N], c[N];
+static double a[N], b[N], c[N], e[N];
 
 #define G 64
 #define BS 16
@@ -103,6 +104,13 @@ int main(void)
         t = a[i] + 1.0;
         b[i] = t * t;
     }
+    double d = 0;
+#pragma omp parallel for private(d)
+    for (int i = 0; i < N; i++) { /* stale private */
+        if (i % 16 == 0)
+            d = a[i] * 2.0;
+        e[i] = b[i] + d;
+    }
     int nt = omp_get_max_threads();
     double **part = malloc(nt * sizeof *part);
     for (int k = 0; k < nt; k++)
@@ -138,6 +146,6 @@ int main(void)
     derivatives();
     qsort(a, N, sizeof(double), by_value);
     printf("%a %a %a %a %a %a %a\n", s, u, c[N - 1], b[7], a[N - 1], part[0][3], g[G + 1]);
-    printf("%a\n", cc[NR + 3]);
+    printf("%a %a\n", cc[NR + 3], e[N - 1]);
     return 0;
 }

@@ -4,7 +4,8 @@
 //! of its own `#pragma omp parallel for` loops gets its verdict from the dependences
 //! observed: a stencil is parallel as written, a planted race is a race, a reduction with its
 //! clause is parallel, one without it lacks `reduction(+: u)`, a shared temporary lacks
-//! `private(t)`; partial sums in rows indexed by the thread number are parallel (with one
+//! `private(t)`, a `private(d)` whose value passes from iteration to iteration is a race;
+//! partial sums in rows indexed by the thread number are parallel (with one
 //! thread every iteration uses row 0), and so is a stencil by chunks whose shared pointer gcc
 //! -O2 spills and restores around the interior loop (a register that holds one value all
 //! along the loop), and so is a loop over columns gcc -O2 names by a line of its inner loop's
@@ -129,6 +130,14 @@ fn check(opt: &str) {
     assert_eq!(v, "private_needed", "{opt}: {all:#}");
     assert!(missing.contains("private(t)"), "{opt}: {all:#}");
 
+    // An iteration reads the `d` an earlier one left in its private copy: another thread's
+    // copy holds another value.
+    let (v, _, all) = verdict("/* stale private */");
+    assert_eq!(v, "race", "{opt}: {all:#}");
+    assert!(
+        all["text"].as_str().is_some_and(|t| t.contains("`d`")),
+        "{opt}: {all:#}"
+    );
     let (v, _, all) = verdict("/* per-thread rows */");
     assert_eq!(v, "parallel", "{opt}: {all:#}");
     let all = verdict_of_body(&r, "chunks._omp_fn.");
@@ -153,4 +162,25 @@ fn own_parallel_loops_are_checked_at_o0() {
 #[test]
 fn own_parallel_loops_are_checked_at_o2() {
     check("-O2");
+}
+
+/// A time loop around a step gcc inlines into the time loop's function, the step's parallel
+/// loop outlined (Rodinia's hotspot with -fopenmp): the time loop starts in the step's code
+/// and its back edge is a block the caller's frame names by a line of the step's, but the
+/// time loop is named by its own `for`, as in the serial build.
+#[test]
+fn a_time_loop_around_an_inlined_parallel_step_is_named_by_its_for() {
+    let k = compile_linked("omp_steps", &["-O2", "-g", "-fopenmp"], &[]);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = dir.path().join("out");
+    let mut cmd = Command::new(polyprof_bin!());
+    cmd.arg("-o").arg(&out).arg(&k.path);
+    let run = run_with_deadline(cmd, b"");
+    assert!(run.status.success(), "{}", run.stderr);
+    let stacks = std::fs::read_to_string(out.join("stacks.folded")).expect("stacks.folded");
+    let time = format!(
+        "steps;loop omp_steps.c:{} ",
+        line_of("omp_steps", "/* time steps */")
+    );
+    assert!(stacks.lines().any(|l| l.contains(&time)), "{stacks}");
 }

@@ -11,6 +11,7 @@ pub mod deps;
 pub mod havlak;
 pub(crate) mod libcall;
 pub mod naming;
+pub mod omp_source;
 pub mod schedule;
 mod shadow;
 pub mod structure;

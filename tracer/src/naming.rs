@@ -14,6 +14,9 @@ pub struct Naming<'a> {
     sources: Mutex<SourceText>,
 }
 
+/// A source location with the (possibly inlined) function it is in.
+type Framed = (Option<String>, Loc);
+
 fn basename(file: &str) -> &str {
     file.rsplit('/').next().unwrap_or(file)
 }
@@ -97,7 +100,35 @@ impl<'a> Naming<'a> {
     /// the inner `for`) straight to the outer header. Without back-edge lines, the smallest
     /// line among the loop's own instructions of the header's (possibly inlined) function
     /// and file, again not a nested loop's line when it has another.
+    ///
+    /// The worksharing loop of an outlined parallel body (`main._omp_fn.0`) is named by the
+    /// `for` statement below its directive: gcc computes the thread's bounds from that line
+    /// before the loop, and gives the loop a body line or the directive's, while the serial
+    /// build's loop is named by its `for` (the same source loop must have the same name).
     pub fn loop_location(&self, func: FuncId, lp: usize) -> Option<Loc> {
+        let loc = self.code_location(func, lp)?;
+        Some(self.worksharing_statement(func, lp, &loc).unwrap_or(loc))
+    }
+
+    /// The `for` statement of the worksharing directive above `loc`, when loop `lp` is the
+    /// outermost loop of an outlined parallel body (the loop its threads share).
+    fn worksharing_statement(&self, func: FuncId, lp: usize, loc: &Loc) -> Option<Loc> {
+        let cfg = &self.structure.funcs[func];
+        if cfg.forest.loops[lp].parent.is_some()
+            || !crate::omp_source::is_outlined(&self.function(cfg.entry))
+        {
+            return None;
+        }
+        let mut sources = self.sources.lock().ok()?;
+        let line = crate::omp_source::worksharing_statement(&mut sources, &loc.file, loc.line)?;
+        Some(Loc {
+            file: loc.file.clone(),
+            line,
+        })
+    }
+
+    /// [`Self::loop_location`] from the loop's code alone.
+    fn code_location(&self, func: FuncId, lp: usize) -> Option<Loc> {
         let cfg = &self.structure.funcs[func];
         let forest = &cfg.forest;
         let header_node = forest.loops[lp].header;
@@ -167,13 +198,28 @@ impl<'a> Naming<'a> {
             // Else the loop's own loop statement below it: gcc -O2 can end bfs's
             // `for (tid ...)` (line 159) with a jump to a block of line 128 (`stop=false;`,
             // the register it sets is the loop's), which only falls through to the header.
-            let statements: Vec<Loc> = cfg
-                .own_nodes(lp)
-                .filter_map(|n| self.innermost(cfg.addrs[n]))
-                .filter(same_function)
-                .map(|(_, l)| l)
-                .filter(|l| l.file == loc.file && self.is_loop_statement(l))
-                .collect();
+            // And when the header's function has none, the back edge's: a loop around a call
+            // gcc inlined can start in the callee's code and end in a block the caller's
+            // frame names by a callee's line (hotspot's time loop around `single_iteration`
+            // with -fopenmp: line 61), while its counter's increment is the caller's `for`.
+            let latch_fn = latches
+                .iter()
+                .find(|(_, l)| *l == loc)
+                .map(|(f, _)| f.clone());
+            let in_fn = |pick: &dyn Fn(&Framed) -> bool| -> Vec<Loc> {
+                cfg.own_nodes(lp)
+                    .filter_map(|n| self.innermost(cfg.addrs[n]))
+                    .filter(|x| pick(x))
+                    .map(|(_, l)| l)
+                    .filter(|l| l.file == loc.file && self.is_loop_statement(l))
+                    .collect()
+            };
+            let mut statements = in_fn(&same_function);
+            if statements.is_empty() {
+                if let Some(f) = latch_fn.filter(|f| f.is_some() && *f != head_fn) {
+                    statements = in_fn(&|x| x.0 == f);
+                }
+            }
             let above = statements
                 .iter()
                 .filter(|l| l.line < loc.line)
@@ -190,13 +236,9 @@ impl<'a> Naming<'a> {
         let Ok(mut sources) = self.sources.lock() else {
             return false;
         };
-        sources.line(&loc.file, loc.line).is_some_and(|text| {
-            let t = text.trim_start().trim_start_matches('}').trim_start();
-            ["for", "while", "do"].iter().any(|k| {
-                t.strip_prefix(k)
-                    .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '(', '{']))
-            })
-        })
+        sources
+            .line(&loc.file, loc.line)
+            .is_some_and(crate::omp_source::starts_loop)
     }
 
     /// Source location of a node (every node has one when the program has debug information).

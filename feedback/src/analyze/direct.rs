@@ -48,7 +48,7 @@ pub(crate) fn loop_answers(region: &Region, why: &str) -> Vec<LoopInfo> {
         within.retain(|&i| {
             let d = &region.dependences[i];
             let own = omp.is_some_and(|o| {
-                o.keeps_in_memory(&d.storage)
+                o.keeps_to_itself(d, region)
                     || (d.kind != DepKind::Flow && matches!(d.storage, Storage::Register { .. }))
             });
             !d.invariant_in.contains(&lp.id) && !own

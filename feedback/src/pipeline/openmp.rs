@@ -10,21 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use symbols::SourceText;
 use tracer::{NodeId, NodeKind, ScheduleTree};
 
-/// Lines above a loop's own line searched for its directive: the pragma, its continuation
-/// lines, the `for` line and the body's lines down to the one gcc names the loop by (its
-/// latch's, often the body's last statement).
-const DIRECTIVE_REACH: u32 = 16;
-
-/// Directives of constructs inside a loop's body, passed over on the way up to the loop's
-/// own.
-const INNER_CONSTRUCTS: [&str; 8] = [
-    "simd", "critical", "atomic", "single", "master", "barrier", "ordered", "flush",
-];
-
-/// Whether `name` is a parallel body the compiler outlined from an OpenMP construct.
-pub(crate) fn is_outlined(name: &str) -> bool {
-    name.contains("._omp_fn.") || name.contains("omp_outlined")
-}
+pub(crate) use tracer::omp_source::is_outlined;
+use tracer::omp_source::{directive_above as nearest_directive, Construct, DIRECTIVE_REACH};
 
 /// The outlined parallel body (its node and name) of which loop node `n` is the outermost
 /// loop: the loop the runtime's threads share.
@@ -97,10 +84,22 @@ pub(super) fn omp_loops(
             _ => Default::default(),
         };
         let line = statement.as_ref().map(|(_, l)| *l);
+        let span = match (line, naming.loop_location(func, lp)) {
+            (Some(line), Some(loc)) => {
+                let last = last_line(&mut sources, &loc.file, line);
+                let name = loc.file.rsplit('/').next().unwrap_or(&loc.file).to_string();
+                Some((name, line, last))
+            }
+            _ => None,
+        };
         let counter = statement.map(|(c, _)| c);
         let clauses = directive
             .as_deref()
             .map(|d| clause_variables(d).into_iter().collect())
+            .unwrap_or_default();
+        let reduced = directive
+            .as_deref()
+            .map(|d| variables_of(d, &["reduction"]).into_iter().collect())
             .unwrap_or_default();
         out.insert(
             l.id.clone(),
@@ -110,6 +109,8 @@ pub(super) fn omp_loops(
                 line,
                 declared: declared.into_iter().collect(),
                 clauses,
+                reduced,
+                span,
                 body,
                 shared_writes,
                 shared_frames: frames_around(tree, naming, body_node),
@@ -149,60 +150,17 @@ enum Found {
 /// cannot be read, or no directive is there).
 fn directive_above(sources: &mut SourceText, file: &str, line: u32) -> Option<Option<Found>> {
     sources.line(file, line)?;
-    for at in (line.saturating_sub(DIRECTIVE_REACH).max(1)..=line).rev() {
-        let Some(text) = sources.line(file, at).map(str::to_string) else {
-            continue;
-        };
-        let Some(rest) = omp_directive(&text) else {
-            continue;
-        };
-        let mut whole = rest.trim_end_matches('\\').trim().to_string();
-        let mut next = at + 1;
-        let mut continued = text.trim_end().ends_with('\\') || text.trim_end().ends_with('&');
-        while continued {
-            let Some(more) = sources.line(file, next) else {
-                break;
-            };
-            let more = more.trim();
-            let more = more.strip_prefix("!$omp").unwrap_or(more);
-            let more = more.strip_prefix("!$OMP").unwrap_or(more);
-            let more = more.trim().trim_start_matches('&').trim();
-            continued = more.ends_with('\\') || more.ends_with('&');
-            whole.push(' ');
-            whole.push_str(more.trim_end_matches(['\\', '&']).trim());
-            next += 1;
-        }
-        let words: Vec<String> = whole
-            .split(|c: char| !c.is_alphanumeric() && c != '_')
-            .map(str::to_ascii_lowercase)
-            .collect();
-        // The construct's own words come before its clauses (`parallel for simd`).
-        let shares = words
-            .iter()
-            .filter(|w| !w.is_empty())
-            .take(4)
-            .any(|w| w == "for" || w == "do" || w == "loop");
-        if words
-            .iter()
-            .find(|w| !w.is_empty())
-            .is_some_and(|w| INNER_CONSTRUCTS.contains(&w.as_str()))
-        {
-            continue;
-        }
-        let prefix = if text.trim_start().starts_with('#') {
-            "#pragma omp"
-        } else {
-            "!$omp"
-        };
-        return Some(Some(if shares {
-            let counter = (next..next + DIRECTIVE_REACH)
+    let Some(d) = nearest_directive(sources, file, line) else {
+        return Some(None);
+    };
+    Some(Some(match d.construct {
+        Construct::Worksharing => {
+            let counter = (d.next..d.next + DIRECTIVE_REACH)
                 .find_map(|at| Some((loop_counter(sources.line(file, at)?)?, at)));
-            Found::Worksharing(format!("{prefix} {whole}"), counter)
-        } else {
-            Found::Other
-        }));
-    }
-    Some(None)
+            Found::Worksharing(d.text, counter)
+        }
+        _ => Found::Other,
+    }))
 }
 
 /// The names of the variables the loop statement at line `from` declares (in its header or
@@ -443,13 +401,20 @@ fn assignments(code: &str) -> Vec<(String, Option<&'static str>)> {
 /// The variables a directive's data-sharing clauses name, lowercase (Fortran's are any case):
 /// `private(j, k)`, `reduction(+: s)`, `lastprivate(x)`, `linear(p:1)`.
 pub(crate) fn clause_variables(directive: &str) -> BTreeSet<String> {
-    const CLAUSES: [&str; 5] = [
-        "private",
-        "firstprivate",
-        "lastprivate",
-        "reduction",
-        "linear",
-    ];
+    variables_of(
+        directive,
+        &[
+            "private",
+            "firstprivate",
+            "lastprivate",
+            "reduction",
+            "linear",
+        ],
+    )
+}
+
+/// The variables the directive's clauses among `clauses` name, lowercase.
+fn variables_of(directive: &str, clauses: &[&str]) -> BTreeSet<String> {
     let lower = directive.to_ascii_lowercase();
     let mut out = BTreeSet::new();
     let mut rest = lower.as_str();
@@ -462,7 +427,7 @@ pub(crate) fn clause_variables(directive: &str) -> BTreeSet<String> {
         let word = &head[word_start..];
         let close = rest[open..].find(')').map_or(rest.len(), |c| open + c);
         let inside = &rest[open + 1..close];
-        if CLAUSES.contains(&word) {
+        if clauses.contains(&word) {
             // `reduction(+: s)` and `linear(p: 1)`: the list is on one side of the colon.
             let list = match (word, inside.split_once(':')) {
                 ("reduction", Some((_, vars))) => vars,
@@ -495,19 +460,6 @@ fn loop_counter(text: &str) -> Option<String> {
     let name = t[rest.len()..].split('=').next()?.trim();
     (!name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_'))
         .then(|| name.to_string())
-}
-
-/// What follows `#pragma omp` (C, C++) or `!$omp` (Fortran, any case) on a line.
-fn omp_directive(text: &str) -> Option<&str> {
-    let t = text.trim_start();
-    if let Some(rest) = t.strip_prefix('#') {
-        let rest = rest.trim_start().strip_prefix("pragma")?.trim_start();
-        return rest
-            .strip_prefix("omp")
-            .filter(|r| r.starts_with(char::is_whitespace));
-    }
-    let head = t.get(..5)?;
-    head.eq_ignore_ascii_case("!$omp").then(|| &t[5..])
 }
 
 #[cfg(test)]
