@@ -442,7 +442,7 @@ fn contract(
         .iter()
         .any(|b| storage_key(&b.storage) == Some(&a.name))
     {
-        "values read after the loop nest stay until the end, and those reads must use the same index"
+        "reads after the loop nest use the same index"
     } else {
         "no value is read after the loop nest"
     };
