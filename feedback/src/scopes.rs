@@ -307,7 +307,7 @@ pub(crate) fn assigned_in_source(
                 .iter()
                 .chain(lines.iter())
                 .find(|(file, line)| {
-                    !var.decl_line.is_some_and(|d| *line <= d)
+                    var.decl_line.is_none_or(|d| *line > d)
                         && in_span(file, *line)
                         && sources
                             .line(file, *line)
