@@ -120,15 +120,21 @@ pub(crate) fn folded_accumulation(v: &SharedVariable, loop_id: &str) -> Option<R
     })
 }
 
-/// The reduction a flag needs: a variable loop `loop_id` only sets to `true` (bfs's
-/// `stop = true;`, read after the loop by `while (stop)`), or only to `false`. A private copy
-/// would lose the value set (the original keeps the one from before the loop), and
-/// `lastprivate` would keep the last iteration's copy, undefined where that iteration sets
-/// none. `reduction(||: stop)` starts each thread's copy at `false` and leaves the original
-/// `true` when it was or when some iteration set it, as in the program's order (`&&` and
-/// `false` alike). Integer constants (`found = 1`) are not told apart from values: the
-/// original's value before the loop need not be 0 or 1.
+/// The clause a flag needs: a variable loop `loop_id` only sets to `true` (bfs's
+/// `stop = true;`, read after the loop by `while (stop)`), or only to `false`, or only to one
+/// other constant (`found = 1;`), and reads nowhere else. A private copy would lose the value
+/// set (the original keeps the one from before the loop), and plain `lastprivate` would keep
+/// the last iteration's copy, undefined where that iteration sets none.
+/// `reduction(||: stop)` starts each thread's copy at `false` and leaves the original `true`
+/// when it was or when some iteration set it, as in the program's order (`&&` and `false`
+/// alike). An integer constant is no truth value (the original's value before the loop need
+/// not be 0 or 1): `lastprivate(conditional: found)` (OpenMP 5.0) leaves the original the
+/// value the sequentially last iteration that stored one stored, the constant, and untouched
+/// where none did.
 pub(crate) fn flag_reduction(v: &SharedVariable, loop_id: &str) -> Option<Requirement> {
+    if read_flag(v, loop_id).is_some() {
+        return None;
+    }
     let mine: Vec<&(String, String, String)> =
         v.flags.iter().filter(|(l, _, _)| l == loop_id).collect();
     let op = |lit: &str| match lit {
@@ -136,7 +142,19 @@ pub(crate) fn flag_reduction(v: &SharedVariable, loop_id: &str) -> Option<Requir
         "false" | "FALSE" => Some(ReduceOp::LogicalAnd),
         _ => None,
     };
-    let first = op(&mine.first()?.2)?;
+    let lines = mine.iter().map(|(_, line, _)| line.clone()).collect();
+    let literal = &mine.first()?.2;
+    let Some(first) = op(literal) else {
+        // One integer (or other) constant, the same on every line.
+        if mine.iter().any(|(_, _, lit)| lit != literal) {
+            return None;
+        }
+        return Some(Requirement {
+            change: Change::LastConditional,
+            storage: v.describe(),
+            lines,
+        });
+    };
     if mine.iter().any(|(_, _, lit)| op(lit) != Some(first)) {
         return None;
     }
@@ -148,6 +166,28 @@ pub(crate) fn flag_reduction(v: &SharedVariable, loop_id: &str) -> Option<Requir
             section: None,
         },
         storage: v.describe(),
-        lines: mine.iter().map(|(_, line, _)| line.clone()).collect(),
+        lines,
     })
+}
+
+/// Why a flag loop `loop_id` also reads cannot be made private: each iteration that reads it
+/// may read what an earlier one set (`if (!seen && a[i] == k) seen = 1;`), which gcc -O0
+/// compares in memory where no dependence shows it. `None`: the variable is no flag of the
+/// loop, or the loop does not read it.
+pub(crate) fn read_flag(v: &SharedVariable, loop_id: &str) -> Option<String> {
+    let (_, at) = v.reads.iter().find(|(l, _)| l == loop_id)?;
+    let set: Vec<&str> = v
+        .flags
+        .iter()
+        .filter(|(l, _, _)| l == loop_id)
+        .map(|(_, line, _)| line.as_str())
+        .collect();
+    if set.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "`{}` is set to a constant in some iterations (at {}) and read in the loop (at {at}): an iteration may read the value an earlier one set",
+        v.name,
+        set.join(", ")
+    ))
 }

@@ -448,10 +448,16 @@ pub struct SharedVariable {
     /// associative operator (`s += a[i]`): the source's own reduction, which names the
     /// accumulator register of a vectorized loop when debug information names none.
     pub accumulates: Vec<(String, String, ReduceOp)>,
-    /// (loop id, line, literal) of its assignments that store a constant (`stop = true;`),
-    /// in loops where every assignment to it does: the loop only raises or lowers a flag,
-    /// whose value after the loop is the constant when some iteration stored it.
+    /// (loop id, line, literal) of its assignments that store a constant (`stop = true;`,
+    /// `found = 1;`), in loops where every assignment to it does: the loop only raises or
+    /// lowers a flag, whose value after the loop is the constant when some iteration stored
+    /// it (unless the loop also reads it: see `reads`).
     pub flags: Vec<(String, String, String)>,
+    /// (loop id, line) of the first line of each loop whose source reads it other than by
+    /// storing a constant into it (`if (!seen && a[i] == k) seen = 1;`), among the loops
+    /// that assign it. gcc -O0 compares such a flag in memory (`cmpl $0, -0x20(%rbp)`),
+    /// which no dependence shows (comparisons are no statements).
+    pub reads: Vec<(String, String)>,
 }
 
 impl SharedVariable {

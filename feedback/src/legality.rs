@@ -42,6 +42,10 @@ pub enum Change {
     FirstPrivate,
     /// The copy of the last iteration is kept after the loop.
     LastPrivate,
+    /// The value the sequentially last iteration that assigns the variable assigned is kept
+    /// after the loop, the original's where none does: OpenMP 5.0's
+    /// `lastprivate(conditional: found)`, for a flag set to one constant.
+    LastConditional,
     /// The reads see a copy of the array made before the loop.
     CopyIn,
     /// A scalar becomes an array along a loop.
@@ -90,6 +94,7 @@ impl Change {
             Change::Privatize => "privatize",
             Change::FirstPrivate => "firstprivate",
             Change::LastPrivate => "lastprivate",
+            Change::LastConditional => "lastprivate_conditional",
             Change::CopyIn => "copy_in",
             Change::Expand => "expand",
             Change::MapToArray => "map_to_array",
@@ -132,7 +137,11 @@ impl Requirement {
     pub fn private_variable(&self) -> Option<&str> {
         if !matches!(
             self.change,
-            Change::Privatize | Change::FirstPrivate | Change::LastPrivate | Change::ClosedForm
+            Change::Privatize
+                | Change::FirstPrivate
+                | Change::LastPrivate
+                | Change::LastConditional
+                | Change::ClosedForm
         ) {
             return None;
         }
@@ -160,6 +169,14 @@ impl Requirement {
                 "keeping the last iteration's {} after the loop (`lastprivate`){at}",
                 self.storage
             ),
+            Change::LastConditional => {
+                let name = variable(&self.storage);
+                format!(
+                    "keeping in {} after the loop the value the last iteration that sets it stores{at}, or its value from before the loop when none does (`lastprivate(conditional: {})`, OpenMP 5.0)",
+                    self.storage,
+                    name.trim_matches('`')
+                )
+            }
             Change::CopyIn => format!(
                 "reading {}{at} from a copy made before the loop",
                 self.storage
@@ -700,7 +717,9 @@ impl<'a> Ctx<'a> {
             Err(why) => return Ok(Verdict::Blocked(why)),
         };
         crate::accumulators::name_register_reductions(self.region, id, &mut needs);
-        self.privatize_shared(l, &mut needs);
+        if let Err(why) = self.privatize_shared(l, &mut needs) {
+            return Ok(Verdict::Blocked(why));
+        }
         let inside = self.inside(l);
         if let Err(why) = self.borders_of_shared(l, &inside, &mut needs)? {
             return Ok(Verdict::Blocked(why));
@@ -792,32 +811,57 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// The reduction on a flag ([`crate::accumulators::flag_reduction`]) that carried flow
+    /// The clause of a flag ([`crate::accumulators::flag_reduction`]) that carried flow
     /// dependence `i` of loop `l` is: a statement to itself through a source variable the
-    /// loop only sets to `true` (or only to `false`) on that statement's lines. gcc -O2
-    /// compiles `if (n) stop = true;` to `cmovne`, which reads the flag's old value.
+    /// loop only sets to `true` (or only to `false`, or only to one other constant) on that
+    /// statement's lines. gcc -O2 compiles `if (n) stop = true;` to `cmovne`, which reads the
+    /// flag's old value; vectorized, it blends each lane's flag in a register debug
+    /// information names no variable for (`pand`/`pandn`/`por`): that register is the flag
+    /// when every source variable the loop assigns on the statement's lines is such a flag.
     fn flag_of(&self, l: usize, i: usize) -> Option<Requirement> {
         let d = &self.region.dependences[i];
         if d.source != d.sink {
             return None;
         }
-        let name = match &d.storage {
-            Storage::Register { var: Some(v), .. } => v.as_str(),
-            s => s.variable()?.trim_matches('`'),
-        };
         let loop_id = &self.region.loops[l].id;
-        let v = self
-            .region
-            .shared_variables
-            .iter()
-            .find(|v| v.name == name)?;
-        let r = crate::accumulators::flag_reduction(v, loop_id)?;
         let st = self.region.statements.iter().find(|s| s.name == d.source)?;
         let lines = st.lines();
-        r.lines
-            .iter()
-            .any(|x| lines.contains(&x.as_str()))
-            .then_some(r)
+        let on_lines = |r: &Requirement| r.lines.iter().any(|x| lines.contains(&x.as_str()));
+        let v = match &d.storage {
+            Storage::Register { var: None, .. } if d.reload.is_none() && d.mirror.is_none() => {
+                let assigned: Vec<&crate::input::SharedVariable> = self
+                    .region
+                    .shared_variables
+                    .iter()
+                    .filter(|v| {
+                        v.loops
+                            .iter()
+                            .zip(&v.lines)
+                            .any(|(id, line)| id == loop_id && lines.contains(&line.as_str()))
+                    })
+                    .collect();
+                let flags: Vec<Requirement> = assigned
+                    .iter()
+                    .filter_map(|v| crate::accumulators::flag_reduction(v, loop_id))
+                    .filter(on_lines)
+                    .collect();
+                return (flags.len() == assigned.len())
+                    .then(|| flags.into_iter().next())
+                    .flatten();
+            }
+            s => {
+                let name = match s {
+                    Storage::Register { var: Some(v), .. } => v.as_str(),
+                    s => s.variable()?.trim_matches('`'),
+                };
+                self.region
+                    .shared_variables
+                    .iter()
+                    .find(|v| v.name == name)?
+            }
+        };
+        let r = crate::accumulators::flag_reduction(v, loop_id)?;
+        on_lines(&r).then_some(r)
     }
 
     /// A source variable privatized by name whose value comes into the loop from before it
@@ -883,8 +927,9 @@ impl<'a> Ctx<'a> {
     /// Variables held in registers: the register is each thread's own, but the variable,
     /// declared before loop `l` and assigned in it, is one for all its iterations in the
     /// source: privatized (a reduction's variable, among `needs`, is already accumulated per
-    /// thread).
-    fn privatize_shared(&self, l: usize, needs: &mut Vec<Requirement>) {
+    /// thread). `Err`: why one cannot be (a flag the loop reads,
+    /// [`crate::accumulators::read_flag`]).
+    fn privatize_shared(&self, l: usize, needs: &mut Vec<Requirement>) -> Result<(), String> {
         let loop_id = &self.region.loops[l].id;
         for v in &self.region.shared_variables {
             // A reduction's variable is named by its storage, or only by its line when the
@@ -904,6 +949,9 @@ impl<'a> Ctx<'a> {
             if let Some(r) = crate::accumulators::flag_reduction(v, loop_id) {
                 needs.push(r);
                 continue;
+            }
+            if let Some(why) = crate::accumulators::read_flag(v, loop_id) {
+                return Err(why);
             }
             // Stepped by each iteration from the previous one's value, which the trace folded
             // into an evolution of the counters (so no dependence carries it): private copies
@@ -928,6 +976,7 @@ impl<'a> Ctx<'a> {
                 },
             });
         }
+        Ok(())
     }
 
     /// The anti and output dependences among `within` the loop carries, by storage (not in

@@ -221,6 +221,11 @@ pub(crate) struct SourceAssignment {
     /// body's closing brace): code gcc placed in the loop with a line of before it (bfs's
     /// `stop=false;` on the jump back to the header of `for (tid ...)`).
     pub(crate) outside: bool,
+    /// Some line of the loop's own source span (or of its code, where the span is not known)
+    /// reads the variable other than by storing a constant into it (`if (!found && ...)`,
+    /// `x = found + 1`): the loop does not only raise a flag. The first such line
+    /// (`file.c:12`).
+    pub(crate) read_in_loop: Option<String>,
 }
 
 /// The variables each loop of `all` assigns on its source lines (the lines of the
@@ -292,6 +297,29 @@ pub(crate) fn assigned_in_source(
             {
                 continue;
             }
+            let in_span = |file: &String, line: u32| {
+                span.as_ref()
+                    .is_none_or(|(f, lo, hi)| f == file && *lo <= line && line <= *hi)
+            };
+            // The `for` statement's own line too: `i < n && !found` reads it.
+            let own = l.file.clone().zip(l.line);
+            let read_in_loop = own
+                .iter()
+                .chain(lines.iter())
+                .find(|(file, line)| {
+                    var.decl_line.is_none_or(|d| *line > d)
+                        && in_span(file, *line)
+                        && sources
+                            .line(file, *line)
+                            .is_some_and(|t| read_besides_constants(t, &var.name))
+                })
+                .map(|(file, line)| {
+                    symbols::Loc {
+                        file: file.clone(),
+                        line: *line,
+                    }
+                    .short()
+                });
             for (file, line) in &lines {
                 // A line before the declaration names another variable of that name (gcc
                 // shares code between nests, with the lines of either).
@@ -322,6 +350,7 @@ pub(crate) fn assigned_in_source(
                         outside: span
                             .as_ref()
                             .is_some_and(|(f, lo, hi)| f == file && (*line < *lo || *line > *hi)),
+                        read_in_loop: read_in_loop.clone(),
                     });
                 }
             }
@@ -555,20 +584,54 @@ fn stored_constant(text: &str, name: &str) -> Option<String> {
         };
         let (value, _) = rhs.split_once(';')?;
         let value = value.trim();
-        let literal = matches!(value, "true" | "false" | "TRUE" | "FALSE")
-            || (value
-                .trim_start_matches('-')
-                .starts_with(|c: char| c.is_ascii_digit())
-                && value
-                    .trim_start_matches('-')
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '.'));
-        if !literal || found.is_some() {
+        if !is_literal(value) || found.is_some() {
             return None;
         }
         found = Some(value.to_string());
     }
     found
+}
+
+/// Whether the C source line `text` names the variable `name` other than as the target of
+/// a constant store (`found = 1;`): `if (!found && a[i] == k) found = 1;` and `x = found;`
+/// read it, `found = 1;` and `p->found` do not.
+fn read_besides_constants(text: &str, name: &str) -> bool {
+    let code = code_of(text);
+    let bytes = code.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut from = 0;
+    while let Some(k) = code[from..].find(name) {
+        let start = from + k;
+        let end = start + name.len();
+        from = end;
+        if (start > 0 && ident(bytes[start - 1])) || bytes.get(end).copied().is_some_and(ident) {
+            continue;
+        }
+        let before = code[..start].trim_end();
+        if before.ends_with('.') || before.ends_with("->") {
+            continue;
+        }
+        let after = code[end..].trim_start();
+        let constant = after
+            .strip_prefix('=')
+            .filter(|r| !r.starts_with('='))
+            .and_then(|r| r.split_once(';'))
+            .is_some_and(|(value, _)| is_literal(value.trim()));
+        if !constant {
+            return true;
+        }
+    }
+    false
+}
+
+/// `true`, `FALSE`, `1`, `-2.5f`, `0x10`: a literal a flag may be set to.
+fn is_literal(value: &str) -> bool {
+    let digits = value.trim_start_matches('-');
+    matches!(value, "true" | "false" | "TRUE" | "FALSE")
+        || (digits.starts_with(|c: char| c.is_ascii_digit())
+            && digits
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.'))
 }
 
 /// The code of a source line, without its comments (`// ...`, `/* ... */`); a line inside a
@@ -691,6 +754,18 @@ mod tests {
         assert_eq!(stored_constant("if (stop == true) x = 1;", "stop"), None);
         assert_eq!(stored_constant("k = 0; k++;", "k"), None);
         assert_eq!(stored_constant("for (j = 0; j < n; j++)", "j"), None);
+    }
+
+    #[test]
+    fn flags_read_besides_their_stores() {
+        use super::read_besides_constants as reads;
+        assert!(!reads("            found = 1; /* found */", "found"));
+        assert!(!reads("if (a[i] == k) stop = true;", "stop"));
+        assert!(!reads("p->found = x; found2 = found_at;", "found"));
+        assert!(reads("if (!found && a[i] == k) found = 1;", "found"));
+        assert!(reads("x = found + 1;", "found"));
+        assert!(reads("found = i;", "found"));
+        assert!(reads("if (found == 1)", "found"));
     }
 
     #[test]

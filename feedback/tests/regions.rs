@@ -214,6 +214,7 @@ fn a_register_variable_declared_before_the_loop_is_privatized() {
         steps: Vec::new(),
         accumulates: Vec::new(),
         flags: Vec::new(),
+        reads: Vec::new(),
     }];
     let f = analyze_region(&r, &Options::default()).unwrap();
     let p = parallel(&f).expect("parallel with t private");

@@ -334,6 +334,9 @@ pub enum StorageChange {
     FirstPrivate,
     #[serde(rename = "lastprivate")]
     LastPrivate,
+    /// A flag set to one constant: `lastprivate(conditional: found)` (OpenMP 5.0).
+    #[serde(rename = "lastprivate_conditional")]
+    LastPrivateConditional,
     CopyIn,
     Expand,
     MapToArray,

@@ -4,16 +4,24 @@
 //! whether gcc stores the flag (-O0) or selects it with a conditional move that reads its old
 //! value (-O2). Each printed directive (`parallel for`, and `simd` where printed), inserted as
 //! written before its loop, keeps the program's output over 10 runs with two threads.
+//! An integer flag set to one constant (`tests/kernels/flag_int.c`'s `found = 1;`, read
+//! after the loop) is `lastprivate(conditional: found)`: `private(found)` lost it.
 
 use serde_json::Value;
 use tests::{compile, line_of, polyprof_bin, pragma_keeps_output, run_stdout};
 
 const KERNEL: &str = "flag_or";
 
-/// The directive the `kind` suggestion of the loop at `line` prints (`starts`: how its text
+/// The directive the suggestion of `kernel`'s loop at `line` prints (`starts`: how its text
 /// begins, `directive`: how the directive does), if there is one.
-fn printed(report: &Value, starts: &str, line: u32, directive: &str) -> Option<String> {
-    let label = format!("{starts} {KERNEL}.c:{line} ");
+fn printed(
+    report: &Value,
+    kernel: &str,
+    starts: &str,
+    line: u32,
+    directive: &str,
+) -> Option<String> {
+    let label = format!("{starts} {kernel}.c:{line} ");
     let text = report["regions"]
         .as_array()
         .into_iter()
@@ -21,15 +29,14 @@ fn printed(report: &Value, starts: &str, line: u32, directive: &str) -> Option<S
         .flat_map(|r| r["suggestions"].as_array().into_iter().flatten())
         .filter_map(|s| s["text"].as_str())
         .find(|t| t.starts_with(&label))?;
-    let start = text
-        .find(&format!("`{directive}"))
-        .unwrap_or_else(|| panic!("no directive in: {text}"));
+    let start = text.find(&format!("`{directive}"))?;
     let rest = &text[start + 1..];
     Some(rest[..rest.find('`').unwrap_or(rest.len())].to_string())
 }
 
-fn check(flags: &[&str]) {
-    let k = compile(KERNEL, &[flags, &["-g"]].concat());
+/// `kernel` compiled with `flags` and run under polyprof: its native output and the report.
+fn profiled(kernel: &str, flags: &[&str]) -> (String, Value) {
+    let k = compile(kernel, &[flags, &["-g"]].concat());
     let native = run_stdout(&k.path, false);
     let path = k.path.to_string_lossy().into_owned();
     let r = tests::polyprof(
@@ -38,20 +45,30 @@ fn check(flags: &[&str]) {
         b"",
     );
     assert_eq!(r.output.code(), 0, "{}", r.output.stderr);
-    let report = r.report();
+    (native, r.report())
+}
+
+fn check(flags: &[&str]) {
+    let (native, report) = profiled(KERNEL, flags);
     for (mark, clause) in [
         ("MARK raise", "reduction(||: stop)"),
         ("MARK lower", "reduction(&&: all)"),
     ] {
         let line = line_of(KERNEL, mark);
-        let pragma = printed(&report, "Run loop", line, "#pragma omp parallel for")
-            .unwrap_or_else(|| panic!("no parallelize suggestion for line {line}: {report:#}"));
+        let pragma = printed(
+            &report,
+            KERNEL,
+            "Run loop",
+            line,
+            "#pragma omp parallel for",
+        )
+        .unwrap_or_else(|| panic!("no parallelize suggestion for line {line}: {report:#}"));
         assert!(
             pragma.contains(clause) && !pragma.contains("private"),
             "at {flags:?}: {pragma}"
         );
         pragma_keeps_output(KERNEL, line, &pragma, &native, &format!("{flags:?}"));
-        if let Some(simd) = printed(&report, "Vectorize loop", line, "#pragma omp simd") {
+        if let Some(simd) = printed(&report, KERNEL, "Vectorize loop", line, "#pragma omp simd") {
             assert!(simd.contains(clause), "at {flags:?}: {simd}");
             pragma_keeps_output(KERNEL, line, &simd, &native, &format!("{flags:?}"));
         }
@@ -66,4 +83,54 @@ fn flags_in_memory_at_o0() {
 #[test]
 fn flags_selected_by_cmov_at_o2() {
     check(&["-O2"]);
+}
+
+/// `flag_int.c`'s flags set to one integer constant, whatever the value before the loop
+/// (`0`, `-5`, `42`, never set): `lastprivate(conditional: v)` in the printed `parallel for`
+/// (and `simd`, where printed), never `private(v)`, each keeping the output. `seen`, which the
+/// loop also reads (`if (!seen && ...)`), is no such flag: whatever is printed for its loop
+/// keeps the output too.
+fn check_int(flags: &[&str]) {
+    const INT: &str = "flag_int";
+    let (native, report) = profiled(INT, flags);
+    let what = format!("{flags:?}");
+    for (mark, var) in [
+        ("MARK found", "found"),
+        ("MARK mark", "mark"),
+        ("MARK none", "none"),
+    ] {
+        let line = line_of(INT, mark);
+        let clause = format!("lastprivate(conditional: {var})");
+        let pragma = printed(&report, INT, "Run loop", line, "#pragma omp parallel for")
+            .unwrap_or_else(|| panic!("no parallelize suggestion for line {line}: {report:#}"));
+        assert!(
+            pragma.contains(&clause) && !pragma.contains(&format!("private({var}")),
+            "at {what}: {pragma}"
+        );
+        pragma_keeps_output(INT, line, &pragma, &native, &what);
+        if let Some(simd) = printed(&report, INT, "Vectorize loop", line, "#pragma omp simd") {
+            assert!(simd.contains(&clause), "at {what}: {simd}");
+            pragma_keeps_output(INT, line, &simd, &native, &what);
+        }
+    }
+    let line = line_of(INT, "MARK read");
+    for (starts, directive) in [
+        ("Run loop", "#pragma omp parallel for"),
+        ("Vectorize loop", "#pragma omp simd"),
+    ] {
+        if let Some(p) = printed(&report, INT, starts, line, directive) {
+            assert!(!p.contains("private(seen)"), "at {what}: {p}");
+            pragma_keeps_output(INT, line, &p, &native, &what);
+        }
+    }
+}
+
+#[test]
+fn integer_flags_in_memory_at_o0() {
+    check_int(&["-O0"]);
+}
+
+#[test]
+fn integer_flags_vectorized_at_o2() {
+    check_int(&["-O2"]);
 }

@@ -1562,6 +1562,43 @@ fn hazard_symm_accumulator_is_not_mapped_onto_a_live_element() {
     );
 }
 
+/// symm's and deriche's nests (legal_symm, legal_recur_cols) vectorize and run in parallel
+/// once interchanged, which at -O2 needs values gcc keeps in registers expanded along a loop
+/// (`alpha * B[i][j]`, `y1[i][j]` kept for the next iteration's `ym1`): no source variable
+/// names them, so the texts that hold only after that interchange print no directive (it
+/// would read as complete) and say why, naming the line that computes each value (issue 36).
+#[test]
+fn register_expansions_print_no_directive() {
+    for kernel in ["legal_symm", "legal_recur_cols"] {
+        let src = source(kernel);
+        let all: Vec<usize> = (0..src.headers.len()).collect();
+        let mut seen = 0;
+        for (opt, s) in suggested(kernel, &["parallelize", "vectorize"], &all) {
+            let unnamed = s["requires"].as_array().is_some_and(|rs| {
+                rs.iter().any(|r| {
+                    r["change"] == "expand"
+                        && r["storage"].as_str().is_some_and(|t| !t.starts_with('`'))
+                })
+            });
+            if !unnamed {
+                continue;
+            }
+            seen += 1;
+            let text = s["text"].as_str().unwrap_or("");
+            assert!(
+                !text.contains("`#pragma")
+                    && text.contains("No directive is printed")
+                    && text.contains("expanding the value computed at"),
+                "{kernel} {opt}: {text}"
+            );
+        }
+        assert!(
+            seen > 0,
+            "{kernel}: no suggestion needs a register expanded (the compiler's choice changed?)"
+        );
+    }
+}
+
 #[test]
 fn hazard_sse_nest_is_neither_interchanged_nor_parallel() {
     let src = source("legal_sse");

@@ -334,3 +334,48 @@ fn loop_around_an_inlined_call_is_named_by_its_own_line() {
         );
     }
 }
+
+/// A loop around a call gcc -O2 does not inline (Rodinia myocyte's `for (i ...)` around
+/// `solver(...)`), in a source file that is not UTF-8 (myocyte's main.c is Windows-1252): the
+/// latch is the call's block, with the call's line (gcc -O2 enters myocyte's loop at its
+/// test, as `-fno-tree-ch` makes it do here); the loop is named by its `for` line, which is
+/// read all the same.
+#[test]
+fn loop_around_a_call_in_a_file_not_in_utf8_is_named_by_its_for() {
+    let src = std::fs::read(tests::kernels_dir().join("cp1252_call.c")).expect("the kernel");
+    assert!(
+        String::from_utf8(src.clone()).is_err(),
+        "the kernel must not be UTF-8"
+    );
+    let text = String::from_utf8_lossy(&src);
+    let at = |mark: &str| {
+        text.lines()
+            .position(|l| l.contains(mark))
+            .map(|i| i + 1)
+            .unwrap_or_else(|| panic!("no {mark}"))
+    };
+    let (for_line, call_line) = (at("/* FOR */"), at("/* CALL */"));
+    for opt in ["-O0", "-O2 -fno-tree-ch"] {
+        let mut flags: Vec<&str> = opt.split(' ').collect();
+        flags.push("-g");
+        let k = compile("cp1252_call", &flags);
+        let t = trace_main(&k.path, &[]);
+        let a = analyze(&k, &t);
+        let stacks = stacks(&a.folded);
+        let want = format!("main;loop cp1252_call.c:{for_line}");
+        assert!(
+            stacks
+                .iter()
+                .any(|s| s == &want || s.starts_with(&format!("{want};"))),
+            "{opt}: no stack {want} in {:#?}",
+            a.folded
+        );
+        assert!(
+            !stacks
+                .iter()
+                .any(|s| s.contains(&format!("loop cp1252_call.c:{call_line}"))),
+            "{opt}: a loop named by the call's line: {:#?}",
+            a.folded
+        );
+    }
+}

@@ -108,6 +108,10 @@ fn judge(
                 OmpVerdict::PrivateNeeded,
                 name.map(|n| format!("lastprivate({n})")),
             ),
+            Change::LastConditional => (
+                OmpVerdict::PrivateNeeded,
+                name.map(|n| format!("lastprivate(conditional: {n})")),
+            ),
             Change::CopyIn
             | Change::Expand
             | Change::MapToArray

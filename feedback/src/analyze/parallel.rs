@@ -3,9 +3,9 @@
 //! whether the innermost one vectorizes.
 
 use super::interchange::{permuted, Interchanged};
-use super::text::{parallel_text, split_reductions, vectorize_text};
+use super::text::{parallel_text, phrases, split_reductions, vectorize_text};
 use super::Nest;
-use crate::legality::{schedule_map, Ctx, Requirement, Verdict};
+use crate::legality::{schedule_map, Change, Ctx, Requirement, Verdict};
 use crate::{Error, Feedback, Rating, Suggestion, SuggestionKind};
 use std::collections::BTreeMap;
 
@@ -63,6 +63,50 @@ pub(super) fn parallel_advice(
         all.dedup();
         all
     };
+    // An interchange that needs a value the compiler keeps in a register expanded along a
+    // loop (deriche's `y2[i][j]` kept for the next iteration's `yp1`, symm's lines 98 and
+    // 101) asks for a source change no source variable names: which variable, or which
+    // expression, to expand is the compiler's choice, not a line of the source. A directive
+    // printed with it would read as complete; none is (issue 36).
+    let unnamed = order != chain
+        && ic
+            .needs
+            .iter()
+            .any(|r| r.change == Change::Expand && r.storage.starts_with("register "));
+    let no_directive = |what: &str, needs: &[Requirement]| -> String {
+        // A register's expansion names the line that computes its value (the report's text
+        // says "the value computed at deriche.c:142" for "register xmm3 (at deriche.c:142)").
+        let mut all: Vec<Requirement> = after_interchange(needs)
+            .into_iter()
+            .map(|mut r| {
+                if r.change == Change::Expand && r.storage.starts_with("register ") {
+                    if let Some((reg, along)) = r.storage.split_once(" along ") {
+                        let at = if r.lines.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (at {})", r.lines.join(", "))
+                        };
+                        r.storage = format!("{reg}{at} along {along}");
+                        r.lines.clear();
+                    }
+                }
+                r
+            })
+            .collect();
+        // Two registers holding values of one line read the same.
+        let mut seen = std::collections::BTreeSet::new();
+        all.retain(|r| {
+            let key = match r.storage.split_once(" (at ") {
+                Some((reg, rest)) if reg.starts_with("register ") => rest.to_string(),
+                _ => r.storage.clone(),
+            };
+            seen.insert((r.change, key))
+        });
+        format!(
+            "{what} once the loops are interchanged as advised, after {}. No directive is printed: the interchange expands values the compiler keeps in registers, which no source variable names, so the source change cannot be named.",
+            phrases(&all)
+        )
+    };
     if let Some(lvl) = levels.iter().position(|&p| p) {
         let l = order[lvl];
         let Verdict::Legal(mut needs) = verdicts[lvl].clone() else {
@@ -97,12 +141,17 @@ pub(super) fn parallel_advice(
             .zip(&verdicts[lvl + 1..])
             .find(|(_, v)| matches!(v, Verdict::Legal(n) if split_reductions(n).0.is_empty()))
             .map(|(&inner, _)| nest.label(inner));
-        let mut text = if region.language == symbols::Language::Rust {
+        let mut text = if unnamed && !standalone {
+            no_directive(
+                &format!("Loop {} can run in parallel{inside}", nest.label(l)),
+                needs,
+            )
+        } else if region.language == symbols::Language::Rust {
             super::rayon::parallel_text(region, l, &nest.label(l), &inside, needs)
         } else {
             parallel_text(&nest.label(l), &inside, needs, plain)
         };
-        if !standalone {
+        if !standalone && !unnamed {
             text.push_str(holds_after);
         }
         fb.suggestions.push(Suggestion {
@@ -126,11 +175,19 @@ pub(super) fn parallel_advice(
             fb.suggestions.push(Suggestion {
                 kind: SuggestionKind::Vectorize,
                 loops: vec![region.loops[inner].id.clone()],
-                text: if region.language == symbols::Language::Rust {
-                    super::rayon::vectorize_text(&nest.label(inner), needs, share)
+                text: if unnamed {
+                    no_directive(
+                        &format!(
+                            "Loop {} vectorizes ({share:.0}% of its accesses stride 0 or 1)",
+                            nest.label(inner)
+                        ),
+                        needs,
+                    )
+                } else if region.language == symbols::Language::Rust {
+                    super::rayon::vectorize_text(&nest.label(inner), needs, share) + holds_after
                 } else {
-                    vectorize_text(&nest.label(inner), needs, share)
-                } + holds_after,
+                    vectorize_text(&nest.label(inner), needs, share) + holds_after
+                },
                 sizes: Vec::new(),
                 requires: after_interchange(needs),
                 array: None,

@@ -186,21 +186,24 @@ fn sharing_clauses<'a>(needs: &'a [Requirement]) -> Vec<String> {
         unreduced(named(Change::FirstPrivate)),
         unreduced(named(Change::LastPrivate)),
     );
+    let mut conditional = unreduced(named(Change::LastConditional));
+    conditional.dedup();
     let mut private: Vec<&str> = unreduced(named(Change::Privatize))
         .into_iter()
         .chain(unreduced(named(Change::ClosedForm)))
-        .filter(|v| !first.contains(v) && !last.contains(v))
+        .filter(|v| !first.contains(v) && !last.contains(v) && !conditional.contains(v))
         .collect();
     private.sort_unstable();
     private.dedup();
     [
-        ("private", private),
-        ("firstprivate", first),
-        ("lastprivate", last),
+        ("private(", private),
+        ("firstprivate(", first),
+        ("lastprivate(", last),
+        ("lastprivate(conditional: ", conditional),
     ]
     .into_iter()
     .filter(|(_, vars)| !vars.is_empty())
-    .map(|(clause, vars)| format!("{clause}({})", vars.join(", ")))
+    .map(|(clause, vars)| format!("{clause}{})", vars.join(", ")))
     .collect()
 }
 
@@ -237,8 +240,10 @@ pub(super) fn parallel_text(
     let unnamed: Vec<&Requirement> = needs
         .iter()
         .filter(|r| {
-            (matches!(r.change, Change::FirstPrivate | Change::LastPrivate)
-                && r.private_variable().is_none())
+            (matches!(
+                r.change,
+                Change::FirstPrivate | Change::LastPrivate | Change::LastConditional
+            ) && r.private_variable().is_none())
                 || r.clause().is_some_and(|c| c.contains('<'))
         })
         .collect();
@@ -311,9 +316,19 @@ pub(super) fn after_phrase(others: &[Requirement]) -> String {
 
 /// The vectorize suggestion's sentence.
 pub(super) fn vectorize_text(label: &str, needs: &[Requirement], share: f64) -> String {
-    let (clauses, others) = split_reductions(needs);
+    let (mut clauses, others) = split_reductions(needs);
     let after = after_phrase(&others);
-    if clauses.is_empty() {
+    // A flag set to one constant keeps its value only with its clause, on lanes as on threads.
+    let conditional: Vec<String> = sharing_clauses(needs)
+        .into_iter()
+        .filter(|c| c.starts_with("lastprivate(conditional:"))
+        .collect();
+    if clauses.is_empty() && !conditional.is_empty() {
+        format!(
+            "Vectorize loop {label} (e.g. `#pragma omp simd {}`): its iterations are independent{after} and {share:.0}% of its accesses are stride 0 or 1.",
+            conditional.join(" ")
+        )
+    } else if clauses.is_empty() {
         format!(
             "Vectorize loop {label}: its iterations are independent{after} and {share:.0}% of its accesses are stride 0 or 1."
         )
@@ -340,6 +355,7 @@ pub(super) fn vectorize_text(label: &str, needs: &[Requirement], share: f64) -> 
             fp_note(needs)
         )
     } else {
+        clauses.extend(conditional);
         format!(
             "Vectorize loop {label} as a reduction (e.g. `#pragma omp simd {}`){after}: each vector lane accumulates {}, and {share:.0}% of its accesses are stride 0 or 1.{}",
             clauses.join(" "),

@@ -568,6 +568,11 @@ impl Scope<'_> {
             if let Some(op) = a.accumulates {
                 v.accumulates.push((a.loop_id.clone(), a.line.clone(), op));
             }
+            if let Some(at) = &a.read_in_loop {
+                if !v.reads.iter().any(|(l, _)| *l == a.loop_id) {
+                    v.reads.push((a.loop_id.clone(), at.clone()));
+                }
+            }
             if let Some(c) = a.constant.filter(|_| !a.outside) {
                 v.flags.push((a.loop_id.clone(), a.line.clone(), c));
             }
