@@ -297,7 +297,11 @@ fn a_tiled_nest_over_4k_rows_gets_data_tiling_with_its_tiling() {
         let m = &d["mapping"];
         // The map names the array by its C name (`a`, `b`).
         let array = d["array"].as_str().unwrap_or("");
-        let name = array.trim_start_matches('`').split('`').next().unwrap_or("");
+        let name = array
+            .trim_start_matches('`')
+            .split('`')
+            .next()
+            .unwrap_or("");
         assert_eq!(
             m["isl"],
             format!("{{ {name}[i, j] -> [floor(i/32), floor(j/32), i mod 32, j mod 32] }}"),
