@@ -446,12 +446,10 @@ impl Scope<'_> {
                 .any(|sec| bin.in_section(sec, key.1));
             let control = match insn.mnemonic() {
                 Mnemonic::Call | Mnemonic::Ret | Mnemonic::Jmp => !effectful_call,
-                // A comparison of memory reads data that decides the branch (gcc -O0's
-                // `cmpl $5, -4(%rbp)` for `if (x > 5)`): the iteration that wrote `x` must
-                // run before it; one of registers does when `data_compares` says so.
-                // Comparisons of the loop counters (scalar evolutions, dropped above) only
-                // set a branch's flags.
-                Mnemonic::Cmp | Mnemonic::Test => !touches && !data_compare,
+                // A comparison that reads data decides a branch: the iteration that wrote
+                // it must run before (see `data_compares`). One of the loop counters, in
+                // memory at -O0 or in a register, only steers the loop.
+                Mnemonic::Cmp | Mnemonic::Test => !data_compare,
                 _ => false,
             };
             if in_plt || control {
