@@ -447,9 +447,14 @@ fn contract(
         "no value is read after the loop nest"
     };
     let text = format!(
-        "Contract {} (written at {}) to {} cells instead of {cells_before} ({bytes_after} bytes instead of {}): index it as {c}{} at every access (map {isl_map}). In the original order no two values live at the same time share a cell ({after}){under_new}; not with tiling or skewing, which change which values live together. The trace shows none of its values read from before the loop nest or overwritten after it; no other code may use its other elements.",
+        "Contract {} (written at {}) along the storage hyperplane ({}) to {} cells instead of {cells_before} ({bytes_after} bytes instead of {}): index it as {c}{} at every access (map {isl_map}). In the original order no two values live at once share a cell ({after}){under_new}; not with tiling or skewing. The trace shows none read from before the nest or overwritten after it; other code must not use its other elements.",
         a.name,
         line_of(region, &w.name),
+        order
+            .iter()
+            .map(|&d| h.coeffs[d].to_string())
+            .collect::<Vec<_>>()
+            .join(","),
         h.modulus,
         a.bytes,
         standing(&a.name),

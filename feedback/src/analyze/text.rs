@@ -451,7 +451,24 @@ pub(super) fn phrases(needs: &[Requirement]) -> String {
             })
             .map(Requirement::phrase),
     );
+    // Registers no variable names read alike in the user's text ("a value the compiler
+    // keeps in a register"): one phrase for all the registers a change names alike.
+    let mut seen = std::collections::BTreeSet::new();
+    out.retain(|p| seen.insert(without_register_names(p)));
     out.join(" and ")
+}
+
+/// `p` with the name after each "register " left out.
+fn without_register_names(p: &str) -> String {
+    let mut key = String::with_capacity(p.len());
+    let mut rest = p;
+    while let Some(k) = rest.find("register ") {
+        key.push_str(&rest[..k + "register ".len()]);
+        rest =
+            rest[k + "register ".len()..].trim_start_matches(|c: char| c.is_ascii_alphanumeric());
+    }
+    key.push_str(rest);
+    key
 }
 
 /// `a`, `a and b`, `a, b and c`.

@@ -389,37 +389,6 @@ impl Scope<'_> {
         let stepped = stepped_by_invariants(self.folded, self.code);
         let mut formatter = IntelFormatter::new();
         let mut info = iced_x86::InstructionInfoFactory::new();
-        let decode = |pc: u64| {
-            let bytes = self.code.bytes.get(&pc).map_or(&[][..], Vec::as_slice);
-            Decoder::with_ip(64, bytes, pc, DecoderOptions::NONE).decode()
-        };
-        // Comparisons that read data: a flow into them from an instruction that computes a
-        // value other than the loop counters' (gcc -O2's `cmp eax, 5` of `if (x > 5)`, `x`
-        // computed by the previous iteration). The iteration that wrote it must run before,
-        // so they are statements; comparisons of counters only steer the loop.
-        let mut probe = iced_x86::InstructionInfoFactory::new();
-        let data_compares: rustc_hash::FxHashSet<(NodeId, u64)> = folded
-            .deps
-            .iter()
-            .filter(|((sink, source, kind, ..), ..)| {
-                *kind == DepKind::Flow
-                    && self.inside(sink.context)
-                    && matches!(decode(sink.pc).mnemonic(), Mnemonic::Cmp | Mnemonic::Test)
-                    && folded
-                        .insns
-                        .get(&(source.context, source.pc))
-                        .is_some_and(|(meta, f)| {
-                            let insn = decode(source.pc);
-                            let key = (source.context, source.pc);
-                            let computed = meta.naddr > 0 || writes_data(&insn, &mut probe);
-                            computed
-                                && !matches!(insn.mnemonic(), Mnemonic::Cmp | Mnemonic::Test)
-                                && !is_scev(meta, f, f.labels - meta.naddr, &insn)
-                                && !stepped.contains(&key)
-                        })
-            })
-            .map(|((sink, ..), ..)| (sink.context, sink.pc))
-            .collect();
         let mut out = Statements::default();
         let mut raw: Vec<Vec<Vec<u64>>> = Vec::new();
         for key in keys {
@@ -432,9 +401,7 @@ impl Scope<'_> {
             // (output, hidden state, memory it reads or writes): the tracer reports them as
             // its own.
             let effectful_call = insn.mnemonic() == Mnemonic::Call && folded.dep_ends.contains(key);
-            let data_compare = data_compares.contains(key);
             if !effectful_call
-                && !data_compare
                 && (((is_scev(meta, f, nval, &insn) || stepped.contains(key))
                     && !from_calls.contains(key))
                     || !(touches || writes_data(&insn, &mut info)))
@@ -444,15 +411,14 @@ impl Scope<'_> {
             let in_plt = [".plt", ".plt.sec", ".plt.got"]
                 .iter()
                 .any(|sec| bin.in_section(sec, key.1));
-            let control = match insn.mnemonic() {
-                Mnemonic::Call | Mnemonic::Ret | Mnemonic::Jmp => !effectful_call,
-                // A comparison that reads data decides a branch: the iteration that wrote
-                // it must run before (see `data_compares`). One of the loop counters, in
-                // memory at -O0 or in a register, only steers the loop.
-                Mnemonic::Cmp | Mnemonic::Test => !data_compare,
-                _ => false,
-            };
-            if in_plt || control {
+            if in_plt
+                || (matches!(
+                    insn.mnemonic(),
+                    Mnemonic::Call | Mnemonic::Ret | Mnemonic::Jmp | Mnemonic::Cmp | Mnemonic::Test
+                ) && !effectful_call)
+            {
+                // Control: the return address carries no program data, and comparisons only
+                // set the flags of a branch.
                 continue;
             }
             let name = format!("S{}", out.list.len());
