@@ -482,27 +482,28 @@ fn assigns(text: &str, name: &str) -> bool {
     assignment(text, name).is_some()
 }
 
+/// Each place the code `code` names the variable `name` as a whole word and not as a
+/// member (`p->name`, `s.name`): the code before it (trimmed at its end) and after it
+/// (trimmed at its start).
+fn uses<'a>(code: &'a str, name: &'a str) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+    let bytes = code.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    code.match_indices(name).filter_map(move |(start, _)| {
+        let end = start + name.len();
+        let word =
+            !(start > 0 && ident(bytes[start - 1])) && !bytes.get(end).copied().is_some_and(ident);
+        let before = code[..start].trim_end();
+        let member = before.ends_with('.') || before.ends_with("->");
+        (word && !member && !name.is_empty()).then(|| (before, code[end..].trim_start()))
+    })
+}
+
 /// How the C source line `text` assigns the variable `name`, if it does (see [`assigns`]):
 /// a line that both sets and steps it (`for (j = 0; ...; j++)`) sets it.
 fn assignment(text: &str, name: &str) -> Option<Assignment> {
-    let text = code_of(text);
-    let text = text.as_str();
+    let code = code_of(text);
     let mut found = None;
-    let bytes = text.as_bytes();
-    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
-    let mut from = 0;
-    while let Some(k) = text[from..].find(name) {
-        let start = from + k;
-        let end = start + name.len();
-        from = end;
-        if (start > 0 && ident(bytes[start - 1])) || bytes.get(end).copied().is_some_and(ident) {
-            continue;
-        }
-        let before = text[..start].trim_end();
-        if before.ends_with('.') || before.ends_with("->") {
-            continue;
-        }
-        let after = text[end..].trim_start();
+    for (before, after) in uses(&code, name) {
         let compound = ["+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="];
         let kind = if before.ends_with("++")
             || before.ends_with("--")
@@ -554,22 +555,8 @@ fn assignment(text: &str, name: &str) -> Option<Assignment> {
 /// `stop = false || x;`, `n = m;` or a line assigning it twice give `None`.
 fn stored_constant(text: &str, name: &str) -> Option<String> {
     let code = code_of(text);
-    let bytes = code.as_bytes();
-    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
     let mut found: Option<String> = None;
-    let mut from = 0;
-    while let Some(k) = code[from..].find(name) {
-        let start = from + k;
-        let end = start + name.len();
-        from = end;
-        if (start > 0 && ident(bytes[start - 1])) || bytes.get(end).copied().is_some_and(ident) {
-            continue;
-        }
-        let before = code[..start].trim_end();
-        let after = code[end..].trim_start();
-        if before.ends_with('.') || before.ends_with("->") {
-            continue;
-        }
+    for (before, after) in uses(&code, name) {
         let Some(rhs) = after.strip_prefix('=').filter(|r| !r.starts_with('=')) else {
             let compound = ["+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="];
             if compound.iter().any(|op| after.starts_with(op))
@@ -597,21 +584,7 @@ fn stored_constant(text: &str, name: &str) -> Option<String> {
 /// read it, `found = 1;` and `p->found` do not.
 fn read_besides_constants(text: &str, name: &str) -> bool {
     let code = code_of(text);
-    let bytes = code.as_bytes();
-    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
-    let mut from = 0;
-    while let Some(k) = code[from..].find(name) {
-        let start = from + k;
-        let end = start + name.len();
-        from = end;
-        if (start > 0 && ident(bytes[start - 1])) || bytes.get(end).copied().is_some_and(ident) {
-            continue;
-        }
-        let before = code[..start].trim_end();
-        if before.ends_with('.') || before.ends_with("->") {
-            continue;
-        }
-        let after = code[end..].trim_start();
+    for (_, after) in uses(&code, name) {
         let constant = after
             .strip_prefix('=')
             .filter(|r| !r.starts_with('='))

@@ -134,37 +134,3 @@ fn integer_flags_in_memory_at_o0() {
 fn integer_flags_vectorized_at_o2() {
     check_int(&["-O2"]);
 }
-
-/// A value read only by a comparison (`tests/kernels/cmp_carried.c`'s `if (x > 5)`, `x` set
-/// by the previous iteration) is a flow dependence carried by the loop, at -O0 (a compare of
-/// memory) and -O2 (of a register): no parallel flag, no parallel or vectorize advice. Both
-/// were taken for independent iterations "after privatizing `x`".
-#[test]
-#[ignore = "known legality hole: comparisons are no statements (docs/ALGORITHMS.md)"]
-fn a_value_only_compared_is_carried() {
-    let kernel = "cmp_carried";
-    let line = line_of(kernel, "MARK carried");
-    for opt in ["-O0", "-O2"] {
-        let (_, report) = profiled(kernel, &[opt]);
-        let l = report["regions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|r| r["all_loops"].as_array().into_iter().flatten())
-            .find(|l| {
-                l["location"]["line"] == line
-                    && l["location"]["file"]
-                        .as_str()
-                        .is_some_and(|f| f.ends_with("cmp_carried.c"))
-            })
-            .unwrap_or_else(|| panic!("{opt}: no loop at line {line}: {report:#}"));
-        assert_eq!(l["parallel"], false, "{opt}: {l:#}");
-        let carries = l["carries"].as_array().cloned().unwrap_or_default();
-        assert!(carries.iter().any(|c| c == "flow"), "{opt}: {l:#}");
-        assert!(
-            printed(&report, kernel, "Run loop", line, "#pragma").is_none()
-                && printed(&report, kernel, "Vectorize loop", line, "#pragma").is_none(),
-            "{opt}: parallel or vectorize advice for a loop carrying `x`: {report:#}"
-        );
-    }
-}
