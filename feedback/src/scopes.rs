@@ -490,8 +490,8 @@ fn uses<'a>(code: &'a str, name: &'a str) -> impl Iterator<Item = (&'a str, &'a 
     let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
     code.match_indices(name).filter_map(move |(start, _)| {
         let end = start + name.len();
-        let word =
-            !(start > 0 && ident(bytes[start - 1])) && !bytes.get(end).copied().is_some_and(ident);
+        let joined = start > 0 && ident(bytes[start - 1]);
+        let word = !(joined || bytes.get(end).copied().is_some_and(ident));
         let before = code[..start].trim_end();
         let member = before.ends_with('.') || before.ends_with("->");
         (word && !member && !name.is_empty()).then(|| (before, code[end..].trim_start()))
