@@ -88,6 +88,7 @@ pub(crate) fn name_register_reductions(
                 },
                 storage: format!("`{name}` (register {reg})"),
                 lines: lines.clone(),
+                step: None,
             });
         }
     }
@@ -117,6 +118,7 @@ pub(crate) fn folded_accumulation(v: &SharedVariable, loop_id: &str) -> Option<R
         },
         storage: format!("`{}`", v.name),
         lines: mine.iter().map(|(_, line, _)| line.clone()).collect(),
+        step: None,
     })
 }
 
@@ -153,6 +155,7 @@ pub(crate) fn flag_reduction(v: &SharedVariable, loop_id: &str) -> Option<Requir
             change: Change::LastConditional,
             storage: v.describe(),
             lines,
+            step: None,
         });
     };
     if mine.iter().any(|(_, _, lit)| op(lit) != Some(first)) {
@@ -167,6 +170,7 @@ pub(crate) fn flag_reduction(v: &SharedVariable, loop_id: &str) -> Option<Requir
         },
         storage: v.describe(),
         lines,
+        step: None,
     })
 }
 

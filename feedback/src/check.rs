@@ -1253,6 +1253,7 @@ fn fix(cx: &Ctx<'_>, dep: usize) -> Option<Requirement> {
             change: Change::Expand,
             storage: d.storage.describe(),
             lines: Vec::new(),
+            step: None,
         }),
         Storage::Array { .. } if d.kind == DepKind::Anti => {
             let root = d.storage.root();
@@ -1263,6 +1264,7 @@ fn fix(cx: &Ctx<'_>, dep: usize) -> Option<Requirement> {
                 change: Change::CopyIn,
                 storage: d.storage.describe(),
                 lines: vec![line_of(cx.region, &d.source)],
+                step: None,
             })
         }
         Storage::Array { .. } => None,

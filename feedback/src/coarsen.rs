@@ -153,6 +153,17 @@ fn domains(isl: &Context, region: &Region) -> Vec<(Option<Set>, bool, usize)> {
         .collect()
 }
 
+/// The instructions a statement stands for: a block's count, from its label (`k.c:8, k.c:9
+/// (S0-S23, 24 instructions)`), else 1. A block's instructions share one domain, so its
+/// operations are this many times its points.
+pub(crate) fn instructions(label: &str) -> u64 {
+    label
+        .strip_suffix(" instructions)")
+        .and_then(|head| head.rsplit(", ").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
+}
+
 /// The region with its instructions grouped into block statements: maximal runs of
 /// instructions, consecutive in program order, in the same loops over the same domain. A
 /// block is contiguous, so dependences between blocks inside one iteration all go forward:

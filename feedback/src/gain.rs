@@ -1232,6 +1232,7 @@ mod tests {
             change: Change::MapToArray,
             storage: "register xmm1 onto C".into(),
             lines: vec![],
+            step: None,
         }];
         let mut tr = suggestion(SuggestionKind::TransposeArray, &["L2"]);
         tr.array = Some("B".into());

@@ -444,6 +444,13 @@ pub struct SharedVariable {
     /// `k++`), in loops where no assignment sets it afresh: each iteration starts from the
     /// previous one's value (a reduction, or an induction variable the source keeps).
     pub steps: Vec<(String, String)>,
+    /// (loop id, step, lines) for the loops among [`SharedVariable::steps`] where the
+    /// source steps it by one statement that every iteration runs the same number of times:
+    /// its step per iteration of that loop as C text (`(n2 + 1) * sizeof(float)`), and the
+    /// `for` loops between (`file.c:N`), whose trip counts are its factors. OpenMP's
+    /// `linear(memcnt: step)` keeps it stepped as written once those loops' trip counts are
+    /// the same in every iteration (checked on the domains).
+    pub linear: Vec<(String, String, Vec<String>)>,
     /// (loop id, line, operator) of its assignments that combine its value with data by an
     /// associative operator (`s += a[i]`): the source's own reduction, which names the
     /// accumulator register of a vectorized loop when debug information names none.

@@ -24,7 +24,7 @@ const SHORT_RELATION: usize = 80;
 
 use crate::affine::Affine;
 use crate::distance::{Distances, Tri};
-use crate::input::{DepKind, ReduceOp, Region, Statement, Storage};
+use crate::input::{DepKind, ReduceOp, Region, SharedVariable, Statement, Storage};
 use crate::islx::{self, empty};
 use crate::params::Parameterizer;
 use crate::poly::{Convex, Polyhedra};
@@ -61,6 +61,10 @@ pub enum Change {
     /// variable the source keeps, `memcnt += 4`) is computed from the loop counters at the
     /// top of each iteration instead, and made private.
     ClosedForm,
+    /// Such a variable, stepped as written, with OpenMP's `linear(var: step)` clause: each
+    /// iteration's copy starts at the value before the loop plus the iteration's number times
+    /// the step ([`Requirement::step`]), and the last iteration's value is kept after it.
+    Linear,
     /// Each thread accumulates a partial result, combined with `op` after the loop (OpenMP's
     /// `reduction(op: var)`). `fp`: the operator is floating point, and combining partial
     /// results reassociates it (the result may differ in the last bits).
@@ -99,6 +103,7 @@ impl Change {
             Change::Expand => "expand",
             Change::MapToArray => "map_to_array",
             Change::ClosedForm => "closed_form",
+            Change::Linear => "linear",
             Change::LocalArray { .. } => "local_array",
             Change::Reduction { .. } => "reduction",
         }
@@ -113,6 +118,8 @@ pub struct Requirement {
     pub storage: String,
     /// Source lines of the accesses concerned.
     pub lines: Vec<String>,
+    /// For [`Change::Linear`]: the variable's step per iteration, as C text.
+    pub step: Option<String>,
 }
 
 impl Requirement {
@@ -165,6 +172,10 @@ impl Requirement {
                 "giving each thread a copy of {} initialised before the loop (`firstprivate`)",
                 self.storage
             ),
+            Change::LastPrivate if !self.storage.starts_with('`') => format!(
+                "keeping {} as the last iteration left it (`lastprivate`){at}",
+                self.storage
+            ),
             Change::LastPrivate => format!(
                 "keeping the last iteration's {} after the loop (`lastprivate`){at}",
                 self.storage
@@ -196,10 +207,26 @@ impl Requirement {
                 "computing {} from the loop counters at the top of each iteration instead of stepping it{at}, and making it private",
                 self.storage
             ),
+            // The clause printed with it gives the step.
+            Change::Linear => format!(
+                "making {}, stepped at {}, linear",
+                self.storage,
+                self.lines.join(", ")
+            ),
             Change::Reduction { .. } => {
                 format!("a reduction on {}{at}", self.storage)
             }
         }
+    }
+
+    /// The OpenMP clause of a variable stepped as written: `linear(memcnt: 4 * n)`, when the
+    /// storage names a variable a person can type.
+    pub fn linear_clause(&self) -> Option<String> {
+        if self.change != Change::Linear {
+            return None;
+        }
+        let name = self.storage.strip_prefix('`')?.split('`').next()?;
+        Some(format!("linear({name}: {})", self.step.as_deref()?))
     }
 }
 
@@ -904,6 +931,7 @@ impl<'a> Ctx<'a> {
                     change: Change::FirstPrivate,
                     storage: quoted.clone(),
                     lines: Vec::new(),
+                    step: None,
                 });
             }
             let live_out = self.crossing_of(Crossing::Out, l, &is_it, inside)?;
@@ -918,10 +946,33 @@ impl<'a> Ctx<'a> {
                     change: Change::LastPrivate,
                     storage: quoted,
                     lines: Vec::new(),
+                    step: None,
                 });
             }
         }
         Ok(Ok(()))
+    }
+
+    /// The step per iteration of loop `loop_id` of `v`, stepped by it, for a `linear`
+    /// clause: the source's ([`SharedVariable::linear`]), when the `for` loops between ran
+    /// the same number of iterations each time: a statement of the innermost one has a box
+    /// for its domain (each constraint bounds one counter).
+    fn linear_step(&self, v: &SharedVariable, loop_id: &str) -> Option<String> {
+        let (_, step, inner) = v.linear.iter().find(|(l, _, _)| l == loop_id)?;
+        let index = |line: &String| self.region.loops.iter().position(|l| &l.label == line);
+        let loops: Vec<usize> = inner.iter().map(index).collect::<Option<_>>()?;
+        if let Some(&innermost) = loops.last() {
+            let full = self.region.statements.iter().any(|s| {
+                s.loops.last() == Some(&innermost)
+                    && box_volume(&s.domain)
+                        .and_then(|v| v.checked_mul(crate::coarsen::instructions(&s.label)))
+                        == Some(s.ops)
+            });
+            if !full {
+                return None;
+            }
+        }
+        Some(step.clone())
     }
 
     /// Variables held in registers: the register is each thread's own, but the variable,
@@ -962,12 +1013,16 @@ impl<'a> Ctx<'a> {
                 .filter(|(l, _)| l == loop_id)
                 .map(|(_, line)| line.clone())
                 .collect();
+            let step = (!steps.is_empty())
+                .then(|| self.linear_step(v, loop_id))
+                .flatten();
             needs.push(Requirement {
-                change: if steps.is_empty() {
-                    Change::Privatize
-                } else {
-                    Change::ClosedForm
+                change: match (steps.is_empty(), &step) {
+                    (true, _) => Change::Privatize,
+                    (false, Some(_)) => Change::Linear,
+                    (false, None) => Change::ClosedForm,
                 },
+                step,
                 storage: v.describe(),
                 lines: if steps.is_empty() {
                     v.lines.clone()
@@ -1073,6 +1128,7 @@ impl<'a> Ctx<'a> {
                 change: Change::Privatize,
                 storage: named.clone(),
                 lines: writers.clone(),
+                step: None,
             });
         }
         if !live_in.is_empty() && !temporary {
@@ -1080,6 +1136,7 @@ impl<'a> Ctx<'a> {
                 change: Change::FirstPrivate,
                 storage: named.clone(),
                 lines: Vec::new(),
+                step: None,
             });
         }
         if !live_out.is_empty() {
@@ -1094,6 +1151,7 @@ impl<'a> Ctx<'a> {
                 change: Change::LastPrivate,
                 storage: named,
                 lines: writers,
+                step: None,
             });
         }
         Ok(Ok(needs))
@@ -1167,6 +1225,7 @@ impl<'a> Ctx<'a> {
                 change: self.array_privatization(storage),
                 storage: storage.describe(),
                 lines: writers,
+                step: None,
             }]));
         }
         let readers: BTreeSet<&str> = idx
@@ -1189,6 +1248,7 @@ impl<'a> Ctx<'a> {
             change: Change::CopyIn,
             storage: storage.describe(),
             lines: self.lines_of(readers.into_iter()),
+            step: None,
         }]))
     }
 
@@ -1409,28 +1469,61 @@ fn variable(storage: &str) -> &str {
     }
 }
 
+/// The number of points of a domain that is one box (each constraint bounds one counter, by
+/// constants): `None` for any other shape.
+fn box_volume(d: &Polyhedra) -> Option<u64> {
+    let [p] = &d.pieces[..] else { return None };
+    let dims = d.input.dims;
+    if p.exists != 0 || !p.equalities.is_empty() {
+        return None;
+    }
+    let (mut lo, mut hi) = (vec![None; dims], vec![None; dims]);
+    for row in &p.inequalities {
+        let mut counters = (0..dims).filter(|&k| row[k] != 0);
+        let (Some(k), None) = (counters.next(), counters.next()) else {
+            return None;
+        };
+        // c * x + e >= 0: x >= -e / c for c > 0, x <= e / -c for c < 0.
+        let (c, e) = (row[k], *row.last()?);
+        if c > 0 {
+            let b = (-e).div_euclid(c) + i64::from((-e).rem_euclid(c) != 0);
+            lo[k] = Some(lo[k].map_or(b, |x: i64| x.max(b)));
+        } else {
+            let b = e.div_euclid(-c);
+            hi[k] = Some(hi[k].map_or(b, |x: i64| x.min(b)));
+        }
+    }
+    (0..dims).try_fold(1u64, |n, k| {
+        let extent = u64::try_from(hi[k]? - lo[k]? + 1).ok()?;
+        n.checked_mul(extent)
+    })
+}
+
 /// One requirement per change and variable, with the lines of all; a variable computed from
 /// the loop counters is not also privatized (its closed form says so).
 fn merge(needs: Vec<Requirement>) -> Vec<Requirement> {
     let closed: BTreeSet<String> = needs
         .iter()
-        .filter(|r| r.change == Change::ClosedForm)
+        .filter(|r| matches!(r.change, Change::ClosedForm | Change::Linear))
         .map(|r| variable(&r.storage).to_string())
         .collect();
-    let mut by: BTreeMap<(Change, String), BTreeSet<String>> = BTreeMap::new();
+    let mut by: BTreeMap<(Change, String), (BTreeSet<String>, Option<String>)> = BTreeMap::new();
     for r in needs {
         if r.change == Change::Privatize && closed.contains(variable(&r.storage)) {
             continue;
         }
-        by.entry((r.change, variable(&r.storage).to_string()))
-            .or_default()
-            .extend(r.lines);
+        let entry = by
+            .entry((r.change, variable(&r.storage).to_string()))
+            .or_default();
+        entry.0.extend(r.lines);
+        entry.1 = entry.1.take().or(r.step);
     }
     by.into_iter()
-        .map(|((change, storage), lines)| Requirement {
+        .map(|((change, storage), (lines, step))| Requirement {
             change,
             storage,
             lines: lines.into_iter().collect(),
+            step,
         })
         .collect()
 }

@@ -18,6 +18,7 @@ mod heap;
 pub mod input;
 mod islx;
 pub mod legality;
+mod linear;
 mod mirror;
 pub mod params;
 pub mod pipeline;

@@ -128,6 +128,7 @@ impl Reduction {
             },
             storage: storage.describe(),
             lines: lines.to_vec(),
+            step: None,
         };
         if self.parts.is_empty() {
             vec![one(&self.storage, &self.lines)]

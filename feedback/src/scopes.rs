@@ -33,6 +33,31 @@ pub(crate) struct LoopCode {
 }
 
 impl LoopCode {
+    /// The loop's id (`L3`).
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The step per iteration of this loop of the variable `name`, stepped by the statement on
+    /// `at` (`file.c:12`, in the loop's own file), read from the source
+    /// ([`crate::linear::per_iteration`]): the step as C text and the `file.c:N` lines of the
+    /// `for` loops between.
+    pub(crate) fn linear_step(
+        &self,
+        sources: &mut SourceText,
+        at: &str,
+        name: &str,
+    ) -> Option<(String, Vec<String>)> {
+        let (file, line) = (self.file.as_deref()?, self.line?);
+        let (short, n) = at.rsplit_once(':')?;
+        if file.rsplit('/').next() != Some(short) {
+            return None;
+        }
+        let found = crate::linear::per_iteration(sources, file, line, n.parse().ok()?, name)?;
+        let lines = found.inner.iter().map(|n| format!("{short}:{n}")).collect();
+        Some((found.step, lines))
+    }
+
     /// The loop statement's id and source text (`for i in 0..n {`), when its file can be
     /// read.
     pub(crate) fn header(&self, sources: &mut SourceText) -> Option<(String, String)> {
@@ -464,7 +489,7 @@ pub(crate) fn loop_counter(text: &str) -> Option<&str> {
 
 /// How a source line assigns a variable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Assignment {
+pub(crate) enum Assignment {
     /// `x = ...` without `x` on the right: the value before does not matter.
     Sets,
     /// `x += 1`, `x++`, `--x`, `x = x * 2`: the new value is computed from the old one.
@@ -500,7 +525,7 @@ fn uses<'a>(code: &'a str, name: &'a str) -> impl Iterator<Item = (&'a str, &'a 
 
 /// How the C source line `text` assigns the variable `name`, if it does (see [`assigns`]):
 /// a line that both sets and steps it (`for (j = 0; ...; j++)`) sets it.
-fn assignment(text: &str, name: &str) -> Option<Assignment> {
+pub(crate) fn assignment(text: &str, name: &str) -> Option<Assignment> {
     let code = code_of(text);
     let mut found = None;
     for (before, after) in uses(&code, name) {
@@ -640,7 +665,7 @@ pub(crate) fn code_of(text: &str) -> String {
 
 /// Whether an expression reads data that may vary: an element (`a[i]`, `p->x`) or a call
 /// other than `sizeof`.
-fn reads_data(expr: &str) -> bool {
+pub(crate) fn reads_data(expr: &str) -> bool {
     if expr.contains('[') || expr.contains("->") {
         return true;
     }
@@ -654,7 +679,7 @@ fn reads_data(expr: &str) -> bool {
 }
 
 /// Whether `text` names the identifier `name`.
-fn mentions(text: &str, name: &str) -> bool {
+pub(crate) fn mentions(text: &str, name: &str) -> bool {
     let bytes = text.as_bytes();
     let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
     text.match_indices(name).any(|(k, _)| {

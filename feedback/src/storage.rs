@@ -445,6 +445,7 @@ pub(crate) fn for_schedule(
                     change: Change::MapToArray,
                     storage: format!("{} onto {array} (line {line})", storage.describe()),
                     lines: lines.clone(),
+                    step: None,
                 });
             }
             None if needed.len() > 1 => {
@@ -475,6 +476,7 @@ pub(crate) fn for_schedule(
                     change: Change::Expand,
                     storage: format!("{} along {}", storage.describe(), region.loops[moved].label),
                     lines: lines.clone(),
+                    step: None,
                 });
             }
         }

@@ -210,11 +210,7 @@ fn a_register_variable_declared_before_the_loop_is_privatized() {
         registers: vec!["xmm0".into()],
         loops: vec!["L0".into()],
         lines: vec!["k.c:4".into()],
-        merged: Vec::new(),
-        steps: Vec::new(),
-        accumulates: Vec::new(),
-        flags: Vec::new(),
-        reads: Vec::new(),
+        ..SharedVariable::default()
     }];
     let f = analyze_region(&r, &Options::default()).unwrap();
     let p = parallel(&f).expect("parallel with t private");

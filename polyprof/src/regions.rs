@@ -272,6 +272,7 @@ fn suggestion_json(s: &feedback::Suggestion, all: &[feedback::Suggestion], run: 
                 lines: q.lines.clone(),
                 op: reduction.as_ref().map(|r| r.0.clone()),
                 reassociates: reduction.map(|r| r.1),
+                step: q.step.clone(),
             }
         })
         .collect::<Vec<_>>();
@@ -347,6 +348,7 @@ mod kinds {
             Change::Expand => out::StorageChange::Expand,
             Change::MapToArray => out::StorageChange::MapToArray,
             Change::ClosedForm => out::StorageChange::ClosedForm,
+            Change::Linear => out::StorageChange::Linear,
             Change::LocalArray { .. } => out::StorageChange::LocalArray,
             Change::Reduction { .. } => out::StorageChange::Reduction,
         }
@@ -379,6 +381,7 @@ mod kinds {
                 Change::Expand,
                 Change::MapToArray,
                 Change::ClosedForm,
+                Change::Linear,
                 Change::LocalArray { len: None },
             ] {
                 let json = serde_json::to_value(change(&c)).unwrap_or_default();

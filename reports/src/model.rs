@@ -342,6 +342,8 @@ pub enum StorageChange {
     MapToArray,
     /// An induction variable the source steps, computed from the loop counters instead.
     ClosedForm,
+    /// Such a variable stepped as written, with OpenMP's `linear(var: step)` clause.
+    Linear,
     /// An array reached through a pointer, replaced by one the loop's body declares.
     LocalArray,
     Reduction,
@@ -360,6 +362,10 @@ pub struct Requirement {
     /// For a reduction: combining partial results reassociates floating-point operations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reassociates: Option<bool>,
+    /// For `linear`: the variable's step per iteration of the loop, as C text
+    /// (`(n2 + 1) * sizeof(float)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
 }
 
 /// A reduction a parallel loop performs: `reduction(+: s)`.

@@ -1,7 +1,7 @@
 /* Legality suite: Rodinia backprop's bpnn_save (backprop.c:377). The source variable `memcnt`
  * steps by a constant in every iteration and indexes the output: an induction variable the
- * source keeps. The loops are parallel only once `memcnt` is computed from the counters;
- * `private(memcnt)` leaves each thread's copy uninitialised. */
+ * source keeps. `private(memcnt)` leaves each thread's copy uninitialised; the loops are
+ * parallel with OpenMP's `linear(memcnt: step)`, the step per iteration of each loop. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -561,6 +561,8 @@ fn privatization_clauses(s: &Value) -> Option<String> {
             "privatize" => "private",
             "firstprivate" => "firstprivate",
             "lastprivate" => "lastprivate",
+            // A variable stepped as written: the printed pragma's `linear(var: step)`.
+            "linear" => "linear",
             _ => return None,
         };
         // `` `t` (register xmm0) `` or `` `t` (stack of main) ``.
@@ -960,8 +962,9 @@ fn apply(runner: &mut Runner, reg: &Value, s: &Value) -> Outcome {
                     ));
                 }
             }
-            // With `lastprivate`, a reversed loop legitimately leaves another iteration's value.
-            if !requires_change(s, "lastprivate") {
+            // With `lastprivate`, a reversed loop legitimately leaves another iteration's value;
+            // with `linear`, the variable steps through its values in the other order.
+            if !requires_change(s, "lastprivate") && !requires_change(s, "linear") {
                 edit.reverse(h);
                 checks.push((edit.text(), false, format!("{prefix}line {line} reversed")));
             }
@@ -1423,29 +1426,41 @@ fn hazard_last_value_loop_needs_lastprivate() {
 
 /// Rodinia backprop's `memcnt`: a source variable stepped by every iteration (`memcnt +=
 /// sizeof(float)`) folds into an evolution of the counters, so no dependence carries it; yet a
-/// `private(memcnt)` copy starts undefined. The advice computes it from the counters first,
-/// and prints no pragma to insert alone.
+/// `private(memcnt)` copy starts undefined. The pragma keeps it stepped as written with
+/// OpenMP's `linear`, its step per iteration read from the source: `sizeof(float)` for the
+/// inner loop, `(N2 + 1) * sizeof(float)` for the outer one, whose inner loop runs `N2 + 1`
+/// times in each iteration (`apply_and_run_counter` inserts the pragmas and runs them).
 #[test]
-fn hazard_stepped_source_variable_needs_its_closed_form() {
+fn hazard_stepped_source_variable_is_linear() {
     let src = source("legal_counter");
     let l = src.header_enclosing("memcnt += sizeof(float);");
-    let outer = src.enclosing(src.headers[l].line.saturating_sub(1));
-    let on: Vec<usize> = std::iter::once(l).chain(outer).collect();
-    let all = suggested("legal_counter", &["parallelize"], &on);
-    let bad: Vec<_> = all
-        .iter()
-        .filter(|(_, s)| {
-            let text = s["text"].as_str().unwrap_or("");
-            !requires_change(s, "closed_form") || text.contains("(e.g. `#pragma")
-        })
-        .cloned()
-        .collect();
-    assert!(
-        !all.is_empty() && bad.is_empty(),
-        "`memcnt` is stepped by each iteration of the loops of line {}: parallel only after its closed form, yet:\n{}",
-        src.header_line(l),
-        describe(&bad)
-    );
+    let Some(outer) = src.enclosing(src.headers[l].line.saturating_sub(1)) else {
+        panic!(
+            "legal_counter has no loop around line {}",
+            src.header_line(l)
+        );
+    };
+    for (h, step) in [(l, "sizeof(float)"), (outer, "(N2 + 1) * sizeof(float)")] {
+        let all = suggested("legal_counter", &["parallelize", "vectorize"], &[h]);
+        let clause = format!("linear(memcnt: {step})");
+        let bad: Vec<_> = all
+            .iter()
+            .filter(|(_, s)| {
+                let text = s["text"].as_str().unwrap_or("");
+                let mut pragmas = text.split('`').skip(1).step_by(2);
+                !requires_change(s, "linear")
+                    || text.contains("private(memcnt")
+                    || !pragmas.any(|p| p.starts_with("#pragma omp") && p.contains(&clause))
+            })
+            .cloned()
+            .collect();
+        assert!(
+            !all.is_empty() && bad.is_empty(),
+            "`memcnt` is stepped by each iteration of the loop of line {}: parallel or vectorized with `{clause}`, yet:\n{}",
+            src.header_line(h),
+            describe(&bad)
+        );
+    }
 }
 
 /// Rodinia hotspot's `delta`: the c loop carries nothing, but its runs read `delta` as an

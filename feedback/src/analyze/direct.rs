@@ -319,6 +319,7 @@ fn verdict(
                         change: Change::Privatize,
                         storage: first.storage.describe(),
                         lines: idx.iter().map(|&i| writer_line(region, i)).collect(),
+                        step: None,
                     });
                 }
             }
@@ -342,6 +343,7 @@ fn verdict(
                 change: Change::Privatize,
                 storage: v.describe(),
                 lines: v.lines.clone(),
+                step: None,
             });
         }
     }

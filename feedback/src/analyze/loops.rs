@@ -199,10 +199,10 @@ pub(super) fn require_closed_forms(region: &Region, fb: &mut Feedback) {
                 .into_iter()
                 .collect();
             let quoted = format!("`{}`", v.name);
-            let has = s
-                .requires
-                .iter()
-                .any(|r| r.change == Change::ClosedForm && r.storage.contains(&quoted));
+            let has = s.requires.iter().any(|r| {
+                matches!(r.change, Change::ClosedForm | Change::Linear)
+                    && r.storage.contains(&quoted)
+            });
             // An accumulation the suggestion reduces is the reduction's (named, or by line
             // when the compiler left it no name).
             let reduced = s.requires.iter().any(|r| {
@@ -220,6 +220,7 @@ pub(super) fn require_closed_forms(region: &Region, fb: &mut Feedback) {
                 change: Change::ClosedForm,
                 storage: quoted,
                 lines,
+                step: None,
             });
         }
     }

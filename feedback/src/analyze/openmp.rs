@@ -112,6 +112,7 @@ fn judge(
                 OmpVerdict::PrivateNeeded,
                 name.map(|n| format!("lastprivate(conditional: {n})")),
             ),
+            Change::Linear => (OmpVerdict::PrivateNeeded, r.linear_clause()),
             Change::CopyIn
             | Change::Expand
             | Change::MapToArray

@@ -478,6 +478,7 @@ mod tests {
             },
             storage: "`s` (register xmm0)".into(),
             lines: vec![],
+            step: None,
         };
         assert_eq!(
             reduction_form(&r, "(0..n).into_par_iter()", "i").as_deref(),

@@ -195,6 +195,11 @@ fn sharing_clauses<'a>(needs: &'a [Requirement]) -> Vec<String> {
         .collect();
     private.sort_unstable();
     private.dedup();
+    let mut linear: Vec<String> = needs
+        .iter()
+        .filter_map(Requirement::linear_clause)
+        .collect();
+    linear.dedup();
     [
         ("private(", private),
         ("firstprivate(", first),
@@ -204,6 +209,7 @@ fn sharing_clauses<'a>(needs: &'a [Requirement]) -> Vec<String> {
     .into_iter()
     .filter(|(_, vars)| !vars.is_empty())
     .map(|(clause, vars)| format!("{clause}{})", vars.join(", ")))
+    .chain(linear)
     .collect()
 }
 
@@ -318,10 +324,11 @@ pub(super) fn after_phrase(others: &[Requirement]) -> String {
 pub(super) fn vectorize_text(label: &str, needs: &[Requirement], share: f64) -> String {
     let (mut clauses, others) = split_reductions(needs);
     let after = after_phrase(&others);
-    // A flag set to one constant keeps its value only with its clause, on lanes as on threads.
+    // A flag set to one constant keeps its value only with its clause, on lanes as on
+    // threads; a variable stepped as written its steps.
     let conditional: Vec<String> = sharing_clauses(needs)
         .into_iter()
-        .filter(|c| c.starts_with("lastprivate(conditional:"))
+        .filter(|c| c.starts_with("lastprivate(conditional:") || c.starts_with("linear("))
         .collect();
     if clauses.is_empty() && !conditional.is_empty() {
         format!(
@@ -495,6 +502,7 @@ mod tests {
             },
             storage: format!("`{name}`"),
             lines: vec![line.to_string()],
+            step: None,
         }
     }
 

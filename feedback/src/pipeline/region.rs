@@ -591,6 +591,18 @@ impl Scope<'_> {
             // A flag only if every assignment in the loop stores a constant.
             v.flags
                 .retain(|(l, _, _)| !not_only_constant.contains(&(name.clone(), l.clone())));
+            // The step per iteration, for a `linear` clause: one stepping line per loop.
+            for (l, line) in &v.steps {
+                if v.steps.iter().filter(|(m, _)| m == l).count() != 1 {
+                    continue;
+                }
+                let code = loop_code.iter().find(|c| c.id() == l);
+                if let Some((step, inner)) =
+                    code.and_then(|c| c.linear_step(&mut sources, line, &name))
+                {
+                    v.linear.push((l.clone(), step, inner));
+                }
+            }
         }
         // Who produced each register an instruction reads, for [`loaded_from`].
         let mut producers: HashMap<(NodeId, u64), Vec<(NodeId, u64)>> = HashMap::default();
