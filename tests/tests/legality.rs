@@ -1132,6 +1132,7 @@ apply_and_run_tests! {
     apply_and_run_atof => "legal_atof",
     apply_and_run_stale => "legal_stale",
     apply_and_run_counter => "legal_counter",
+    apply_and_run_argmin => "legal_argmin",
 }
 
 /// trmm's init_array at -O3, where gcc merges the i loop with the j loops inside and the
@@ -1461,6 +1462,24 @@ fn hazard_stepped_source_variable_is_linear() {
             describe(&bad)
         );
     }
+}
+
+/// Rodinia kmeans' `index`: the local of an inlined call, assigned in a `cmov` (gcc -O2) that
+/// reads the register the caller's own `index` shares, is each call's own: no dependence
+/// carried by the loop over points, which runs in parallel with the caller's `index` private.
+#[test]
+fn local_of_an_inlined_call_is_each_iterations_own() {
+    let src = source("legal_argmin");
+    let l = src.header_enclosing("index = find_nearest(pts[i], ctr, K);");
+    let found: Vec<&str> = suggested("legal_argmin", &["parallelize"], &[l])
+        .into_iter()
+        .map(|(opt, _)| opt)
+        .collect();
+    assert!(
+        OPT_LEVELS.iter().all(|o| found.contains(o)),
+        "the loop of line {} is parallel at every level, yet suggested only at {found:?}",
+        src.header_line(l)
+    );
 }
 
 /// Rodinia hotspot's `delta`: the c loop carries nothing, but its runs read `delta` as an

@@ -776,10 +776,28 @@ impl Scope<'_> {
         match through {
             Through::Register => {
                 let (reg, var) = register.clone().unwrap_or_default();
-                Storage::Register {
+                // A variable declared in the body of loops is each iteration's own in the
+                // source: a value its register passes from one iteration to the next is the
+                // compiler's. The variable is the one the consumer's source line sees under
+                // that name, the innermost: gcc -O2 keeps kmeans' `index` and the `index` of
+                // the inlined `find_nearest_point` in one register, which debug information
+                // gives to the outer one, and reads it in a `cmov` before the callee's own
+                // is assigned.
+                let own = var.as_ref().and_then(|v| {
+                    let seen = bin
+                        .locals_at(place.pcs[0])
+                        .into_iter()
+                        .find(|l| l.name == v.name)?;
+                    Some(LoopCode::declaring(loop_code, &seen))
+                });
+                let storage = Storage::Register {
                     reg,
                     var: var.map(|v| v.name),
+                };
+                if let Some(loops) = own.filter(|l| !l.is_empty()) {
+                    out.declared_in.insert(storage.describe(), loops);
                 }
+                storage
             }
             Through::Memory if location >= STACK_START && Effect::at(location).is_none() => {
                 match stack_variable(bin, code, &place.pcs) {
