@@ -108,8 +108,11 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
         opts.clone()
     };
     let mut fb = Feedback::default();
+    // The coarsened region, kept for the code after the advice: coarsening again cost
+    // floyd-warshall's regions 0.5 s each.
+    let mut coarse: Option<Region> = None;
     let analysed = islx::limited(&whole, |isl| {
-        analyze_in(region, &whole, isl, started, &mut fb)
+        analyze_in(region, &whole, isl, started, &mut fb, &mut coarse)
     });
     let mut analysed_part = None;
     let stopped = match analysed {
@@ -124,7 +127,7 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
                 None
             } else {
                 parts::analyze_parts(region, &left(1.0), |sub, o, isl, fb| {
-                    analyze_in(sub, o, isl, std::time::Instant::now(), fb)
+                    analyze_in(sub, o, isl, std::time::Instant::now(), fb, &mut None)
                 })
             };
             match &analysed_part {
@@ -169,9 +172,15 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
     crate::gain::rate(region, &mut fb, &opts.gain);
     timing.mark("gain");
     // The code before and after, from the ranked advice; without it the loop trees remain.
-    let code = islx::limited(&left(1.0), |isl| {
-        let coarse = crate::coarsen::coarsen(analysed_region, isl);
-        crate::codegen::region_code(&coarse, &fb, isl)
+    // The whole region's coarsening when it was analysed to the end (a budget stop in it
+    // may have kept pairs a fresh budget removes).
+    let coarse = coarse.filter(|_| analysed_part.is_none() && stopped.is_none());
+    let code = islx::limited(&left(1.0), |isl| match &coarse {
+        Some(coarse) => crate::codegen::region_code(coarse, &fb, isl),
+        None => {
+            let coarse = crate::coarsen::coarsen(analysed_region, isl);
+            crate::codegen::region_code(&coarse, &fb, isl)
+        }
     });
     timing.mark("code");
     match code {
@@ -318,17 +327,18 @@ fn storage_maps(region: &Region, opts: &Options, fb: &mut Feedback) {
 /// The stages of one region's analysis, each on the previous ones' results: the scheduler,
 /// each loop's verdict, then the advice on the hottest nest (interchange, parallelism,
 /// skewing and tiling, fusion, layout), why nothing more, the metrics and the trees.
-/// What it answered stays in `fb` when it stops.
+/// What it answered stays in `fb` when it stops; the coarsened region stays in `coarse`.
 fn analyze_in(
     region: &Region,
     opts: &Options,
     isl: &Context,
     started: std::time::Instant,
     fb: &mut Feedback,
+    coarse: &mut Option<Region>,
 ) -> Result<(), Error> {
     let mut timing = Timing::new();
     let fine = region;
-    let coarse = crate::coarsen::coarsen(region, isl);
+    let coarse: &Region = coarse.insert(crate::coarsen::coarsen(region, isl));
     timing.mark("coarsen");
     if std::env::var_os("POLYPROF_DEBUG_SCHEDULE").is_some() {
         eprintln!(
@@ -341,7 +351,7 @@ fn analyze_in(
         );
     }
     islx::fresh_budget(isl);
-    let region = &coarse;
+    let region = coarse;
     let total: u64 = region.statements.iter().map(|s| s.ops).sum();
     if region.statements.is_empty() || total == 0 {
         fb.why_not = Some("the region has no statements left after scalar evolutions".into());
