@@ -164,6 +164,32 @@ fn of_dependence(d: &Dependence, common: usize) -> Vec<PieceDistances> {
         .collect()
 }
 
+/// Per piece of `relation` (both ends over the same dimensions, as a statement's dependences
+/// on itself), whether its pairs map an instance to itself: `Yes` when every distance is 0,
+/// `No` when a distance excludes 0, `Maybe` when the constraints do not tell; `None` for a
+/// piece that holds no integer point.
+pub(crate) fn self_pairs(relation: &crate::input::Polyhedra) -> Vec<Option<Tri>> {
+    let n_in = relation.input.dims;
+    let n_out = relation.output.as_ref().map_or(0, |t| t.dims);
+    relation
+        .pieces
+        .iter()
+        .map(|p| {
+            if n_in != n_out {
+                return Some(Tri::Maybe);
+            }
+            let d = piece_distances(p, n_in, n_out, n_in)?;
+            Some(if d.iter().any(Interval::excludes_zero) {
+                Tri::No
+            } else if d.iter().all(Interval::is_zero) {
+                Tri::Yes
+            } else {
+                Tri::Maybe
+            })
+        })
+        .collect()
+}
+
 /// Bounds of every variable of a piece (`[in, out, exists]`), or `None` when the piece holds
 /// no integer point.
 /// `rows` are `row · x + c >= 0`, or `= 0` where marked.
