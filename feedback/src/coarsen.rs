@@ -282,7 +282,7 @@ pub(crate) fn coarsen(region: &Region, isl: &Context) -> Region {
         .iter()
         .filter_map(|d| {
             let (source, sink) = (renamed(&d.source), renamed(&d.sink));
-            let relation = d.relation.renamed(&names);
+            let relation = crate::distance::without_subsumed(&d.relation.renamed(&names));
             // Inside one block instance, or the same pairs through the same storage again. Only
             // two instructions merged into one block can meet in one instance: an instruction
             // instance never depends on itself (the tracker orders its reads before its
