@@ -250,13 +250,18 @@ pub(crate) fn without_subsumed(relation: &crate::input::Polyhedra) -> crate::inp
     let holds = |q: usize, p: usize, b: &[Interval]| -> bool {
         let q = &relation.pieces[q];
         let equal = plain_equalities(&relation.pieces[p]);
-        let negated = |r: &Vec<i64>| r.iter().map(|v| v.checked_neg()).collect::<Option<Vec<i64>>>();
-        q.equalities.iter().all(|r| {
-            equal.contains(r) || negated(r).is_some_and(|n| equal.contains(&n))
-        }) && q.inequalities.iter().all(|r| {
-            let row: Vec<i128> = r.iter().map(|&v| i128::from(v)).collect();
-            row.len() == dims + 1 && least(&row, b, 1).is_some_and(|v| v >= 0)
-        })
+        let negated = |r: &Vec<i64>| {
+            r.iter()
+                .map(|v| v.checked_neg())
+                .collect::<Option<Vec<i64>>>()
+        };
+        q.equalities
+            .iter()
+            .all(|r| equal.contains(r) || negated(r).is_some_and(|n| equal.contains(&n)))
+            && q.inequalities.iter().all(|r| {
+                let row: Vec<i128> = r.iter().map(|&v| i128::from(v)).collect();
+                row.len() == dims + 1 && least(&row, b, 1).is_some_and(|v| v >= 0)
+            })
     };
     let mut kept = vec![true; relation.pieces.len()];
     for p in 0..relation.pieces.len() {
@@ -536,5 +541,40 @@ mod tests {
         let d = Distances::new(&r);
         assert_eq!(d.in_one_iteration(0), Tri::Yes);
         assert_eq!(d.carried_at(0, 0), Tri::Maybe);
+    }
+
+    /// One relation of the pieces of `texts` (one piece each), in that order.
+    fn pieces_of(texts: &[&str]) -> Polyhedra {
+        let mut out = Polyhedra::parse(texts[0]).expect("a map");
+        out.pieces = texts
+            .iter()
+            .flat_map(|t| Polyhedra::parse(t).expect("a map").pieces)
+            .collect();
+        out
+    }
+
+    #[test]
+    fn a_piece_inside_another_goes() {
+        let r = pieces_of(&[
+            "{ S0[i] -> S0[i - 1] : 10 <= i <= 20 }",
+            "{ S0[i] -> S0[i - 1] : 0 < i <= 59 }",
+            "{ S0[i] -> S0[i - 1] : 50 <= i <= 70 }",
+            "{ S0[i] -> S0[i - 2] : 10 <= i <= 20 }",
+        ]);
+        let kept = without_subsumed(&r);
+        assert_eq!(kept.pieces, r.pieces[1..].to_vec());
+    }
+
+    #[test]
+    fn self_pairs_by_piece() {
+        let r = pieces_of(&[
+            "{ S0[i] -> S0[i] : 0 <= i <= 5 }",
+            "{ S0[i] -> S0[i + 1] : 0 <= i <= 5 }",
+            "{ S0[i] -> S0[o] : 0 <= i <= 5 and 0 <= o <= 5 }",
+        ]);
+        assert_eq!(
+            self_pairs(&r),
+            vec![Some(Tri::Yes), Some(Tri::No), Some(Tri::Maybe)]
+        );
     }
 }
