@@ -635,11 +635,27 @@ impl<'a> Ctx<'a> {
     pub fn all_violated(&self, which: &[usize], theta: &UnionMap) -> Result<Vec<usize>, Error> {
         let order = islx::TimeOrder::new(Self::copy(theta)?)?;
         let mut out = Vec::new();
+        // Dependences through several storages often share one relation (heat-3d's register
+        // relations): each distinct relation is checked once.
+        // (Not across exactness: only an inexact relation loses its backward pairs.)
+        let mut known: std::collections::HashMap<(&crate::input::Polyhedra, bool), bool> =
+            std::collections::HashMap::new();
         for &i in which {
-            if let Some(d) = self.deps_map(&[i])? {
-                if order.violated(&d)? {
-                    out.push(i);
+            let d = &self.region.dependences[i];
+            let relation = (&d.relation, d.exact);
+            let broken = match known.get(&relation) {
+                Some(&b) => b,
+                None => {
+                    let b = match self.deps_map(&[i])? {
+                        Some(d) => order.violated(&d)?,
+                        None => false,
+                    };
+                    known.insert(relation, b);
+                    b
                 }
+            };
+            if broken && self.maps[i].is_some() {
+                out.push(i);
             }
         }
         Ok(out)

@@ -108,12 +108,44 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
         opts.clone()
     };
     let mut fb = Feedback::default();
+    // The coarsened region, kept for the code after the advice: coarsening again cost
+    // floyd-warshall's regions 0.5 s each.
+    let mut coarse: Option<Region> = None;
+    let mut unscheduled = false;
     let analysed = islx::limited(&whole, |isl| {
-        analyze_in(region, &whole, isl, started, &mut fb)
+        analyze_in(
+            region,
+            &whole,
+            isl,
+            started,
+            &mut fb,
+            (&mut coarse, &mut unscheduled),
+        )
     });
     let mut analysed_part = None;
     let stopped = match analysed {
-        Ok(()) => None,
+        Ok(()) => {
+            // The other half of a very large region's time goes to its parts when isl's
+            // scheduler stopped on the whole and no part was scheduled within its half
+            // (myocyte: once its whole region was read in 1 s rather than 4, the scheduler
+            // took the rest of that half, and no part was left any time).
+            if unscheduled && region.statements.len() > HUGE_REGION && !opts.cancelled() {
+                analysed_part = parts::analyze_parts(region, &left(1.0), |sub, o, isl, fb| {
+                    let started = std::time::Instant::now();
+                    analyze_in(sub, o, isl, started, fb, (&mut None, &mut false))
+                });
+                if let Some(p) = &analysed_part {
+                    add_why_not(
+                        &mut fb,
+                        format!(
+                            "the nest of loop {} was analysed on its own (for each iteration of the loops around it)",
+                            region.loops[p.root].label
+                        ),
+                    );
+                }
+            }
+            None
+        }
         Err(e) => {
             let why = if opts.cancelled() {
                 "the polyhedral analysis was interrupted".to_string()
@@ -124,7 +156,8 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
                 None
             } else {
                 parts::analyze_parts(region, &left(1.0), |sub, o, isl, fb| {
-                    analyze_in(sub, o, isl, std::time::Instant::now(), fb)
+                    let started = std::time::Instant::now();
+                    analyze_in(sub, o, isl, started, fb, (&mut None, &mut false))
                 })
             };
             match &analysed_part {
@@ -169,9 +202,15 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
     crate::gain::rate(region, &mut fb, &opts.gain);
     timing.mark("gain");
     // The code before and after, from the ranked advice; without it the loop trees remain.
-    let code = islx::limited(&left(1.0), |isl| {
-        let coarse = crate::coarsen::coarsen(analysed_region, isl);
-        crate::codegen::region_code(&coarse, &fb, isl)
+    // The whole region's coarsening when it was analysed to the end (a budget stop in it
+    // may have kept pairs a fresh budget removes).
+    let coarse = coarse.filter(|_| analysed_part.is_none() && stopped.is_none());
+    let code = islx::limited(&left(1.0), |isl| match &coarse {
+        Some(coarse) => crate::codegen::region_code(coarse, &fb, isl),
+        None => {
+            let coarse = crate::coarsen::coarsen(analysed_region, isl);
+            crate::codegen::region_code(&coarse, &fb, isl)
+        }
     });
     timing.mark("code");
     match code {
@@ -318,17 +357,19 @@ fn storage_maps(region: &Region, opts: &Options, fb: &mut Feedback) {
 /// The stages of one region's analysis, each on the previous ones' results: the scheduler,
 /// each loop's verdict, then the advice on the hottest nest (interchange, parallelism,
 /// skewing and tiling, fusion, layout), why nothing more, the metrics and the trees.
-/// What it answered stays in `fb` when it stops.
+/// What it answered stays in `fb` when it stops; the coarsened region stays in `coarse`, and
+/// `unscheduled` says whether isl's scheduler stopped on the whole with no part scheduled.
 fn analyze_in(
     region: &Region,
     opts: &Options,
     isl: &Context,
     started: std::time::Instant,
     fb: &mut Feedback,
+    (coarse, unscheduled): (&mut Option<Region>, &mut bool),
 ) -> Result<(), Error> {
     let mut timing = Timing::new();
     let fine = region;
-    let coarse = crate::coarsen::coarsen(region, isl);
+    let coarse: &Region = coarse.insert(crate::coarsen::coarsen(region, isl));
     timing.mark("coarsen");
     if std::env::var_os("POLYPROF_DEBUG_SCHEDULE").is_some() {
         eprintln!(
@@ -341,7 +382,7 @@ fn analyze_in(
         );
     }
     islx::fresh_budget(isl);
-    let region = &coarse;
+    let region = coarse;
     let total: u64 = region.statements.iter().map(|s| s.ops).sum();
     if region.statements.is_empty() || total == 0 {
         fb.why_not = Some("the region has no statements left after scalar evolutions".into());
@@ -425,6 +466,7 @@ fn analyze_in(
             )
         }
     };
+    *unscheduled = scheduled.failure.is_some() && !scheduled.settled && part.is_none();
     // No schedule proposes no other structure: the components stay the program's.
     let components = match (&part, &scheduled.failure) {
         (None, Some(_)) => (components.0, components.0),

@@ -109,7 +109,9 @@ pub(super) fn schedule_region(
         Some(m) => m,
         None => UnionMap::empty_ctx(isl).map_err(islx::isl("an empty map"))?,
     };
-    let validity = islx::text(&validity)?;
+    // A statement's dependences on itself in many pieces go as their distance hull before
+    // they are printed: the scheduler's contexts read the text again, once per strategy.
+    let validity = islx::text(&islx::hulled(validity)?)?;
     // Not affine is an answer for its parts too; a part without the input and output may
     // still be scheduled (a nest inside a time loop that prints its progress).
     let settled = not_affine(cx.region);
