@@ -280,6 +280,26 @@ pub(crate) fn negative_up_to(n: usize, lvl: usize) -> Polyhedra {
     Polyhedra::relation(n, pieces)
 }
 
+/// Whether a register's value, plainly loaded from `array` ([`crate::input::Dependence::reload`]),
+/// can be loaded again by each iteration of loop `l`: no iteration of it writes the array.
+pub(crate) fn reloadable(region: &Region, l: usize, array: Option<&str>) -> bool {
+    let Some(array) = array else {
+        return false;
+    };
+    // Memory a library call may write, which no statement shows: a stack variable whose
+    // address the code passes (`strtol(p, &p, 10)`), anything where the region calls
+    // more than OpenMP's runtime.
+    let runtime = |c: &String| c.starts_with("GOMP_") || c.starts_with("omp_");
+    if array.contains("stack") || !region.library_calls.iter().all(runtime) {
+        return false;
+    }
+    !region.statements_in(l).iter().any(|s| {
+        s.accesses
+            .iter()
+            .any(|a| a.write && a.array.as_deref() == Some(array))
+    })
+}
+
 /// The source line of a statement (`k.c:12`).
 pub(crate) fn line_of(region: &Region, name: &str) -> String {
     region
@@ -697,6 +717,11 @@ impl<'a> Ctx<'a> {
         if let Some(at) = self.region.early_exits.get(&self.region.loops[l].id) {
             return Ok(Verdict::Blocked(early_exit(at)));
         }
+        // A value an earlier iteration computed and this one only compares: no dependence
+        // shows it, and no storage change gives the iteration that value.
+        if let Some(why) = crate::compared::blocking(self.region, l, as_written.is_some()) {
+            return Ok(Verdict::Blocked(why));
+        }
         let mut within = self.deps_within(l);
         // A variable declared in the loop's body is one per iteration in the source: what
         // crosses iterations through its slot is the compiler's reuse of it (gcc -O2 keeps
@@ -744,21 +769,7 @@ impl<'a> Ctx<'a> {
     /// writes ([`crate::input::Dependence::reload`]): each iteration can read the array
     /// itself, as the source does.
     fn reloadable(&self, l: usize, i: usize) -> bool {
-        let Some(array) = &self.region.dependences[i].reload else {
-            return false;
-        };
-        // Memory a library call may write, which no statement shows: a stack variable whose
-        // address the code passes (`strtol(p, &p, 10)`), anything where the region calls
-        // more than OpenMP's runtime.
-        let runtime = |c: &String| c.starts_with("GOMP_") || c.starts_with("omp_");
-        if array.contains("stack") || !self.region.library_calls.iter().all(runtime) {
-            return false;
-        }
-        !self.region.statements_in(l).iter().any(|s| {
-            s.accesses
-                .iter()
-                .any(|a| a.write && a.array.as_ref() == Some(array))
-        })
+        reloadable(self.region, l, self.region.dependences[i].reload.as_deref())
     }
 
     /// Why loop `l` cannot be named in a pragma: its code assigns the counter of a `for`
@@ -806,6 +817,16 @@ impl<'a> Ctx<'a> {
                 }
                 return Ok(Err(format!("it carries {}", self.describe_dep(i))));
             };
+            // A comparison of the partial value (`s += a[i]; if (s > t) ...`) sees each
+            // thread's own.
+            let writers: Vec<&str> = within
+                .iter()
+                .filter(|&&k| deps[k].kind == DepKind::Flow && deps[k].storage.root() == root)
+                .map(|&k| deps[k].source.as_str())
+                .collect();
+            if let Some(why) = crate::compared::reads_partial(self.region, c.l, &root, &writers) {
+                return Ok(Err(why));
+            }
             needs.extend(r.requirements(self.region));
             within.retain(|&k| deps[k].storage.root() != root);
         }

@@ -9,6 +9,7 @@ pub mod affine;
 mod analyze;
 pub mod check;
 mod coarsen;
+mod compared;
 mod codegen;
 mod composed;
 mod distance;

@@ -56,13 +56,17 @@ pub(crate) fn loop_answers(region: &Region, why: &str) -> Vec<LoopInfo> {
         let carried = carried_by(&distances, &within, depth);
         let permutable = within
             .iter()
-            .all(|&i| distances.nonnegative_up_to(i, depth) == Tri::Yes);
+            .all(|&i| distances.nonnegative_up_to(i, depth) == Tri::Yes)
+            && crate::compared::permutable(region, l);
         let verdict = verdict(region, l, &index, &members, &carried, &reductions);
         let mut kinds: BTreeSet<&'static str> = BTreeSet::new();
         for &i in &carried.sure {
             if counts(&region.dependences[i]) {
                 kinds.insert(kind_word(region.dependences[i].kind));
             }
+        }
+        if crate::compared::surely_carried(region, l) {
+            kinds.insert(kind_word(DepKind::Flow));
         }
         let after = match &verdict {
             Ok(needs) => super::loops::conditions_of(needs),
@@ -134,6 +138,9 @@ pub(crate) fn carried_kinds(
         if distances.carried_at(i, depth) == Tri::Yes && counts(&region.dependences[i]) {
             kinds.insert(kind_word(region.dependences[i].kind));
         }
+    }
+    if crate::compared::surely_carried(region, l) {
+        kinds.insert(kind_word(DepKind::Flow));
     }
     kinds.iter().map(|k| k.to_string()).collect()
 }
@@ -269,6 +276,9 @@ fn verdict(
     if let Some(at) = region.early_exits.get(id) {
         return Err(crate::legality::early_exit(at));
     }
+    if let Some(why) = crate::compared::blocking(region, l, true) {
+        return Err(why);
+    }
     // By storage: what the loop carries (surely or maybe) through it.
     let mut by_storage: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for &i in carried.sure.iter().chain(&carried.maybe) {
@@ -294,6 +304,10 @@ fn verdict(
             // A loop-carried flow is serial unless it is a reduction.
             match reductions.of(l, root).ok().flatten() {
                 Some(r) => {
+                    let writers: Vec<&str> = flows.iter().map(|&i| deps[i].source.as_str()).collect();
+                    if let Some(why) = crate::compared::reads_partial(region, l, root, &writers) {
+                        return Err(why);
+                    }
                     needs.extend(r.requirements(region));
                     continue;
                 }

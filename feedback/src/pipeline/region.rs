@@ -13,7 +13,7 @@ use super::{
 };
 use crate::heap::STACK_START;
 use crate::input::{
-    Access, Boundary, Dependence, EqualPairs, Loop, Polyhedra, Region, SharedVariable, Statement,
+    Access, Boundary, Compared, Dependence, EqualPairs, Loop, Polyhedra, Region, SharedVariable, Span, Statement,
     Storage,
 };
 use crate::scopes::LoopCode;
@@ -199,6 +199,20 @@ pub(super) fn build_region(
     let loop_code = LoopCode::of_region(&loop_nodes, &loops, tree, naming);
     let omp_loops = super::openmp::omp_loops(&loop_nodes, &loops, tree, naming);
     let mut edges = scope.edges(&stmts, &loop_code);
+    let mut compared = scope.compared(&stmts, &loop_nodes, &loop_code, &mut edges);
+    let copies = super::copies::Copies::new(folded);
+    for (c, at) in &mut compared {
+        if matches!(c.storage, Storage::Register { .. }) {
+            c.invariant_in = loop_nodes
+                .iter()
+                .zip(&loops)
+                .filter(|(&n, _)| {
+                    tree.is_within(at.0, n) && copies.one_value_along(code, tree, *at, n)
+                })
+                .map(|(_, l)| l.id.clone())
+                .collect();
+        }
+    }
     invariant_registers(
         &mut edges.dependences,
         &stmts,
@@ -270,6 +284,7 @@ pub(super) fn build_region(
         early_exits: crate::exits::early_exits(&loop_code),
         language,
         headers,
+        compared: compared.into_iter().map(|(c, _)| c).collect(),
     };
     // Registers that only hold expressions of the loop counters are recomputed by any order.
     crate::storage::drop_recomputed(&mut input);
@@ -708,6 +723,143 @@ impl Scope<'_> {
                 mirror: None,
                 invariant_in: Vec::new(),
             });
+        }
+        out
+    }
+
+    /// The values the region's comparisons read from its statements ([`Compared`]), each
+    /// with its producer's (context, pc): instructions that write only the flags (`cmp`,
+    /// `test`, `ucomisd`, `bt`), reached by a flow from a statement. Scalar evolutions are no
+    /// statements, so a loop's counter and Rust's iterator bounds are none of them.
+    fn compared(
+        &self,
+        stmts: &Statements,
+        loop_nodes: &[NodeId],
+        loop_code: &[LoopCode],
+        edges: &mut Edges,
+    ) -> Vec<(Compared, (NodeId, u64))> {
+        let bin = self.bin;
+        let mut info = iced_x86::InstructionInfoFactory::new();
+        let mut flag_only: HashMap<u64, bool> = HashMap::default();
+        let mut is_flag_only = |pc: u64| -> bool {
+            *flag_only.entry(pc).or_insert_with(|| {
+                let Some(insn) = super::insn_at(self.code, pc) else {
+                    return false;
+                };
+                let writes_memory = info.info(&insn).used_memory().iter().any(|m| {
+                    !matches!(
+                        m.access(),
+                        iced_x86::OpAccess::Read
+                            | iced_x86::OpAccess::CondRead
+                            | iced_x86::OpAccess::NoMemAccess
+                    )
+                });
+                insn.flow_control() == iced_x86::FlowControl::Next
+                    && insn.rflags_modified() != 0
+                    && !writes_memory
+                    && !writes_data(&insn, &mut info)
+            })
+        };
+        let mut producers: HashMap<(NodeId, u64), Vec<(NodeId, u64)>> = HashMap::default();
+        for ((cons, prod, kind, through, _), ..) in &self.folded.deps {
+            if *kind == DepKind::Flow && *through == Through::Register {
+                producers
+                    .entry((cons.context, cons.pc))
+                    .or_default()
+                    .push((prod.context, prod.pc));
+            }
+        }
+        let loop_index: HashMap<NodeId, usize> = loop_nodes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (n, i))
+            .collect();
+        let mut out = Vec::new();
+        for (key, f, _, location, fixed) in &self.folded.deps {
+            let (cons, prod, kind, through, _) = key;
+            if *kind != DepKind::Flow
+                || !self.inside(cons.context)
+                || stmts.names.contains_key(&(cons.context, cons.pc))
+            {
+                continue;
+            }
+            let Some(&at) = stmts.index.get(&(prod.context, prod.pc)) else {
+                continue;
+            };
+            if !is_flag_only(cons.pc) {
+                continue;
+            }
+            let loops: Vec<usize> = self
+                .tree
+                .path(cons.context)
+                .iter()
+                .filter_map(|n| loop_index.get(n).copied())
+                .collect();
+            let source = &stmts.list[at];
+            if f.dims != loops.len() || f.labels != source.loops.len() {
+                continue;
+            }
+            let common = loops
+                .iter()
+                .zip(&source.loops)
+                .take_while(|(a, b)| a == b)
+                .count();
+            let relation = Polyhedra::map_of(f, "Compare", &source.name);
+            let distances: Vec<Vec<(usize, Span)>> =
+                crate::distance::of_relation(&relation, common)
+                    .into_iter()
+                    .map(|piece| {
+                        loops
+                            .iter()
+                            .zip(piece)
+                            .map(|(&l, iv)| (l, Span { lo: iv.lo, hi: iv.hi }))
+                            .collect()
+                    })
+                    .collect();
+            let frames: &[String] = stmts
+                .functions
+                .get(&source.name)
+                .map_or(&[][..], Vec::as_slice);
+            let function = frames.last().map_or("the region", String::as_str);
+            let storage = match through {
+                Through::Register => {
+                    let reg = register_name(*location);
+                    let var = register_variable(bin, self.code, &reg, cons.pc, prod.pc);
+                    Storage::Register {
+                        reg,
+                        var: var.map(|v| v.name),
+                    }
+                }
+                Through::Memory => {
+                    let place = DepPlace {
+                        location: *location,
+                        fixed: *fixed,
+                        pcs: [cons.pc, prod.pc],
+                        function,
+                        frames,
+                    };
+                    self.storage(through, &None, &place, loop_code, edges)
+                }
+            };
+            let reload = match &storage {
+                Storage::Register { var: None, .. } => {
+                    loaded_from(self.code, (prod.context, prod.pc), &producers, stmts, 0)
+                }
+                _ => None,
+            };
+            out.push((
+                Compared {
+                    source: source.name.clone(),
+                    storage,
+                    line: bin.source_line(cons.pc),
+                    source_line: bin.source_line(prod.pc),
+                    loops,
+                    distances,
+                    reload,
+                    invariant_in: Vec::new(),
+                },
+                (prod.context, prod.pc),
+            ));
         }
         out
     }
