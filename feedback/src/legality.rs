@@ -717,11 +717,6 @@ impl<'a> Ctx<'a> {
         if let Some(at) = self.region.early_exits.get(&self.region.loops[l].id) {
             return Ok(Verdict::Blocked(early_exit(at)));
         }
-        // A value an earlier iteration computed and this one only compares: no dependence
-        // shows it, and no storage change gives the iteration that value.
-        if let Some(why) = crate::compared::blocking(self.region, l, as_written.is_some()) {
-            return Ok(Verdict::Blocked(why));
-        }
         let mut within = self.deps_within(l);
         // A variable declared in the loop's body is one per iteration in the source: what
         // crosses iterations through its slot is the compiler's reuse of it (gcc -O2 keeps
@@ -761,6 +756,11 @@ impl<'a> Ctx<'a> {
                 Ok(more) => needs.extend(more),
                 Err(why) => return Ok(Verdict::Blocked(why)),
             }
+        }
+        // A value an earlier iteration computed and this one only compares: no dependence
+        // shows it, and no storage change gives the iteration that value.
+        if let Some(why) = crate::compared::blocking(self.region, l, as_written.is_some()) {
+            return Ok(Verdict::Blocked(why));
         }
         Ok(Verdict::Legal(merge(needs)))
     }

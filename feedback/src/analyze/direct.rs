@@ -276,9 +276,6 @@ fn verdict(
     if let Some(at) = region.early_exits.get(id) {
         return Err(crate::legality::early_exit(at));
     }
-    if let Some(why) = crate::compared::blocking(region, l, true) {
-        return Err(why);
-    }
     // By storage: what the loop carries (surely or maybe) through it.
     let mut by_storage: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for &i in carried.sure.iter().chain(&carried.maybe) {
@@ -358,6 +355,10 @@ fn verdict(
                 lines: v.lines.clone(),
             });
         }
+    }
+    // A value an earlier iteration computed and this one only compares.
+    if let Some(why) = crate::compared::blocking(region, l, true) {
+        return Err(why);
     }
     needs.sort();
     needs.dedup();
