@@ -198,13 +198,13 @@ pub(crate) fn permutable(region: &Region, l: usize) -> bool {
     region.compared.iter().all(|c| {
         !binds(region, c, l)
             || c.distances.iter().all(|piece| {
-            let Some(at) = piece.iter().position(|(x, _)| *x == l) else {
-                return true;
-            };
-            piece[..=at]
-                .iter()
-                .all(|(_, s)| s.lo.is_some_and(|v| v >= 0))
-        })
+                let Some(at) = piece.iter().position(|(x, _)| *x == l) else {
+                    return true;
+                };
+                piece[..=at]
+                    .iter()
+                    .all(|(_, s)| s.lo.is_some_and(|v| v >= 0))
+            })
     })
 }
 

@@ -184,7 +184,14 @@ fn a_value_only_compared_is_carried() {
         let c = loop_at(&report, kernel, control);
         assert_eq!(c["parallel"], true, "{opt}: {c:#}");
         assert!(
-            printed(&report, kernel, "Run loop", control, "#pragma omp parallel for").is_some(),
+            printed(
+                &report,
+                kernel,
+                "Run loop",
+                control,
+                "#pragma omp parallel for"
+            )
+            .is_some(),
             "{opt}: no parallel advice for the control loop: {report:#}"
         );
     }

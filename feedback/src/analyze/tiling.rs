@@ -52,7 +52,8 @@ pub(super) fn skew_and_tile(
             .map(|(_, m, _)| m.iter().map(|m| &m.rows).collect())
             .collect();
         if let Some(why) = crate::compared::against_bands(region, &rows, None) {
-            fb.why_not.get_or_insert(format!("isl's schedule is not advised: {why}"));
+            fb.why_not
+                .get_or_insert(format!("isl's schedule is not advised: {why}"));
             return Ok(());
         }
         if tiled_band.is_some() {

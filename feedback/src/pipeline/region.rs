@@ -13,8 +13,8 @@ use super::{
 };
 use crate::heap::STACK_START;
 use crate::input::{
-    Access, Boundary, Compared, Dependence, EqualPairs, Loop, Polyhedra, Region, SharedVariable, Span, Statement,
-    Storage,
+    Access, Boundary, Compared, Dependence, EqualPairs, Loop, Polyhedra, Region, SharedVariable,
+    Span, Statement, Storage,
 };
 use crate::scopes::LoopCode;
 use crate::{analyze_region, Feedback};
@@ -812,7 +812,15 @@ impl Scope<'_> {
                         loops
                             .iter()
                             .zip(piece)
-                            .map(|(&l, iv)| (l, Span { lo: iv.lo, hi: iv.hi }))
+                            .map(|(&l, iv)| {
+                                (
+                                    l,
+                                    Span {
+                                        lo: iv.lo,
+                                        hi: iv.hi,
+                                    },
+                                )
+                            })
                             .collect()
                     })
                     .collect();
