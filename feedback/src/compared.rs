@@ -166,7 +166,7 @@ pub(crate) fn against_bands(
                         return true;
                     };
                     if Some(b) == tiled {
-                        if !s.lo.is_some_and(|l| l >= 0) {
+                        if s.lo.is_none_or(|l| l < 0) {
                             return true;
                         }
                         ahead |= s.positive();
