@@ -97,28 +97,6 @@ fn why(c: &Compared, by: &str) -> String {
     )
 }
 
-/// Whether some comparison of `region` inside loop `l` reads a reduction's partial value:
-/// a value of `root` ([`crate::input::Storage::root`]) produced by one of `writers` (the
-/// statements whose values the loop carries through it). A reduction runs each thread on a
-/// partial value of its own, so such a comparison would see another value than the
-/// program's.
-pub(crate) fn reads_partial(
-    region: &Region,
-    l: usize,
-    root: &str,
-    writers: &[&str],
-) -> Option<String> {
-    let c = region.compared.iter().find(|c| {
-        c.loops.contains(&l) && c.storage.root() == root && writers.contains(&c.source.as_str())
-    })?;
-    Some(format!(
-        "the comparison at {} reads the partial value of {} computed at {}: a reduction's threads each hold another",
-        c.line,
-        c.storage.describe(),
-        c.source_line
-    ))
-}
-
 /// The first comparison of `region` whose value a schedule's bands (isl's, along one path:
 /// per band, its members' rows by statement) may compare before it is computed, or that the
 /// band at `tiled` (tiled: every member nonnegative) does not keep forward. Each piece's

@@ -817,16 +817,6 @@ impl<'a> Ctx<'a> {
                 }
                 return Ok(Err(format!("it carries {}", self.describe_dep(i))));
             };
-            // A comparison of the partial value (`s += a[i]; if (s > t) ...`) sees each
-            // thread's own.
-            let writers: Vec<&str> = within
-                .iter()
-                .filter(|&&k| deps[k].kind == DepKind::Flow && deps[k].storage.root() == root)
-                .map(|&k| deps[k].source.as_str())
-                .collect();
-            if let Some(why) = crate::compared::reads_partial(self.region, c.l, &root, &writers) {
-                return Ok(Err(why));
-            }
             needs.extend(r.requirements(self.region));
             within.retain(|&k| deps[k].storage.root() != root);
         }

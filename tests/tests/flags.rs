@@ -156,12 +156,15 @@ fn loop_at(report: &Value, kernel: &str, line: u32) -> Value {
 /// by the previous iteration) is a flow carried by the loop, at -O0 (a compare of memory)
 /// and -O2 (of a register): no parallel flag, no parallel or vectorize advice, not even
 /// "after privatizing `x`". Both were advised. The control loop compares a value computed
-/// earlier in the same iteration: it stays parallel.
+/// earlier in the same iteration: it stays parallel. A sum whose partial value the loop
+/// compares (`p += c[i]; if (p > 2000)`) is no reduction (it was advised as one at -O2, where
+/// gcc compares the register the sum is added into).
 #[test]
 fn a_value_only_compared_is_carried() {
     let kernel = "cmp_carried";
     let line = line_of(kernel, "MARK carried");
     let control = line_of(kernel, "MARK control");
+    let partial = line_of(kernel, "MARK partial");
     for opt in ["-O0", "-O2"] {
         let (_, report) = profiled(kernel, &[opt]);
         let l = loop_at(&report, kernel, line);
@@ -180,6 +183,16 @@ fn a_value_only_compared_is_carried() {
             printed(&report, kernel, "Run loop", line, "#pragma").is_none()
                 && printed(&report, kernel, "Vectorize loop", line, "#pragma").is_none(),
             "{opt}: parallel or vectorize advice for a loop carrying `x`: {report:#}"
+        );
+        let p = loop_at(&report, kernel, partial);
+        assert!(
+            p["parallel"] == false && p["reduction"] == false,
+            "{opt}: {p:#}"
+        );
+        assert!(
+            printed(&report, kernel, "Run loop", partial, "#pragma").is_none()
+                && printed(&report, kernel, "Vectorize loop", partial, "#pragma").is_none(),
+            "{opt}: parallel or vectorize advice for a loop comparing a partial sum: {report:#}"
         );
         let c = loop_at(&report, kernel, control);
         assert_eq!(c["parallel"], true, "{opt}: {c:#}");

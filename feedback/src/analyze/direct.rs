@@ -301,11 +301,6 @@ fn verdict(
             // A loop-carried flow is serial unless it is a reduction.
             match reductions.of(l, root).ok().flatten() {
                 Some(r) => {
-                    let writers: Vec<&str> =
-                        flows.iter().map(|&i| deps[i].source.as_str()).collect();
-                    if let Some(why) = crate::compared::reads_partial(region, l, root, &writers) {
-                        return Err(why);
-                    }
                     needs.extend(r.requirements(region));
                     continue;
                 }
