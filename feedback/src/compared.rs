@@ -116,6 +116,11 @@ pub(crate) fn against_bands(
             return false;
         };
         c.distances.iter().any(|piece| {
+            // In one iteration of every loop both ends run in: placed as the program places
+            // it, as the statements reading the value next to it are.
+            if piece.iter().all(|(_, s)| s.is_zero()) {
+                return false;
+            }
             let span = |l: usize| piece.iter().find(|(x, _)| *x == l).map(|(_, s)| *s);
             // The row's value at the comparison minus at the producer, when known.
             let along = |row: &crate::affine::Affine| -> Option<Span> {

@@ -213,6 +213,22 @@ pub(super) fn build_region(
                 .collect();
         }
     }
+    if std::env::var_os("POLYPROF_DEBUG_COMPARED").is_some() {
+        for (c, _) in &compared {
+            eprintln!(
+                "compared: {} at {} from {} {} through {}: loops {:?}, distances {:?}, reload {:?}, invariant in {:?}",
+                c.line,
+                c.source,
+                c.source_line,
+                stmts.list.iter().find(|s| s.name == c.source).map_or("", |s| s.label.as_str()),
+                c.storage.describe(),
+                c.loops,
+                c.distances,
+                c.reload,
+                c.invariant_in
+            );
+        }
+    }
     invariant_registers(
         &mut edges.dependences,
         &stmts,
@@ -805,25 +821,34 @@ impl Scope<'_> {
                 .take_while(|(a, b)| a == b)
                 .count();
             let relation = Polyhedra::map_of(f, "Compare", &source.name);
-            let distances: Vec<Vec<(usize, Span)>> =
-                crate::distance::of_relation(&relation, common)
-                    .into_iter()
-                    .map(|piece| {
-                        loops
-                            .iter()
-                            .zip(piece)
-                            .map(|(&l, iv)| {
-                                (
-                                    l,
-                                    Span {
+            let distances: Vec<Vec<(usize, Span)>> = f
+                .pieces
+                .iter()
+                .zip(&relation.pieces)
+                .flat_map(|(p, convex)| {
+                    let spans = piece_spans(p, common).unwrap_or_else(|| {
+                        let one = Polyhedra {
+                            pieces: vec![convex.clone()],
+                            ..relation.clone()
+                        };
+                        crate::distance::of_relation(&one, common)
+                            .into_iter()
+                            .map(|piece| {
+                                piece
+                                    .into_iter()
+                                    .map(|iv| Span {
                                         lo: iv.lo,
                                         hi: iv.hi,
-                                    },
-                                )
+                                    })
+                                    .collect()
                             })
                             .collect()
-                    })
-                    .collect();
+                    });
+                    spans
+                        .into_iter()
+                        .map(|piece: Vec<Span>| loops.iter().copied().zip(piece).collect())
+                })
+                .collect();
             let frames: &[String] = stmts
                 .functions
                 .get(&source.name)
@@ -1093,6 +1118,48 @@ fn equal_pairs(f: &Folded) -> EqualPairs {
         (false, true) => EqualPairs::Always,
         _ => EqualPairs::Unknown,
     }
+}
+
+/// The exact distances (consumer's coordinate minus producer's) of a small piece along its
+/// first `common` dimensions, point by point: none for an empty piece, one list otherwise;
+/// `None` for a larger piece or a label that is a range (its constraints then bound them).
+/// The folder's fits across a loop's wrap-around give loose bounds where every pair is in
+/// one iteration.
+fn piece_spans(p: &folder::Piece, common: usize) -> Option<Vec<Vec<Span>>> {
+    let common = common.min(p.labels.len()).min(p.domain.dims());
+    let mut spans: Vec<(i128, i128)> = Vec::new();
+    let mut range = false;
+    let mut points = 0u64;
+    let complete = p.domain.for_each_point(EQUAL_POINTS_LIMIT, |x| {
+        points += 1;
+        for k in 0..common {
+            let Some(w) = p.labels[k].eval(x) else {
+                range = true;
+                return;
+            };
+            let d = i128::from(x[k]) - i128::from(w);
+            match spans.get_mut(k) {
+                Some((lo, hi)) => {
+                    *lo = (*lo).min(d);
+                    *hi = (*hi).max(d);
+                }
+                None => spans.push((d, d)),
+            }
+        }
+    });
+    if !complete || range {
+        return None;
+    }
+    if points == 0 {
+        return Some(Vec::new());
+    }
+    Some(vec![spans
+        .into_iter()
+        .map(|(lo, hi)| Span {
+            lo: Some(lo),
+            hi: Some(hi),
+        })
+        .collect()])
 }
 
 /// Pieces up to this many points are settled point by point by [`equal_points`].
