@@ -1198,6 +1198,29 @@ mod tests {
     }
 
     #[test]
+    fn distances_of_small_pieces_are_counted() {
+        let spans = |f: &Folded| -> Vec<Vec<Span>> {
+            f.pieces
+                .iter()
+                .flat_map(|p| piece_spans(p, 2).expect("small pieces"))
+                .collect()
+        };
+        let one = |lo, hi| Span {
+            lo: Some(lo),
+            hi: Some(hi),
+        };
+        // Compared in the iteration after the one that computed it, along j.
+        let carried = folded(|i, j| (j > 0).then_some([i, j - 1]));
+        assert!(spans(&carried)
+            .iter()
+            .all(|p| p[..] == [one(0, 0), one(1, 1)]));
+        let within = folded(|i, j| Some([i, j]));
+        assert!(spans(&within)
+            .iter()
+            .all(|p| p[..] == [one(0, 0), one(0, 0)]));
+    }
+
+    #[test]
     fn equal_pairs_come_from_the_labels() {
         // A value of the previous iteration of j: never the same instance.
         let carried = folded(|i, j| (j > 0).then_some([i, j - 1]));
