@@ -340,6 +340,14 @@ pub(crate) fn coarsen(region: &Region, isl: &Context) -> Region {
         early_exits: region.early_exits.clone(),
         language: region.language,
         headers: region.headers.clone(),
+        compared: region
+            .compared
+            .iter()
+            .map(|c| crate::input::Compared {
+                source: renamed(&c.source),
+                ..c.clone()
+            })
+            .collect(),
     }
 }
 

@@ -152,12 +152,18 @@ impl Distances {
 
 /// The distances of one dependence's nonempty pieces along its first `common` levels.
 fn of_dependence(d: &Dependence, common: usize) -> Vec<PieceDistances> {
-    let n_in = d.relation.input.dims;
-    let Some(n_out) = d.relation.output.as_ref().map(|t| t.dims) else {
+    of_relation(&d.relation, common)
+}
+
+/// The distances of a relation's nonempty pieces (consumer to producer) along its first
+/// `common` levels.
+pub(crate) fn of_relation(relation: &crate::poly::Polyhedra, common: usize) -> Vec<Vec<Interval>> {
+    let n_in = relation.input.dims;
+    let Some(n_out) = relation.output.as_ref().map(|t| t.dims) else {
         return Vec::new();
     };
     let common = common.min(n_in).min(n_out);
-    d.relation
+    relation
         .pieces
         .iter()
         .filter_map(|p| piece_distances(p, n_in, n_out, common))

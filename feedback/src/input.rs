@@ -180,6 +180,40 @@ impl Dependence {
     }
 }
 
+/// A value an instruction that only sets the flags reads (`cmp`, `test`, `ucomisd`, `bt`),
+/// produced by a statement of the region (never a scalar evolution: loop counters and
+/// Rust's iterator bounds are none). Comparisons are no statements, so no dependence shows
+/// it; the branch it decides still depends on the value. The legality checks read it where
+/// the producer and the comparison run in different iterations of a loop (`if (x > 5)` on the
+/// `x` the previous iteration computed), and where a reduction's partial value is compared.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Compared {
+    /// The producer statement (a block's name once statements are grouped).
+    pub source: String,
+    pub storage: Storage,
+    /// The comparison's source line (`k.c:7`).
+    pub line: String,
+    /// The producer's source line.
+    pub source_line: String,
+    /// The comparison's loops (indices into [`Region::loops`]), outermost first.
+    pub loops: Vec<usize>,
+    /// Per nonempty piece of the folded relation: for each loop both ends run in (an index
+    /// into [`Region::loops`], outermost first), the interval of the comparison's coordinate
+    /// minus the producer's.
+    pub distances: Vec<Vec<(usize, Span)>>,
+    /// As [`Dependence::reload`]: the array the register's value was plainly loaded from.
+    pub reload: Option<String>,
+    /// As [`Dependence::invariant_in`].
+    pub invariant_in: Vec<String>,
+}
+
+/// A closed integer interval; `None` bounds are infinite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub lo: Option<i128>,
+    pub hi: Option<i128>,
+}
+
 /// A value crossing the region's border: read inside from a write before the region
 /// (live-in), or written inside and read after it (live-out).
 #[derive(Clone, Debug, PartialEq)]
@@ -239,6 +273,9 @@ pub struct Region {
     /// regions only: rayon's form of a parallel loop is written from its pattern and
     /// iterator.
     pub headers: BTreeMap<String, String>,
+    /// Values comparisons read ([`Compared`]): no dependence shows them, since comparisons
+    /// are no statements.
+    pub compared: Vec<Compared>,
 }
 
 impl Region {

@@ -307,6 +307,26 @@ pub(crate) fn negative_up_to(n: usize, lvl: usize) -> Polyhedra {
     Polyhedra::relation(n, pieces)
 }
 
+/// Whether a register's value, plainly loaded from `array` ([`crate::input::Dependence::reload`]),
+/// can be loaded again by each iteration of loop `l`: no iteration of it writes the array.
+pub(crate) fn reloadable(region: &Region, l: usize, array: Option<&str>) -> bool {
+    let Some(array) = array else {
+        return false;
+    };
+    // Memory a library call may write, which no statement shows: a stack variable whose
+    // address the code passes (`strtol(p, &p, 10)`), anything where the region calls
+    // more than OpenMP's runtime.
+    let runtime = |c: &String| c.starts_with("GOMP_") || c.starts_with("omp_");
+    if array.contains("stack") || !region.library_calls.iter().all(runtime) {
+        return false;
+    }
+    !region.statements_in(l).iter().any(|s| {
+        s.accesses
+            .iter()
+            .any(|a| a.write && a.array.as_deref() == Some(array))
+    })
+}
+
 /// The source line of a statement (`k.c:12`).
 pub(crate) fn line_of(region: &Region, name: &str) -> String {
     region
@@ -780,6 +800,11 @@ impl<'a> Ctx<'a> {
                 Err(why) => return Ok(Verdict::Blocked(why)),
             }
         }
+        // A value an earlier iteration computed and this one only compares: no dependence
+        // shows it, and no storage change gives the iteration that value.
+        if let Some(why) = crate::compared::blocking(self.region, l, as_written.is_some()) {
+            return Ok(Verdict::Blocked(why));
+        }
         Ok(Verdict::Legal(merge(needs)))
     }
 
@@ -787,21 +812,7 @@ impl<'a> Ctx<'a> {
     /// writes ([`crate::input::Dependence::reload`]): each iteration can read the array
     /// itself, as the source does.
     fn reloadable(&self, l: usize, i: usize) -> bool {
-        let Some(array) = &self.region.dependences[i].reload else {
-            return false;
-        };
-        // Memory a library call may write, which no statement shows: a stack variable whose
-        // address the code passes (`strtol(p, &p, 10)`), anything where the region calls
-        // more than OpenMP's runtime.
-        let runtime = |c: &String| c.starts_with("GOMP_") || c.starts_with("omp_");
-        if array.contains("stack") || !self.region.library_calls.iter().all(runtime) {
-            return false;
-        }
-        !self.region.statements_in(l).iter().any(|s| {
-            s.accesses
-                .iter()
-                .any(|a| a.write && a.array.as_ref() == Some(array))
-        })
+        reloadable(self.region, l, self.region.dependences[i].reload.as_deref())
     }
 
     /// Why loop `l` cannot be named in a pragma: its code assigns the counter of a `for`

@@ -10,6 +10,7 @@ mod analyze;
 pub mod check;
 mod coarsen;
 mod codegen;
+mod compared;
 mod composed;
 mod distance;
 mod exits;

@@ -14,7 +14,8 @@
 //! - each link takes the accumulated value through one storage only, so `other` never
 //!   depends on it (`s = s + s * a[i]` is no reduction);
 //! - inside the loop, nothing but the chain reads what the chain writes, and nothing but the
-//!   chain reads or writes `X` (a prefix sum `b[i] = s` reads partial results);
+//!   chain reads or writes `X` (a prefix sum `b[i] = s` reads partial results; so does a
+//!   comparison, [`crate::input::Compared`]: `if (s > t)`);
 //! - for an array, the chain reads and writes the same element in each iteration (a scan
 //!   `y[j + 1] = y[j] + a[j]` moves along the array and is no reduction).
 //!
@@ -295,7 +296,13 @@ impl<'a> Finder<'a> {
                     && inside_l(&d.sink)
                     && !chain.contains(d.sink.as_str())
             });
-            if leaks {
+            // Nor compared there (`s += a[i]; if (s > t)`): each thread's partial value is
+            // not the program's.
+            let compared = region
+                .compared
+                .iter()
+                .any(|c| c.source == *n && c.loops.contains(&l));
+            if leaks || compared {
                 return Ok(None);
             }
         }

@@ -238,6 +238,9 @@ pub(crate) fn drop_recomputed(region: &mut Region) {
     region
         .dependences
         .retain(|d| !matches!(&d.storage, Storage::Register { reg, .. } if gone.contains(reg)));
+    region
+        .compared
+        .retain(|c| !matches!(&c.storage, Storage::Register { reg, .. } if gone.contains(reg)));
 }
 
 /// Some flow dependence through `storage` links different iterations of a loop.

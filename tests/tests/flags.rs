@@ -134,3 +134,78 @@ fn integer_flags_in_memory_at_o0() {
 fn integer_flags_vectorized_at_o2() {
     check_int(&["-O2"]);
 }
+
+/// The loop table's entry of `kernel`'s loop at `line`.
+fn loop_at(report: &Value, kernel: &str, line: u32) -> Value {
+    report["regions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|r| r["all_loops"].as_array().into_iter().flatten())
+        .find(|l| {
+            l["location"]["line"] == line
+                && l["location"]["file"]
+                    .as_str()
+                    .is_some_and(|f| f.ends_with(&format!("{kernel}.c")))
+        })
+        .cloned()
+        .unwrap_or_else(|| panic!("no loop at line {line}: {report:#}"))
+}
+
+/// A value read only by a comparison (`tests/kernels/cmp_carried.c`'s `if (x > 5)`, `x` set
+/// by the previous iteration) is a flow carried by the loop, at -O0 (a compare of memory)
+/// and -O2 (of a register): no parallel flag, no parallel or vectorize advice, not even
+/// "after privatizing `x`". Both were advised. The control loop compares a value computed
+/// earlier in the same iteration: it stays parallel. A sum whose partial value the loop
+/// compares (`p += c[i]; if (p > 2000)`) is no reduction (it was advised as one at -O2, where
+/// gcc compares the register the sum is added into).
+#[test]
+fn a_value_only_compared_is_carried() {
+    let kernel = "cmp_carried";
+    let line = line_of(kernel, "MARK carried");
+    let control = line_of(kernel, "MARK control");
+    let partial = line_of(kernel, "MARK partial");
+    for opt in ["-O0", "-O2"] {
+        let (_, report) = profiled(kernel, &[opt]);
+        let l = loop_at(&report, kernel, line);
+        assert_eq!(l["parallel"], false, "{opt}: {l:#}");
+        assert_eq!(l["reduction"], false, "{opt}: {l:#}");
+        let after = l["parallel_after"].as_array().cloned().unwrap_or_default();
+        assert!(after.is_empty(), "{opt}: {l:#}");
+        let carries = l["carries"].as_array().cloned().unwrap_or_default();
+        assert!(carries.iter().any(|c| c == "flow"), "{opt}: {l:#}");
+        let why = l["why_not"].as_str().unwrap_or("");
+        assert!(
+            why.contains("comparison") && why.contains("`x`") && why.len() < 300,
+            "{opt}: {l:#}"
+        );
+        assert!(
+            printed(&report, kernel, "Run loop", line, "#pragma").is_none()
+                && printed(&report, kernel, "Vectorize loop", line, "#pragma").is_none(),
+            "{opt}: parallel or vectorize advice for a loop carrying `x`: {report:#}"
+        );
+        let p = loop_at(&report, kernel, partial);
+        assert!(
+            p["parallel"] == false && p["reduction"] == false,
+            "{opt}: {p:#}"
+        );
+        assert!(
+            printed(&report, kernel, "Run loop", partial, "#pragma").is_none()
+                && printed(&report, kernel, "Vectorize loop", partial, "#pragma").is_none(),
+            "{opt}: parallel or vectorize advice for a loop comparing a partial sum: {report:#}"
+        );
+        let c = loop_at(&report, kernel, control);
+        assert_eq!(c["parallel"], true, "{opt}: {c:#}");
+        assert!(
+            printed(
+                &report,
+                kernel,
+                "Run loop",
+                control,
+                "#pragma omp parallel for"
+            )
+            .is_some(),
+            "{opt}: no parallel advice for the control loop: {report:#}"
+        );
+    }
+}

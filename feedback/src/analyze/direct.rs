@@ -56,13 +56,17 @@ pub(crate) fn loop_answers(region: &Region, why: &str) -> Vec<LoopInfo> {
         let carried = carried_by(&distances, &within, depth);
         let permutable = within
             .iter()
-            .all(|&i| distances.nonnegative_up_to(i, depth) == Tri::Yes);
+            .all(|&i| distances.nonnegative_up_to(i, depth) == Tri::Yes)
+            && crate::compared::permutable(region, l);
         let verdict = verdict(region, l, &index, &members, &carried, &reductions);
         let mut kinds: BTreeSet<&'static str> = BTreeSet::new();
         for &i in &carried.sure {
             if counts(&region.dependences[i]) {
                 kinds.insert(kind_word(region.dependences[i].kind));
             }
+        }
+        if crate::compared::surely_carried(region, l) {
+            kinds.insert(kind_word(DepKind::Flow));
         }
         let after = match &verdict {
             Ok(needs) => super::loops::conditions_of(needs),
@@ -134,6 +138,9 @@ pub(crate) fn carried_kinds(
         if distances.carried_at(i, depth) == Tri::Yes && counts(&region.dependences[i]) {
             kinds.insert(kind_word(region.dependences[i].kind));
         }
+    }
+    if crate::compared::surely_carried(region, l) {
+        kinds.insert(kind_word(DepKind::Flow));
     }
     kinds.iter().map(|k| k.to_string()).collect()
 }
@@ -346,6 +353,10 @@ fn verdict(
                 step: None,
             });
         }
+    }
+    // A value an earlier iteration computed and this one only compares.
+    if let Some(why) = crate::compared::blocking(region, l, true) {
+        return Err(why);
     }
     needs.sort();
     needs.dedup();

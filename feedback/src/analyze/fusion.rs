@@ -119,8 +119,27 @@ pub(super) fn fusion(
                 .map(|&l| nest.label(l))
                 .collect::<Vec<_>>()
                 .join(" and ");
-            match cx.first_violated(binding, &fused)? {
-                None => {
+            // A comparison in the second nest of a value the first computes reads, fused, the
+            // value of the same iteration only: its relation is not checked, so no fusion.
+            let compared = region.compared.iter().find(|c| {
+                c.loops.first() == Some(&outer[1])
+                    && region
+                        .statements
+                        .iter()
+                        .any(|s| s.name == c.source && s.loops.first() == Some(&outer[0]))
+            });
+            let violated = match compared {
+                Some(c) => Err(format!(
+                    "fusing {named} could run the comparison at {} before the value it reads from {} is computed",
+                    c.line, c.source_line
+                )),
+                None => Ok(cx.first_violated(binding, &fused)?),
+            };
+            match violated {
+                Err(why) => {
+                    fb.why_not.get_or_insert(why);
+                }
+                Ok(None) => {
                     let text = format!(
                         "Fuse the loops {named} into one: each iteration runs the first nest's body, then the second's; the dependences allow it and it improves locality."
                     );
@@ -136,7 +155,7 @@ pub(super) fn fusion(
                         Vec::new(),
                     )?;
                 }
-                Some(i) => {
+                Ok(Some(i)) => {
                     fb.why_not.get_or_insert(format!(
                         "fusing {named} would break {}",
                         cx.describe_dep(i)

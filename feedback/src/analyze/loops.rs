@@ -57,7 +57,7 @@ pub(super) fn loop_verdicts(
             depth,
             parallel: matches!(&verdict, Verdict::Legal(n) if split_reductions(n).0.is_empty()),
             reduction: matches!(&verdict, Verdict::Legal(n) if !split_reductions(n).0.is_empty()),
-            permutable: negative.is_none(),
+            permutable: negative.is_none() && crate::compared::permutable(region, l),
             stride01_percent: stride01_share(&inside, l),
             ops: inside.iter().map(|s| s.ops).sum(),
             why_not: None,

@@ -37,10 +37,29 @@ pub(super) fn skew_and_tile(
     let found = (|| -> Result<(), Error> {
         let all_names: Vec<String> = region.statements.iter().map(|s| s.name.clone()).collect();
         let bands = bands_of(&scheduled.tree, &nest.main.name, &all_names);
-        for (permutable, members, stmts) in &bands {
+        let mut tiled_band = None;
+        for (b, (permutable, members, stmts)) in bands.iter().enumerate() {
             if *permutable && members.len() >= 2 && members.len() > tiling.depth {
                 tiling.depth = members.len();
                 tiling.stmts = stmts.iter().cloned().collect();
+                tiled_band = Some(b);
+            }
+        }
+        // isl scheduled the statements: a value a comparison reads from an earlier iteration
+        // is no dependence of its problem, and must stay forward too.
+        let rows: Vec<Vec<_>> = bands
+            .iter()
+            .map(|(_, m, _)| m.iter().map(|m| &m.rows).collect())
+            .collect();
+        if let Some(why) = crate::compared::against_bands(region, &rows, None) {
+            fb.why_not
+                .get_or_insert(format!("isl's schedule is not advised: {why}"));
+            return Ok(());
+        }
+        if tiled_band.is_some() {
+            if let Some(why) = crate::compared::against_bands(region, &rows, tiled_band) {
+                fb.why_not.get_or_insert(format!("no tiling: {why}"));
+                tiling = Tiling::default();
             }
         }
         if skewed {

@@ -13,8 +13,8 @@ use super::{
 };
 use crate::heap::STACK_START;
 use crate::input::{
-    Access, Boundary, Dependence, EqualPairs, Loop, Polyhedra, Region, SharedVariable, Statement,
-    Storage,
+    Access, Boundary, Compared, Dependence, EqualPairs, Loop, Polyhedra, Region, SharedVariable,
+    Span, Statement, Storage,
 };
 use crate::scopes::LoopCode;
 use crate::{analyze_region, Feedback};
@@ -199,6 +199,36 @@ pub(super) fn build_region(
     let loop_code = LoopCode::of_region(&loop_nodes, &loops, tree, naming);
     let omp_loops = super::openmp::omp_loops(&loop_nodes, &loops, tree, naming);
     let mut edges = scope.edges(&stmts, &loop_code);
+    let mut compared = scope.compared(&stmts, &loop_nodes, &loop_code, &mut edges);
+    let copies = super::copies::Copies::new(folded);
+    for (c, at) in &mut compared {
+        if matches!(c.storage, Storage::Register { .. }) {
+            c.invariant_in = loop_nodes
+                .iter()
+                .zip(&loops)
+                .filter(|(&n, _)| {
+                    tree.is_within(at.0, n) && copies.one_value_along(code, tree, *at, n)
+                })
+                .map(|(_, l)| l.id.clone())
+                .collect();
+        }
+    }
+    if std::env::var_os("POLYPROF_DEBUG_COMPARED").is_some() {
+        for (c, _) in &compared {
+            eprintln!(
+                "compared: {} at {} from {} {} through {}: loops {:?}, distances {:?}, reload {:?}, invariant in {:?}",
+                c.line,
+                c.source,
+                c.source_line,
+                stmts.list.iter().find(|s| s.name == c.source).map_or("", |s| s.label.as_str()),
+                c.storage.describe(),
+                c.loops,
+                c.distances,
+                c.reload,
+                c.invariant_in
+            );
+        }
+    }
     invariant_registers(
         &mut edges.dependences,
         &stmts,
@@ -270,6 +300,7 @@ pub(super) fn build_region(
         early_exits: crate::exits::early_exits(&loop_code),
         language,
         headers,
+        compared: compared.into_iter().map(|(c, _)| c).collect(),
     };
     // Registers that only hold expressions of the loop counters are recomputed by any order.
     crate::storage::drop_recomputed(&mut input);
@@ -724,6 +755,160 @@ impl Scope<'_> {
         out
     }
 
+    /// The values the region's comparisons read from its statements ([`Compared`]), each
+    /// with its producer's (context, pc): instructions that write only the flags (`cmp`,
+    /// `test`, `ucomisd`, `bt`), reached by a flow from a statement. Scalar evolutions are no
+    /// statements, so a loop's counter and Rust's iterator bounds are none of them.
+    fn compared(
+        &self,
+        stmts: &Statements,
+        loop_nodes: &[NodeId],
+        loop_code: &[LoopCode],
+        edges: &mut Edges,
+    ) -> Vec<(Compared, (NodeId, u64))> {
+        let bin = self.bin;
+        let mut info = iced_x86::InstructionInfoFactory::new();
+        let mut flag_only: HashMap<u64, bool> = HashMap::default();
+        let mut is_flag_only = |pc: u64| -> bool {
+            *flag_only.entry(pc).or_insert_with(|| {
+                let Some(insn) = super::insn_at(self.code, pc) else {
+                    return false;
+                };
+                let writes_memory = info.info(&insn).used_memory().iter().any(|m| {
+                    !matches!(
+                        m.access(),
+                        iced_x86::OpAccess::Read
+                            | iced_x86::OpAccess::CondRead
+                            | iced_x86::OpAccess::NoMemAccess
+                    )
+                });
+                insn.flow_control() == iced_x86::FlowControl::Next
+                    && insn.rflags_modified() != 0
+                    && !writes_memory
+                    && !writes_data(&insn, &mut info)
+            })
+        };
+        let mut producers: HashMap<(NodeId, u64), Vec<(NodeId, u64)>> = HashMap::default();
+        for ((cons, prod, kind, through, _), ..) in &self.folded.deps {
+            if *kind == DepKind::Flow && *through == Through::Register {
+                producers
+                    .entry((cons.context, cons.pc))
+                    .or_default()
+                    .push((prod.context, prod.pc));
+            }
+        }
+        let loop_index: HashMap<NodeId, usize> = loop_nodes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (n, i))
+            .collect();
+        let mut out = Vec::new();
+        for (key, f, _, location, fixed) in &self.folded.deps {
+            let (cons, prod, kind, through, _) = key;
+            if *kind != DepKind::Flow
+                || !self.inside(cons.context)
+                || stmts.names.contains_key(&(cons.context, cons.pc))
+            {
+                continue;
+            }
+            let Some(&at) = stmts.index.get(&(prod.context, prod.pc)) else {
+                continue;
+            };
+            if !is_flag_only(cons.pc) {
+                continue;
+            }
+            let loops: Vec<usize> = self
+                .tree
+                .path(cons.context)
+                .iter()
+                .filter_map(|n| loop_index.get(n).copied())
+                .collect();
+            let source = &stmts.list[at];
+            if f.dims != loops.len() || f.labels != source.loops.len() {
+                continue;
+            }
+            let common = loops
+                .iter()
+                .zip(&source.loops)
+                .take_while(|(a, b)| a == b)
+                .count();
+            let relation = Polyhedra::map_of(f, "Compare", &source.name);
+            let distances: Vec<Vec<(usize, Span)>> = f
+                .pieces
+                .iter()
+                .zip(&relation.pieces)
+                .flat_map(|(p, convex)| {
+                    let spans = piece_spans(p, common).unwrap_or_else(|| {
+                        let one = Polyhedra {
+                            pieces: vec![convex.clone()],
+                            ..relation.clone()
+                        };
+                        crate::distance::of_relation(&one, common)
+                            .into_iter()
+                            .map(|piece| {
+                                piece
+                                    .into_iter()
+                                    .map(|iv| Span {
+                                        lo: iv.lo,
+                                        hi: iv.hi,
+                                    })
+                                    .collect()
+                            })
+                            .collect()
+                    });
+                    spans
+                        .into_iter()
+                        .map(|piece: Vec<Span>| loops.iter().copied().zip(piece).collect())
+                })
+                .collect();
+            let frames: &[String] = stmts
+                .functions
+                .get(&source.name)
+                .map_or(&[][..], Vec::as_slice);
+            let function = frames.last().map_or("the region", String::as_str);
+            let storage = match through {
+                Through::Register => {
+                    let reg = register_name(*location);
+                    let var = register_variable(bin, self.code, &reg, cons.pc, prod.pc);
+                    Storage::Register {
+                        reg,
+                        var: var.map(|v| v.name),
+                    }
+                }
+                Through::Memory => {
+                    let place = DepPlace {
+                        location: *location,
+                        fixed: *fixed,
+                        pcs: [cons.pc, prod.pc],
+                        function,
+                        frames,
+                    };
+                    self.storage(through, &None, &place, loop_code, edges)
+                }
+            };
+            let reload = match &storage {
+                Storage::Register { var: None, .. } => {
+                    loaded_from(self.code, (prod.context, prod.pc), &producers, stmts, 0)
+                }
+                _ => None,
+            };
+            out.push((
+                Compared {
+                    source: source.name.clone(),
+                    storage,
+                    line: bin.source_line(cons.pc),
+                    source_line: bin.source_line(prod.pc),
+                    loops,
+                    distances,
+                    reload,
+                    invariant_in: Vec::new(),
+                },
+                (prod.context, prod.pc),
+            ));
+        }
+        out
+    }
+
     /// A variable in register `reg` that the instruction `writer` assigns: shared by the
     /// loops around it that it is declared outside of, where the source cannot be read (where
     /// it can, its text decided already, in `edges`: debug information names registers
@@ -965,6 +1150,48 @@ fn equal_pairs(f: &Folded) -> EqualPairs {
     }
 }
 
+/// The exact distances (consumer's coordinate minus producer's) of a small piece along its
+/// first `common` dimensions, point by point: none for an empty piece, one list otherwise;
+/// `None` for a larger piece or a label that is a range (its constraints then bound them).
+/// The folder's fits across a loop's wrap-around give loose bounds where every pair is in
+/// one iteration.
+fn piece_spans(p: &folder::Piece, common: usize) -> Option<Vec<Vec<Span>>> {
+    let common = common.min(p.labels.len()).min(p.domain.dims());
+    let mut spans: Vec<(i128, i128)> = Vec::new();
+    let mut range = false;
+    let mut points = 0u64;
+    let complete = p.domain.for_each_point(EQUAL_POINTS_LIMIT, |x| {
+        points += 1;
+        for k in 0..common {
+            let Some(w) = p.labels[k].eval(x) else {
+                range = true;
+                return;
+            };
+            let d = i128::from(x[k]) - i128::from(w);
+            match spans.get_mut(k) {
+                Some((lo, hi)) => {
+                    *lo = (*lo).min(d);
+                    *hi = (*hi).max(d);
+                }
+                None => spans.push((d, d)),
+            }
+        }
+    });
+    if !complete || range {
+        return None;
+    }
+    if points == 0 {
+        return Some(Vec::new());
+    }
+    Some(vec![spans
+        .into_iter()
+        .map(|(lo, hi)| Span {
+            lo: Some(lo),
+            hi: Some(hi),
+        })
+        .collect()])
+}
+
 /// Pieces up to this many points are settled point by point by [`equal_points`].
 const EQUAL_POINTS_LIMIT: u64 = 4096;
 
@@ -998,6 +1225,29 @@ mod tests {
             .filter_map(|(i, j)| f(i, j).map(|p| (vec![i, j], p.to_vec())))
             .collect();
         folder::fold_points(&points, &FoldOptions::default())
+    }
+
+    #[test]
+    fn distances_of_small_pieces_are_counted() {
+        let spans = |f: &Folded| -> Vec<Vec<Span>> {
+            f.pieces
+                .iter()
+                .flat_map(|p| piece_spans(p, 2).expect("small pieces"))
+                .collect()
+        };
+        let one = |lo, hi| Span {
+            lo: Some(lo),
+            hi: Some(hi),
+        };
+        // Compared in the iteration after the one that computed it, along j.
+        let carried = folded(|i, j| (j > 0).then_some([i, j - 1]));
+        assert!(spans(&carried)
+            .iter()
+            .all(|p| p[..] == [one(0, 0), one(1, 1)]));
+        let within = folded(|i, j| Some([i, j]));
+        assert!(spans(&within)
+            .iter()
+            .all(|p| p[..] == [one(0, 0), one(0, 0)]));
     }
 
     #[test]
