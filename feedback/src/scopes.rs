@@ -352,6 +352,11 @@ pub(crate) fn assigned_in_source(
                     continue;
                 }
                 let text = sources.line(file, *line).map(str::to_string);
+                // `float tmp_lat = atof(p);` declares another variable of that name, which
+                // shadows it (Rodinia nn's body): no assignment to this one.
+                if text.as_deref().is_some_and(|t| declares(t, &var.name)) {
+                    continue;
+                }
                 if let Some(kind) = text.as_deref().and_then(|t| assignment(t, &var.name)) {
                     let encloses = l.file.as_ref() == Some(file)
                         && own_for.is_some_and(|own| *line < own)
@@ -575,6 +580,46 @@ pub(crate) fn assignment(text: &str, name: &str) -> Option<Assignment> {
     found
 }
 
+/// Whether the C source line `text` declares a variable `name` (`float tmp_lat = ...;`,
+/// `int i, name;`): a type's word just before the name (two words in a row only happen in a
+/// declaration) or a declaration list's comma after one.
+fn declares(text: &str, name: &str) -> bool {
+    const NOT_TYPES: [&str; 6] = ["return", "else", "case", "sizeof", "goto", "do"];
+    let code = code_of(text);
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let starts_with_type = |code: &str| {
+        let first = code
+            .trim_start()
+            .split(|c: char| !ident(c))
+            .next()
+            .unwrap_or("");
+        !first.is_empty() && !NOT_TYPES.contains(&first) && {
+            let rest = code.trim_start()[first.len()..].trim_start();
+            rest.starts_with(ident) || rest.starts_with('*')
+        }
+    };
+    let found = uses(&code, name).any(|(before, after)| {
+        let before = before.trim_end_matches('*').trim_end();
+        let word = before.rsplit(|c: char| !ident(c)).next().unwrap_or("");
+        // The statement so far holds only words (and pointer stars): a type.
+        let statement = before.rsplit([';', '{', '}', '(']).next().unwrap_or("");
+        let typed = !word.is_empty()
+            && before.ends_with(word)
+            && statement
+                .chars()
+                .all(|c| ident(c) || c == '*' || c.is_whitespace())
+            && !NOT_TYPES.contains(&word)
+            && !word.starts_with(|c: char| c.is_ascii_digit());
+        let listed = before.ends_with(',') && !before.contains('(') && starts_with_type(before);
+        let ends = after.starts_with('=') && !after.starts_with("==")
+            || after.starts_with(';')
+            || after.starts_with(',')
+            || after.starts_with('[');
+        (typed || listed) && ends
+    });
+    found
+}
+
 /// The literal the C source line `text` stores into the variable `name` when that is the
 /// line's only assignment to it: `stop = true;` gives `true`, `found = 1;` gives `1`;
 /// `stop = false || x;`, `n = m;` or a line assigning it twice give `None`.
@@ -709,6 +754,23 @@ mod tests {
         assert_eq!(body_end(&mut sources, f, 2), Some(6));
         assert_eq!(body_end(&mut sources, f, 7), None);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn declarations_of_a_name() {
+        use super::declares;
+        assert!(declares(
+            "            float tmp_lat = atof(rec_iter);",
+            "tmp_lat"
+        ));
+        assert!(declares("  int i, n;", "n"));
+        assert!(declares("  double *p = a;", "p"));
+        assert!(declares("  char buf[64];", "buf"));
+        assert!(!declares("  tmp_lat = atof(rec_iter);", "tmp_lat"));
+        assert!(!declares("  return x;", "x"));
+        assert!(!declares("  s = a * x;", "x"));
+        assert!(!declares("  f(a, x);", "x"));
+        assert!(!declares("  if (x == 1) y = 2;", "x"));
     }
 
     #[test]

@@ -39,10 +39,34 @@ pub(super) fn is_scev(
     let Some(first) = f.pieces.first().map(values) else {
         return false;
     };
-    if !first.iter().all(Label::is_affine) || !f.pieces.iter().all(|p| values(p) == first) {
+    // A piece of one point (the folder splits them off where a run of the loops around
+    // ends: Rodinia nn's `rec_iter` pointer, reset before each window) agrees when the first
+    // piece's functions give its values there.
+    let agrees = |p: &folder::Piece| {
+        let vals = values(p);
+        vals == first
+            || single_point(p).is_some_and(|x| {
+                vals.iter()
+                    .zip(&first)
+                    .all(|(v, w)| v.eval(&x).is_some() && v.eval(&x) == w.eval(&x))
+            })
+    };
+    if !first.iter().all(Label::is_affine) || !f.pieces.iter().all(agrees) {
         return false;
     }
     (0..meta.naddr).all(|j| meta.writes.get(j).copied().unwrap_or(false) || fixed_address(f, j))
+}
+
+/// The only point of a piece whose every dimension is fixed to a constant.
+fn single_point(p: &folder::Piece) -> Option<Vec<i64>> {
+    p.domain
+        .bounds
+        .iter()
+        .map(|b| {
+            (b.lower.is_constant() && b.upper.is_constant() && b.lower.constant == b.upper.constant)
+                .then_some(b.lower.constant)
+        })
+        .collect()
 }
 
 /// Counters the compiler keeps in memory and steps by a register that holds one value all
