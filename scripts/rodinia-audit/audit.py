@@ -424,7 +424,16 @@ PROGRAMS = [
                    "\t\t\tprintf(\"\\tTIME %d:\\n\", j);\r\n\t\t\tfor(k=0; k<EQUATIONS; k++){\r\n"
                    "\t\t\t\tprintf(\"\\t\\ty[%d][%d][%d]=%13.10f\\n\", i, j, k, y[i][j][k]);\r\n"
                    "\t\t\t}\r\n\t\t}\r\n\t}\r\n",
-                   "print the results (the suite's own printing, commented out)")]),
+                   "print the results (the suite's own printing, commented out)"),
+                  # master.c never assigns `th_id` (no omp_get_thread_num()) and splits its
+                  # four pieces of work by omp_get_max_threads(): with its pragma removed
+                  # and two threads, pieces went to a thread that never ran them.
+                  ("master.c", "\t\tint th_id, nthreads;\r\n",
+                   "\t\tint th_id = 0, nthreads;\r\n",
+                   "give the never-assigned thread id a value"),
+                  ("master.c", "\tnthreads = omp_get_max_threads();\r\n",
+                   "\tnthreads = 1;\r\n",
+                   "every piece of work to thread 0, the only one that runs them")]),
     dict(name="nn", copy=[("nn", ".")], cc="gcc", units=["nn_openmp.c"], libs=["-lm"],
          gen=gen_nn, records=20000, args=["filelist.txt", "5", "30", "90"],
          filter=r"^total time",
@@ -940,6 +949,11 @@ class Program:
                "skipped": (s.get("skipped") or {}).get("reason", "")}
         if not m:
             row.update(verdict="not-applied", detail="the text prints no #pragma")
+            return row
+        if "` plus a `" in s.get("text", ""):
+            # The text says its pragma lacks a clause on storage no source name holds.
+            row.update(verdict="not-applied", detail="the printed pragma lacks a clause on "
+                       "storage debug information does not name, as its text says")
             return row
         rewrites = [r.get("storage", "") for r in reqs if r.get("change") == "closed_form"]
         if rewrites:
