@@ -315,10 +315,9 @@ fn verdict(
                 // Renamed per thread, unless a value crosses the loop's border.
                 if crosses(region, index, root, members) {
                     return Err(format!(
-                        "{} (through {}, whose value also crosses the loop's border: \
-                         privatizing it is checked by isl only)",
+                        "{}, and its value also crosses the loop's border: privatizing it is \
+                         checked by isl only",
                         describe(region, may, idx[0]),
-                        first.storage.describe()
                     ));
                 }
                 if matches!(first.storage, Storage::Scalar { .. }) {
