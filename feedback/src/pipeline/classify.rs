@@ -408,3 +408,39 @@ pub(super) fn narrow_writes(code: &Code, insn: &ptrace_runner::Insn) -> u64 {
         .filter(|(_, r)| n.full_register() == r.reg)
         .fold(0, |bits, (k, _)| bits | 1 << k)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{is_scev, InsnStream2};
+    use folder::{FoldOptions, StreamFolder};
+
+    /// Rodinia nn's `add r13, 49`: a pointer reset before each window of records and stepped
+    /// by each record, over windows of 10 records but for a few of one, which the folder
+    /// splits off as one-point pieces. One affine function gives every value: an evolution.
+    #[test]
+    fn one_point_pieces_that_agree_keep_an_evolution() {
+        let fold = |value: &dyn Fn(i64, i64) -> i64| {
+            let mut f = StreamFolder::new(2, 1, &FoldOptions::default());
+            for w in 0..40 {
+                let records = if w % 10 == 9 { 1 } else { 10 };
+                for i in 0..records {
+                    f.push(&[w, i], &[value(w, i)]);
+                }
+            }
+            f.finish()
+        };
+        let meta = InsnStream2 {
+            first: 0,
+            naddr: 0,
+            sizes: Vec::new(),
+            writes: Vec::new(),
+        };
+        let add = iced_x86::Decoder::new(64, &[0x49, 0x83, 0xc5, 0x31], 0).decode();
+        let stepped = fold(&|_, i| 1000 + 49 * (i + 1));
+        assert!(stepped.pieces.len() > 1, "{:?}", stepped.pieces);
+        assert!(is_scev(&meta, &stepped, 1, &add));
+        // A one-point piece whose value the function does not give: no evolution.
+        let broken = fold(&|w, i| if w == 19 { 7 } else { 1000 + 49 * (i + 1) });
+        assert!(!is_scev(&meta, &broken, 1, &add));
+    }
+}
