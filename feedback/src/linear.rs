@@ -12,7 +12,9 @@
 //! inner loops' trip counts were the same in every iteration is the analysis's check, on the
 //! observed domains (`legality`).
 
-use crate::scopes::{assignment, body_end, code_of, loop_counter, mentions, reads_data};
+use crate::scopes::{
+    assignment, body_end, code_of, loop_counter, matching_paren, mentions, reads_data,
+};
 use symbols::SourceText;
 
 /// A variable's step per iteration of a loop, in the source's terms.
@@ -144,8 +146,8 @@ fn increment(code: &str, name: &str) -> Option<String> {
 /// `b - a`. Unit steps and `<`, `<=` (or `>`, `>=` written the other way round) only.
 fn trip_count(code: &str, counter: &str) -> Option<String> {
     let k = code.find("for")?;
-    let inside = code[k + 3..].trim_start().strip_prefix('(')?;
-    let header = inside[..closing(inside)?].to_string();
+    let open = code[k + 3..].trim_start();
+    let header = open.get(1..matching_paren(open)?)?.to_string();
     let mut parts = header.split(';').map(str::trim);
     let (init, cond, incr) = (parts.next()?, parts.next()?, parts.next()?);
     if parts.next().is_some() {
@@ -194,29 +196,15 @@ fn reads_data_besides_members(e: &str) -> bool {
     reads_data(&e.replace("->", "."))
 }
 
-/// The byte offset of the `)` closing a `(` just before `s`.
-fn closing(s: &str) -> Option<usize> {
-    let mut depth = 0usize;
-    for (k, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' if depth == 0 => return Some(k),
-            ')' => depth -= 1,
-            _ => {}
-        }
-    }
-    None
-}
-
 /// `e` as a factor of a product: in parentheses unless it is one name (`n`,
 /// `net->hidden_n`), number or call (`sizeof(float)`).
 fn grouped(e: &str) -> String {
     let e = e.trim();
     let ident = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_alphanumeric() || c == '_');
     let name = e.replace("->", ".").split('.').all(ident);
-    let call = e
-        .find('(')
-        .is_some_and(|k| ident(e[..k].trim_end()) && closing(&e[k + 1..]) == Some(e.len() - k - 2));
+    let call = e.find('(').is_some_and(|k| {
+        ident(e[..k].trim_end()) && matching_paren(&e[k..]) == Some(e.len() - k - 1)
+    });
     if name || call {
         e.to_string()
     } else {
@@ -226,9 +214,10 @@ fn grouped(e: &str) -> String {
 
 /// `e` without the parentheses around all of it.
 fn ungrouped(e: &str) -> &str {
-    match e.strip_prefix('(') {
-        Some(inner) if closing(inner) == Some(inner.len() - 1) => &inner[..inner.len() - 1],
-        _ => e,
+    if matching_paren(e) == Some(e.len() - 1) {
+        &e[1..e.len() - 1]
+    } else {
+        e
     }
 }
 
@@ -285,33 +274,19 @@ mod tests {
 
     #[test]
     fn trip_counts() {
-        assert_eq!(
-            trip_count("for (j = 0; j <= n2; j++) {", "j").as_deref(),
-            Some("n2 + 1")
-        );
-        assert_eq!(
-            trip_count("for (int j = 0; j < n; ++j)", "j").as_deref(),
-            Some("n")
-        );
-        assert_eq!(
-            trip_count("for (j = 1; j <= n; j++)", "j").as_deref(),
-            Some("n")
-        );
-        assert_eq!(
-            trip_count("for (j = a; j < b + 1; j++)", "j").as_deref(),
-            Some("(b + 1) - a")
-        );
-        assert_eq!(
-            trip_count("for (j = 0; n > j; j++)", "j").as_deref(),
-            Some("n")
-        );
-        assert_eq!(
-            trip_count("for (j = 0; j < net->hidden_n; j++)", "j").as_deref(),
-            Some("net->hidden_n")
-        );
-        assert_eq!(trip_count("for (j = 0; j < n; j += 2)", "j"), None);
-        assert_eq!(trip_count("for (j = 0; j < a[i]; j++)", "j"), None);
-        assert_eq!(trip_count("for (j = 0; j < len(s); j++)", "j"), None);
+        for (header, trips) in [
+            ("for (j = 0; j <= n2; j++) {", Some("n2 + 1")),
+            ("for (int j = 0; j < n; ++j)", Some("n")),
+            ("for (j = 1; j <= n; j++)", Some("n")),
+            ("for (j = a; j < b + 1; j++)", Some("(b + 1) - a")),
+            ("for (j = 0; n > j; j++)", Some("n")),
+            ("for (j = 0; j < net->hidden_n; j++)", Some("net->hidden_n")),
+            ("for (j = 0; j < n; j += 2)", None),
+            ("for (j = 0; j < a[i]; j++)", None),
+            ("for (j = 0; j < len(s); j++)", None),
+        ] {
+            assert_eq!(trip_count(header, "j").as_deref(), trips, "{header}");
+        }
     }
 
     #[test]

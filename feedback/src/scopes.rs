@@ -677,6 +677,26 @@ fn is_literal(value: &str) -> bool {
                 .all(|c| c.is_ascii_alphanumeric() || c == '.'))
 }
 
+/// The index of the parenthesis closing the one `s` starts with (`None` when `s` does not
+/// start with one, or it is not closed).
+pub(crate) fn matching_paren(s: &str) -> Option<usize> {
+    let mut depth = 0i32;
+    for (k, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(k);
+                }
+            }
+            _ if depth == 0 => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
 /// The code of a source line, without its comments (`// ...`, `/* ... */`); a line inside a
 /// block comment (`* ...`) has none.
 pub(crate) fn code_of(text: &str) -> String {

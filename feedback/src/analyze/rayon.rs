@@ -58,7 +58,7 @@ fn par_iter(iterable: &str) -> String {
     }
     // `(0..n).step_by(2)`: the parallel iterator goes after the parenthesized range.
     if e.starts_with('(') {
-        if let Some(close) = matching_paren(&e) {
+        if let Some(close) = crate::scopes::matching_paren(&e) {
             return format!("{}.into_par_iter(){}", &e[..=close], &e[close + 1..]);
         }
     }
@@ -70,24 +70,6 @@ fn par_iter(iterable: &str) -> String {
     } else {
         format!("({e}).into_par_iter()")
     }
-}
-
-/// The index of the parenthesis closing the one `s` starts with.
-fn matching_paren(s: &str) -> Option<usize> {
-    let mut depth = 0i32;
-    for (k, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(k);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
 }
 
 /// Whether `s` is a plain identifier.

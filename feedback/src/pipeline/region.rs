@@ -63,6 +63,9 @@ struct Edges {
     sections: BTreeMap<String, u64>,
     /// Variables whose section was looked for.
     sections_asked: BTreeSet<String>,
+    /// The loops declaring the variable a consumer's line sees under a register variable's
+    /// name, by (consumer pc, name): each looked up in debug information once.
+    declaring: HashMap<(u64, String), Vec<String>>,
 }
 
 /// Register-to-register and memory-to-register moves: the value goes unchanged.
@@ -96,6 +99,9 @@ fn is_move(insn: &iced_x86::Instruction) -> bool {
 /// Moves chased back from a register's producer to the load its value came from.
 const MOVE_CHAIN: usize = 4;
 
+/// (consumer context, pc) -> the (context, pc) of each producer of a register it reads.
+type Producers = HashMap<(NodeId, u64), Vec<(NodeId, u64)>>;
+
 /// The array whose element the register written by instruction `at` holds: it was loaded
 /// by a plain move from memory, maybe through register copies (gcc passes a stencil's
 /// `a[i + 1]` through `rsi` to the next iteration's `xmm0`). Producers outside the region
@@ -103,7 +109,7 @@ const MOVE_CHAIN: usize = 4;
 fn loaded_from(
     code: &Code,
     at: (NodeId, u64),
-    producers: &HashMap<(NodeId, u64), Vec<(NodeId, u64)>>,
+    producers: &Producers,
     stmts: &Statements,
     hops: usize,
 ) -> Option<String> {
@@ -198,8 +204,9 @@ pub(super) fn build_region(
     let stmts = scope.statements(&loop_nodes);
     let loop_code = LoopCode::of_region(&loop_nodes, &loops, tree, naming);
     let omp_loops = super::openmp::omp_loops(&loop_nodes, &loops, tree, naming);
-    let mut edges = scope.edges(&stmts, &loop_code);
-    let mut compared = scope.compared(&stmts, &loop_nodes, &loop_code, &mut edges);
+    let producers = scope.register_producers();
+    let mut edges = scope.edges(&stmts, &loop_code, &producers);
+    let mut compared = scope.compared(&stmts, &loop_nodes, &loop_code, &producers, &mut edges);
     let copies = super::copies::Copies::new(folded);
     for (c, at) in &mut compared {
         if matches!(c.storage, Storage::Register { .. }) {
@@ -563,9 +570,24 @@ impl Scope<'_> {
             .collect()
     }
 
+    /// Who produced each register an instruction reads, for [`loaded_from`]: the dependences'
+    /// and the comparisons' storage naming share it.
+    fn register_producers(&self) -> Producers {
+        let mut producers = Producers::default();
+        for ((cons, prod, kind, through, _), ..) in &self.folded.deps {
+            if *kind == DepKind::Flow && *through == Through::Register {
+                producers
+                    .entry((cons.context, cons.pc))
+                    .or_default()
+                    .push((prod.context, prod.pc));
+            }
+        }
+        producers
+    }
+
     /// The dependences between the region's statements, the values crossing its border, and
     /// the source variables its loops assign.
-    fn edges(&self, stmts: &Statements, loop_code: &[LoopCode]) -> Edges {
+    fn edges(&self, stmts: &Statements, loop_code: &[LoopCode], producers: &Producers) -> Edges {
         let bin = self.bin;
         let mut out = Edges::default();
         let mut sources = SourceText::default();
@@ -633,16 +655,6 @@ impl Scope<'_> {
                 {
                     v.linear.push((l.clone(), step, inner));
                 }
-            }
-        }
-        // Who produced each register an instruction reads, for [`loaded_from`].
-        let mut producers: HashMap<(NodeId, u64), Vec<(NodeId, u64)>> = HashMap::default();
-        for ((cons, prod, kind, through, _), ..) in &self.folded.deps {
-            if *kind == DepKind::Flow && *through == Through::Register {
-                producers
-                    .entry((cons.context, cons.pc))
-                    .or_default()
-                    .push((prod.context, prod.pc));
             }
         }
         for (key, f, multi, location, fixed) in &self.folded.deps {
@@ -735,7 +747,7 @@ impl Scope<'_> {
             });
             let reload = match (&storage, kind) {
                 (Storage::Register { var: None, .. }, DepKind::Flow) => {
-                    loaded_from(self.code, (prod.context, prod.pc), &producers, stmts, 0)
+                    loaded_from(self.code, (prod.context, prod.pc), producers, stmts, 0)
                 }
                 _ => None,
             };
@@ -764,6 +776,7 @@ impl Scope<'_> {
         stmts: &Statements,
         loop_nodes: &[NodeId],
         loop_code: &[LoopCode],
+        producers: &Producers,
         edges: &mut Edges,
     ) -> Vec<(Compared, (NodeId, u64))> {
         let bin = self.bin;
@@ -788,15 +801,6 @@ impl Scope<'_> {
                     && !writes_data(&insn, &mut info)
             })
         };
-        let mut producers: HashMap<(NodeId, u64), Vec<(NodeId, u64)>> = HashMap::default();
-        for ((cons, prod, kind, through, _), ..) in &self.folded.deps {
-            if *kind == DepKind::Flow && *through == Through::Register {
-                producers
-                    .entry((cons.context, cons.pc))
-                    .or_default()
-                    .push((prod.context, prod.pc));
-            }
-        }
         let loop_index: HashMap<NodeId, usize> = loop_nodes
             .iter()
             .enumerate()
@@ -888,7 +892,7 @@ impl Scope<'_> {
             };
             let reload = match &storage {
                 Storage::Register { var: None, .. } => {
-                    loaded_from(self.code, (prod.context, prod.pc), &producers, stmts, 0)
+                    loaded_from(self.code, (prod.context, prod.pc), producers, stmts, 0)
                 }
                 _ => None,
             };
@@ -968,12 +972,16 @@ impl Scope<'_> {
                 // the inlined `find_nearest_point` in one register, which debug information
                 // gives to the outer one, and reads it in a `cmov` before the callee's own
                 // is assigned.
-                let own = var.as_ref().and_then(|v| {
-                    let seen = bin
-                        .locals_at(place.pcs[0])
-                        .into_iter()
-                        .find(|l| l.name == v.name)?;
-                    Some(LoopCode::declaring(loop_code, &seen))
+                let own = var.as_ref().map(|v| {
+                    out.declaring
+                        .entry((place.pcs[0], v.name.clone()))
+                        .or_insert_with(|| {
+                            bin.locals_at(place.pcs[0])
+                                .into_iter()
+                                .find(|l| l.name == v.name)
+                                .map_or_else(Vec::new, |seen| LoopCode::declaring(loop_code, &seen))
+                        })
+                        .clone()
                 });
                 let storage = Storage::Register {
                     reg,
