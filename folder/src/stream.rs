@@ -494,6 +494,18 @@ pub struct StreamFolder {
     rejected: u64,
 }
 
+/// The last point and label of a run of `n` points from `(p, l)`, if representable.
+fn run_end(p: &[i64], l: &[i64], sigma: i64, delta: &[i64], n: u64) -> Option<(i64, Vec<i64>)> {
+    let m = i64::try_from(n - 1).ok()?;
+    let t = add(p[p.len() - 1], mul(sigma, m)?)?;
+    let l_end = l
+        .iter()
+        .zip(delta)
+        .map(|(v, dv)| add(*v, mul(*dv, m)?))
+        .collect::<Option<Vec<i64>>>()?;
+    Some((t, l_end))
+}
+
 impl StreamFolder {
     /// A folder for points of `dims` coordinates carrying `labels` label components.
     pub fn new(dims: usize, labels: usize, opts: &FoldOptions) -> StreamFolder {
@@ -606,6 +618,90 @@ impl StreamFolder {
         }
         self.prev.copy_from_slice(point);
         self.start_run(t, label);
+    }
+
+    /// Adds `count` points: `point`, then `point` with its last coordinate `sigma`, `2 sigma`,
+    /// ... further, each with `label` plus as many times `delta`. The same as pushing them one
+    /// by one, but once the stream's own run has this step and these label changes, the rest
+    /// extend it at once: a dependence repeated along an innermost loop costs one call, not one
+    /// per iteration.
+    pub fn push_run(
+        &mut self,
+        point: &[i64],
+        label: &[i64],
+        sigma: i64,
+        delta: &[i64],
+        count: u64,
+    ) {
+        let d = self.lay.d;
+        if point.len() != d || label.len() != self.lay.l || delta.len() != label.len() {
+            // Malformed: each of its points is rejected.
+            for _ in 0..count {
+                self.push(point, label);
+            }
+            return;
+        }
+        let mut p = point.to_vec();
+        let mut l = label.to_vec();
+        for k in 0..count {
+            if k > 0 {
+                // Zero dims: no coordinate to step, the labels still change.
+                let t = if d == 0 {
+                    Some(0)
+                } else {
+                    add(p[d - 1], sigma)
+                };
+                let moved = l.iter_mut().zip(delta).all(|(v, dv)| match add(*v, *dv) {
+                    Some(n) => {
+                        *v = n;
+                        true
+                    }
+                    None => false,
+                });
+                let (Some(t), true) = (t, moved) else {
+                    // Past i64: the rest are no points of this stream.
+                    self.rejected += count - k;
+                    return;
+                };
+                if d > 0 {
+                    p[d - 1] = t;
+                }
+            }
+            if d > 0 && count - k >= 2 && sigma > 0 && self.follows(&p, &l, sigma, delta) {
+                if let Some((t_end, l_end)) = run_end(&p, &l, sigma, delta, count - k) {
+                    let rest = count - k;
+                    if self.s.any_demoted {
+                        self.track_range(&l);
+                        self.track_range(&l_end);
+                    }
+                    self.run_tm = t_end;
+                    self.run_last.copy_from_slice(&l_end);
+                    self.run_n += rest;
+                    self.points += rest;
+                    self.prev[d - 1] = t_end;
+                    return;
+                }
+            }
+            self.push(&p, &l);
+        }
+    }
+
+    /// Would `push` extend the stream's run with `(p, l)` and with every point after it at
+    /// step `sigma` and label change `delta`? So when the point extends the run and the run's
+    /// step and label changes are these (a demoted label component may change any way).
+    fn follows(&self, p: &[i64], l: &[i64], sigma: i64, delta: &[i64]) -> bool {
+        let d = self.lay.d;
+        self.started
+            && self.run_n >= 2
+            && self.run_sigma == sigma
+            && self.prev[..d - 1] == p[..d - 1]
+            && self
+                .run_delta
+                .iter()
+                .zip(delta)
+                .zip(&self.s.demoted)
+                .all(|((a, b), dem)| *dem || a == b)
+            && self.extends(p[d - 1], l)
     }
 
     #[inline]

@@ -244,6 +244,9 @@ impl AnalysisArgs {
                 cancel: Some(cancel),
                 ..Default::default()
             },
+            // A debugging switch, not an option: `POLYPROF_DEP_RUNS=0` sends every dependence
+            // on its own (the reference the runs are checked against).
+            dep_runs: std::env::var_os("POLYPROF_DEP_RUNS").is_none_or(|v| v != "0"),
             ..Default::default()
         }
     }

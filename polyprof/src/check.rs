@@ -67,8 +67,7 @@ pub(crate) fn check(cmd: &CheckCmd, ui: Ui) -> anyhow::Result<i32> {
         let source = crate::pipeline::analyse::Cancellable::new(&rec.recording);
         let bias = rec.info.load_bias;
         let bin = symbols::Loaded::new(&rec.exe, bias);
-        let profiled =
-            feedback::pipeline::profile_with(&source, rec.first, bin, &popts, &mut |_| {});
+        let profiled = feedback::pipeline::profile_with(&source, rec.first, bin, &popts, None);
         profiled.map(|p| (p, rec.exe, bias))
     };
     let (profile, exe, bias) = match profile {

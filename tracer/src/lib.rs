@@ -86,6 +86,39 @@ pub fn analyze<F: FnMut(&Step<'_>)>(
     Ok(Analysis { structure, tree })
 }
 
+/// The second pass's schedule half, on a structure built beforehand: `on_event` sees every
+/// event, then `on_step` every instruction the event holds with its iteration vector. The
+/// dependence stage ([`DepTracker`]) can then run elsewhere, fed the same two streams in the
+/// same order (as [`analyze_with_deps_on`] feeds it).
+pub fn analyze_steps_on<E: FnMut(&ptrace_runner::Event<'_>), F: FnMut(&Step<'_>)>(
+    source: &(impl EventSource + ?Sized),
+    structure: Structure,
+    entries: &[u64],
+    mut on_event: E,
+    on_step: F,
+) -> Result<Analysis, Error> {
+    struct Steps<'s, E, F> {
+        scheduler: Scheduler<'s>,
+        on_event: E,
+        on_step: F,
+    }
+    impl<E: FnMut(&ptrace_runner::Event<'_>), F: FnMut(&Step<'_>)> EventSink for Steps<'_, E, F> {
+        fn event(&mut self, ev: &ptrace_runner::Event<'_>) -> std::io::Result<()> {
+            (self.on_event)(ev);
+            self.scheduler.process(ev, &mut self.on_step);
+            Ok(())
+        }
+    }
+    let mut pass = Steps {
+        scheduler: Scheduler::new(&structure, entries.iter().copied()),
+        on_event: &mut on_event,
+        on_step,
+    };
+    source.replay_into(&mut pass)?;
+    let tree = pass.scheduler.finish();
+    Ok(Analysis { structure, tree })
+}
+
 /// The first replay alone: the control structure.
 pub fn build_structure(
     source: &(impl EventSource + ?Sized),

@@ -1,7 +1,8 @@
-//! Stream collection, on the folding side of the second pass: each instruction's instances
-//! (coordinates, addresses, values written) and each dependence's pairs of instances go to a
-//! stream folder of their own ([`Collect`]); finished, they are the folded trace
-//! ([`Folded2`]) the regions are built from.
+//! Stream collection, on both sides of the second pass: each instruction's instances
+//! (coordinates, addresses, values written; [`InsnCollect`], on the schedule side) and each
+//! dependence's pairs of instances ([`DepCollect`], on the dependence side) go to a stream
+//! folder of their own; finished, they are the folded trace ([`Folded2`]) the regions are
+//! built from.
 
 use super::classify::narrow_writes;
 use super::{Code, Folded2, InsnStream2};
@@ -28,9 +29,6 @@ struct InsnStream {
     /// Bit k: register write k is of a 32-bit form, whose value is folded sign-extended (a
     /// counter gcc runs down to -1 in `r11d` is affine only so).
     narrow: u64,
-    /// The dependence streams this statement consumes: (producer, kind, through, slot, index
-    /// in `Collect::deps`). A handful each, searched before the hash index.
-    consumes: Vec<(Stmt, DepKind, Through, u8, u32)>,
 }
 
 struct DepStream {
@@ -81,18 +79,33 @@ impl<K: std::hash::Hash + Eq + Copy, V> Streams<K, V> {
     }
 }
 
-pub(super) struct Collect<'o> {
+/// The instruction streams, on the schedule side.
+pub(super) struct InsnCollect<'o> {
     opts: &'o FoldOptions,
     /// The code the first pass saw, to decode an instruction when its stream starts.
     code: &'o Code,
     insns: Streams<(NodeId, u64), InsnStream>,
-    deps: Streams<DepKey, DepStream>,
-    /// The index in `insns` of the instruction being processed (its dependences follow it).
-    current: Option<u32>,
-    /// Where in the current instruction's `consumes` its next dependence is looked up first.
-    cursor: usize,
     clock: u64,
     label: Vec<i64>,
+}
+
+/// A dependence stream a consumer statement consumes: producer, kind, through, slot, and its
+/// index in [`DepCollect::deps`].
+type Consumed = (Stmt, DepKind, Through, u8, u32);
+
+/// The dependence streams, on the dependence side.
+pub(super) struct DepCollect<'o> {
+    opts: &'o FoldOptions,
+    deps: Streams<DepKey, DepStream>,
+    /// Per consumer statement, the dependence streams it consumes: (producer, kind, through,
+    /// slot, index in `deps`). A handful each, searched before the hash index.
+    consumers: Streams<Stmt, Vec<Consumed>>,
+    /// The statement of the instance stepped last, and its index in `consumers` once one of
+    /// its dependences came.
+    stepped: Option<Stmt>,
+    current: Option<u32>,
+    /// Where in the current consumer's list its next dependence is looked up first.
+    cursor: usize,
 }
 
 fn lex_gt(a: &[i64], b: &[i64]) -> bool {
@@ -106,16 +119,13 @@ fn coords(c: &[u64]) -> &[i64] {
     bytemuck::cast_slice(c)
 }
 
-impl<'o> Collect<'o> {
+impl<'o> InsnCollect<'o> {
     /// No streams yet, folding with `opts`, the code the first pass saw in `code`.
-    pub(super) fn new(opts: &'o FoldOptions, code: &'o Code) -> Collect<'o> {
-        Collect {
+    pub(super) fn new(opts: &'o FoldOptions, code: &'o Code) -> InsnCollect<'o> {
+        InsnCollect {
             opts,
             code,
             insns: Streams::new(),
-            deps: Streams::new(),
-            current: None,
-            cursor: 0,
             clock: 0,
             label: Vec::new(),
         }
@@ -142,11 +152,8 @@ impl<'o> Collect<'o> {
                     .map(|m| m.kind == AccessKind::Write)
                     .collect(),
                 narrow: narrow_writes(code, insn),
-                consumes: Vec::new(),
             }
         });
-        self.current = Some(i);
-        self.cursor = 0;
         let st = &mut self.insns.items[i as usize].1;
         let point = coords(s.coords);
         if st
@@ -170,6 +177,30 @@ impl<'o> Collect<'o> {
             });
         }
         st.folder.push(point, &self.label);
+    }
+}
+
+impl<'o> DepCollect<'o> {
+    /// No streams yet, folding with `opts`.
+    pub(super) fn new(opts: &'o FoldOptions) -> DepCollect<'o> {
+        DepCollect {
+            opts,
+            deps: Streams::new(),
+            consumers: Streams::new(),
+            stepped: None,
+            current: None,
+            cursor: 0,
+        }
+    }
+
+    /// An instance of `stmt` was stepped: most dependences that follow are its.
+    #[inline]
+    pub(super) fn step(&mut self, stmt: Stmt) {
+        if self.stepped != Some(stmt) {
+            self.stepped = Some(stmt);
+            self.current = None;
+        }
+        self.cursor = 0;
     }
 
     /// One dynamic dependence. A consumer instance with several producer instances of the
@@ -196,6 +227,64 @@ impl<'o> Collect<'o> {
         }
     }
 
+    /// `count` dynamic dependences: `d`, then `d` with the consumer's last coordinate `sigma`
+    /// further and the producer's coordinates `delta` further (two's complement), and so on;
+    /// at `d.location` each if `same_location`. Placed and folded as they would be one by
+    /// one: the stream is the one of the first instance, which is above the stream's last
+    /// point, and so are the others, which are above it.
+    pub(super) fn dep_run(
+        &mut self,
+        d: &tracer::Dep<'_>,
+        same_location: bool,
+        sigma: u64,
+        delta: &[u64],
+        count: u64,
+    ) {
+        let point = coords(d.consumer_coords);
+        for slot in 0..MAX_SLOTS {
+            let i = self.stream_of(d, slot);
+            let st = &mut self.deps.items[i as usize].1;
+            match st.folder.last_point() {
+                Some(last) if last == point && slot + 1 < MAX_SLOTS => continue,
+                Some(last) if !lex_gt(point, last) => break,
+                _ => {}
+            }
+            st.fixed &= same_location && st.location == d.location;
+            st.folder.push_run(
+                point,
+                coords(d.producer_coords),
+                sigma as i64,
+                bytemuck::cast_slice(delta),
+                count,
+            );
+            return;
+        }
+        // Out of order (never so from the dependence side): one by one, as they would come.
+        let mut c = d.consumer_coords.to_vec();
+        let mut p = d.producer_coords.to_vec();
+        for k in 0..count {
+            if k > 0 {
+                if let Some(t) = c.last_mut() {
+                    *t = t.wrapping_add(sigma);
+                }
+                p.iter_mut()
+                    .zip(delta)
+                    .for_each(|(v, dv)| *v = v.wrapping_add(*dv));
+            }
+            self.dep(&tracer::Dep {
+                consumer_coords: &c,
+                producer_coords: &p,
+                // Not all at `d.location`: the stream's location is then not fixed.
+                location: if same_location {
+                    d.location
+                } else {
+                    !d.location
+                },
+                ..*d
+            });
+        }
+    }
+
     /// The index of the stream of `d`'s key in `slot`.
     fn stream_of(&mut self, d: &tracer::Dep<'_>, slot: u8) -> u32 {
         let opts = self.opts;
@@ -206,13 +295,14 @@ impl<'o> Collect<'o> {
             fixed: true,
         };
         let key = (d.consumer, d.producer, d.kind, d.through, slot);
-        let consumer = (d.consumer.context, d.consumer.pc);
-        let current = self.current.map(|i| &mut self.insns.items[i as usize]);
+        if self.stepped == Some(d.consumer) && self.current.is_none() {
+            self.current = Some(self.consumers.index_of(d.consumer, Vec::new));
+        }
+        let current = self.current.map(|i| &mut self.consumers.items[i as usize]);
         match current {
-            Some((at, st)) if *at == consumer => {
-                let consumes = &mut st.consumes;
+            Some((at, consumes)) if *at == d.consumer => {
                 let want = (d.producer, d.kind, d.through, slot);
-                let is = |c: &(Stmt, DepKind, Through, u8, u32)| (c.0, c.1, c.2, c.3) == want;
+                let is = |c: &Consumed| (c.0, c.1, c.2, c.3) == want;
                 // An instance's dependences come in the order the last one's came: try the
                 // entry after the last one matched before searching.
                 if let Some(c) = consumes.get(self.cursor).filter(|c| is(c)) {
@@ -238,8 +328,8 @@ impl<'o> Collect<'o> {
 }
 
 /// The folded streams of the second pass, and how many of each kind there were.
-pub(super) fn finish_folding(c: Collect<'_>) -> (Folded2, (usize, usize)) {
-    let streams = (c.insns.len(), c.deps.len());
+pub(super) fn finish_folding(i: InsnCollect<'_>, c: DepCollect<'_>) -> (Folded2, (usize, usize)) {
+    let streams = (i.insns.len(), c.deps.len());
     let dep_ends = c
         .deps
         .items
@@ -248,7 +338,7 @@ pub(super) fn finish_folding(c: Collect<'_>) -> (Folded2, (usize, usize)) {
         .collect();
     let folded = Folded2 {
         dep_ends,
-        insns: c
+        insns: i
             .insns
             .items
             .into_iter()

@@ -20,6 +20,7 @@ mod naming;
 mod openmp;
 mod pipe;
 mod region;
+mod runs;
 mod select;
 
 use crate::heap::HeapBlocks;
@@ -45,6 +46,10 @@ pub struct PipelineOptions {
     pub max_regions: usize,
     pub fold: FoldOptions,
     pub feedback: Options,
+    /// Send a dependence that repeats along an innermost loop to the folding thread as one
+    /// run, not instance by instance (the same results, far fewer messages). Default: true;
+    /// false is the reference the differential tests compare with.
+    pub dep_runs: bool,
 }
 
 impl Default for PipelineOptions {
@@ -54,6 +59,7 @@ impl Default for PipelineOptions {
             max_regions: 8,
             fold: FoldOptions::default(),
             feedback: Options::default(),
+            dep_runs: true,
         }
     }
 }
@@ -199,18 +205,18 @@ pub fn profile(
     bin: Loaded<'_>,
     opts: &PipelineOptions,
 ) -> Result<Profile, PipelineError> {
-    profile_with(source, None, bin, opts, &mut |_| {})
+    profile_with(source, None, bin, opts, None)
 }
 
 /// [`profile`], after `first` when the first pass ran as the program was traced (else it
-/// replays `source` for it), showing `on_dep` every dynamic dependence as the analysis finds
-/// it (for a dump of them, without a pass of its own).
+/// replays `source` for it), showing `on_dep` (if any) every dynamic dependence as the
+/// analysis finds it (for a dump of them, without a pass of its own).
 pub fn profile_with(
     source: &(impl EventSource + ?Sized),
     first: Option<FirstPass>,
     bin: Loaded<'_>,
     opts: &PipelineOptions,
-    on_dep: &mut dyn FnMut(&tracer::Dep<'_>),
+    on_dep: Option<&mut (dyn FnMut(&tracer::Dep<'_>) + Send)>,
 ) -> Result<Profile, PipelineError> {
     let first = match first {
         Some(first) => first,
@@ -224,15 +230,16 @@ pub fn profile_with(
     };
     let entries = tracer::function_entries(bin);
     let FirstPass { builder, code } = first;
-    let (analysis, c) = second_pass(
+    let (analysis, insns, deps) = second_pass(
         source,
         builder.finish(),
         &entries,
         &opts.fold,
         &code,
+        opts.dep_runs,
         on_dep,
     )?;
-    let (folded, streams) = finish_folding(c);
+    let (folded, streams) = finish_folding(insns, deps);
     let naming = tracer::Naming::new(bin, &analysis.structure);
     let regions = build_regions(&analysis, &naming, &folded, &code, opts)?;
     Ok(Profile {

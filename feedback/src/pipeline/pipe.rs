@@ -1,25 +1,30 @@
-//! The second pass's two threads and the message format between them: the tracing side
-//! ([`Pipe`]) writes each step and dependence the tracer finds as words into buffers, sent over
-//! a bounded channel to the folding side, which replays them ([`unpipe`]) into the stream
-//! collection ([`Collect`]).
+//! The second pass's two threads and the message format between them. The schedule side
+//! ([`Pipe`], on the calling thread) replays the recording, computes every instruction's
+//! iteration vector and folds the instruction streams ([`InsnCollect`]); it writes each step,
+//! and the few events the dependence stage needs besides (code bytes, library calls and
+//! returns, system calls), as words into buffers sent over a bounded channel. The other side
+//! ([`Deps`]) replays them ([`unpipe`]) into the dependence stage ([`DepTracker`]: shadow
+//! memory and registers), whose dependences go to their streams ([`DepCollect`]) on the same
+//! thread, as runs where they repeat ([`DepRuns`]). The two halves cost about the same: the
+//! pass keeps both cores busy.
 
-use super::collect::{push_all, Collect};
+use super::collect::{push_all, DepCollect, InsnCollect};
+use super::runs::{DepRuns, Run};
 use super::{Code, PipelineError};
 use folder::FoldOptions;
-use ptrace_runner::AccessKind;
-use tracer::{DepKind, DepOptions, EventSource, NodeId, Stmt, Through};
+use ptrace_runner::{AccessKind, Event, LibCall, Syscall, Transfer, TransferKind};
+use tracer::{DepOptions, DepTracker, EventSource, NodeId, Stmt};
 
-/// Words of messages sent to the folding thread at a time.
+/// Words of messages sent to the dependence thread at a time.
 const PIPE_WORDS: usize = 1 << 15;
-/// Message buffers in flight: memory stays bounded when folding falls behind.
+/// Message buffers in flight: memory stays bounded when that thread falls behind.
 const MESSAGES_IN_FLIGHT: usize = 8;
 
 const MSG_STEP: u64 = 0;
-const MSG_DEP: u64 = 1;
-/// A dependence message's consumer is the last step's instance (left out of the message).
-const DEP_SAME_CONSUMER: u64 = 1 << 44;
-/// A dependence message's producer coordinates are its consumer's (left out of the message).
-const DEP_SAME_COORDS: u64 = 1 << 45;
+const MSG_CODE: u64 = 1;
+const MSG_CALL: u64 = 2;
+const MSG_RETURN: u64 = 3;
+const MSG_SYSCALL: u64 = 4;
 /// A count in a message's first word (coordinates, accesses, registers: far below it).
 const FIELD: u64 = 0xffff;
 
@@ -29,23 +34,64 @@ fn field(n: usize) -> u64 {
     n as u64 & FIELD
 }
 
-/// The tracing side of the second pass: steps and dependences as words, in order.
-struct Pipe {
+/// A step's transfer kind, in its message's first word (0: none). The dependence stage uses
+/// the kind alone (a call's return address is no data), not the target.
+fn transfer_code(t: Option<Transfer>) -> u64 {
+    match t.map(|t| t.kind) {
+        None => 0,
+        Some(TransferKind::Jump) => 1,
+        Some(TransferKind::CondJump) => 2,
+        Some(TransferKind::Call) => 3,
+        Some(TransferKind::Return) => 4,
+        Some(TransferKind::Other) => 5,
+    }
+}
+
+fn transfer(code: u64) -> Option<Transfer> {
+    let kind = match code {
+        1 => TransferKind::Jump,
+        2 => TransferKind::CondJump,
+        3 => TransferKind::Call,
+        4 => TransferKind::Return,
+        5 => TransferKind::Other,
+        _ => return None,
+    };
+    Some(Transfer { kind, target: 0 })
+}
+
+/// Bytes packed eight to a word, little-endian.
+fn put_bytes(w: &mut Words<'_>, bytes: &[u8]) {
+    for c in bytes.chunks(8) {
+        let mut b = [0u8; 8];
+        b[..c.len()].copy_from_slice(c);
+        w.put(u64::from_le_bytes(b));
+    }
+}
+
+fn get_bytes(words: &[u64], n: usize, out: &mut Vec<u8>) {
+    out.clear();
+    for w in words {
+        out.extend_from_slice(&w.to_le_bytes());
+    }
+    out.truncate(n);
+}
+
+/// The schedule side of the second pass: the instruction streams, and steps and events as
+/// words, in order.
+struct Pipe<'o> {
+    insns: InsnCollect<'o>,
     buf: Vec<u64>,
     tx: Option<std::sync::mpsc::SyncSender<Vec<u64>>>,
     back: std::sync::mpsc::Receiver<Vec<u64>>,
-    /// The last step's statement and coordinates.
-    last: Option<Stmt>,
-    last_coords: Vec<u64>,
-    /// Messages sent (for `POLYPROF_TIMING`).
+    /// Steps sent (for `POLYPROF_TIMING`).
     steps: u64,
-    deps: u64,
 }
 
-impl Pipe {
-    /// `[tag | coords << 4 | accesses << 20 | registers << 36, context, pc, coords..,
-    /// (address, size << 1 | write).., (register, value)..]`
+impl Pipe<'_> {
+    /// `[tag | coords << 4 | accesses << 20 | registers << 36 | transfer << 52, context, pc,
+    /// coords.., (address, size << 1 | write).., (register, value)..]`
     fn step(&mut self, s: &tracer::Step<'_>) {
+        self.insns.step(s);
         let i = s.insn;
         self.steps += 1;
         let max = 3 + s.coords.len() + 2 * (i.mem.len() + i.regs.len());
@@ -54,7 +100,8 @@ impl Pipe {
                 MSG_STEP
                     | field(s.coords.len()) << 4
                     | field(i.mem.len()) << 20
-                    | field(i.regs.len()) << 36,
+                    | field(i.regs.len()) << 36
+                    | transfer_code(i.transfer) << 52,
             );
             w.put(s.context as u64);
             w.put(i.pc);
@@ -68,52 +115,51 @@ impl Pipe {
                 w.put(r.value);
             }
         });
-        // The dependences that follow are mostly this instance's: they leave it out.
-        self.last = Some(Stmt {
-            context: s.context,
-            pc: i.pc,
-        });
-        self.last_coords.clear();
-        push_all(&mut self.last_coords, s.coords);
         self.maybe_send();
     }
 
-    /// `[tag | consumer coords << 4 | producer coords << 20 | kind << 36 | through << 40 |
-    /// flags << 44, (consumer context, consumer pc)?, producer context, producer pc, location,
-    /// (consumer coords..)?, (producer coords..)?]`. Three dependences come per instruction
-    /// on average, most of them of the instance just stepped and many within one iteration:
-    /// [`DEP_SAME_CONSUMER`] leaves out the consumer (the last step's statement and
-    /// coordinates), [`DEP_SAME_COORDS`] the producer's coordinates (the consumer's).
-    fn dep(&mut self, d: &tracer::Dep<'_>) {
-        self.deps += 1;
-        let same_consumer =
-            self.last == Some(d.consumer) && same(d.consumer_coords, &self.last_coords);
-        let same_coords = same(d.producer_coords, d.consumer_coords);
-        let max = 6 + d.consumer_coords.len() + d.producer_coords.len();
-        message(&mut self.buf, max, |w| {
-            w.put(
-                MSG_DEP
-                    | field(d.consumer_coords.len()) << 4
-                    | field(d.producer_coords.len()) << 20
-                    | (d.kind as u64) << 36
-                    | (d.through as u64) << 40
-                    | if same_consumer { DEP_SAME_CONSUMER } else { 0 }
-                    | if same_coords { DEP_SAME_COORDS } else { 0 },
-            );
-            if !same_consumer {
-                w.put(d.consumer.context as u64);
-                w.put(d.consumer.pc);
+    /// The events [`DepTracker::event`] reads, before the event's steps:
+    /// - code: `[tag | bytes << 4, address, bytes (8 a word)..]`;
+    /// - a library call: `[tag | name bytes + 1 (0: no name) << 4, site, target, return to,
+    ///   name (8 bytes a word)..]`;
+    /// - its return: `[tag, pc, rax, cost]`;
+    /// - a system call: `[tag | returned << 4 | native << 5, pc, number, 6 arguments, return
+    ///   value]`.
+    fn event(&mut self, ev: &Event<'_>) {
+        match *ev {
+            Event::Code { addr, bytes } => {
+                message(&mut self.buf, 2 + bytes.len().div_ceil(8), |w| {
+                    w.put(MSG_CODE | field(bytes.len()) << 4);
+                    w.put(addr);
+                    put_bytes(w, bytes);
+                })
             }
-            w.put(d.producer.context as u64);
-            w.put(d.producer.pc);
-            w.put(d.location);
-            if !same_consumer {
-                w.put_all(d.consumer_coords);
+            Event::LibCall(c) => {
+                let name = c.name.as_deref().map(str::as_bytes);
+                let n = name.map_or(0, |b| b.len() + 1);
+                message(&mut self.buf, 4 + n.div_ceil(8), |w| {
+                    w.put(MSG_CALL | field(n) << 4);
+                    w.put(c.site);
+                    w.put(c.target);
+                    w.put(c.return_to);
+                    put_bytes(w, name.unwrap_or_default());
+                })
             }
-            if !same_coords {
-                w.put_all(d.producer_coords);
-            }
-        });
+            Event::LibReturn { pc, rax, cost } => message(&mut self.buf, 4, |w| {
+                w.put(MSG_RETURN);
+                w.put(pc);
+                w.put(rax);
+                w.put(cost);
+            }),
+            Event::Syscall(s) => message(&mut self.buf, 10, |w| {
+                w.put(MSG_SYSCALL | u64::from(s.ret.is_some()) << 4 | u64::from(s.native) << 5);
+                w.put(s.pc);
+                w.put(s.nr);
+                w.put_all(&s.args);
+                w.put(s.ret.unwrap_or(0) as u64);
+            }),
+            _ => return,
+        }
         self.maybe_send();
     }
 
@@ -136,7 +182,7 @@ impl Pipe {
         self.buf.clear();
         if let Some(tx) = &self.tx {
             if tx.send(full).is_err() {
-                // The folding thread is gone (it panicked): its join reports it.
+                // The dependence thread is gone (it panicked): its join reports it.
                 self.tx = None;
             }
         }
@@ -193,13 +239,6 @@ fn same(a: &[u64], b: &[u64]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
-/// The last step the folding side replayed: the consumer of the dependences that leave it out.
-#[derive(Default)]
-struct LastStep {
-    stmt: Option<Stmt>,
-    coords: Vec<u64>,
-}
-
 /// CPU time of the calling thread so far (for `POLYPROF_TIMING`; 0 where Linux's schedstat is
 /// missing): on a loaded machine a thread's wall time says little.
 fn thread_cpu_seconds() -> f64 {
@@ -209,180 +248,280 @@ fn thread_cpu_seconds() -> f64 {
         .map_or(0.0, |ns| ns as f64 * 1e-9)
 }
 
-/// The folding side: replays the messages of one buffer into `c`.
-fn unpipe(buf: &[u64], insn: &mut ptrace_runner::Insn, last: &mut LastStep, c: &mut Collect<'_>) {
-    let mut k = 0;
-    while k < buf.len() {
-        let head = buf[k];
-        let n1 = (head >> 4 & FIELD) as usize;
-        let n2 = (head >> 20 & FIELD) as usize;
-        if head & 0xf == MSG_STEP {
-            let n3 = (head >> 36 & FIELD) as usize;
-            let context = buf[k + 1] as NodeId;
-            insn.clear();
-            insn.pc = buf[k + 2];
-            let coords = &buf[k + 3..k + 3 + n1];
-            let mut j = k + 3 + n1;
-            for _ in 0..n2 {
-                let (addr, sk) = (buf[j], buf[j + 1]);
-                insn.mem.push(ptrace_runner::MemAccess {
-                    addr,
-                    size: (sk >> 1) as u32,
-                    kind: if sk & 1 == 1 {
-                        AccessKind::Write
-                    } else {
-                        AccessKind::Read
-                    },
-                });
-                j += 2;
+/// The dependence side of the second pass: the dependence stage and where its dependences go.
+struct Deps<'o, 'd> {
+    tracker: DepTracker,
+    sink: Sink<'o, 'd>,
+}
+
+/// Where dependences go: their runs, the stream collection.
+struct Sink<'o, 'd> {
+    collect: DepCollect<'o>,
+    /// Dependence runs, unless every dependence goes on its own.
+    runs: Option<DepRuns>,
+    /// The step being replayed: the consumer of most dependences.
+    last: Option<Stmt>,
+    last_coords: Vec<u64>,
+    on_dep: Option<&'d mut (dyn FnMut(&tracer::Dep<'_>) + Send)>,
+    /// Dependences found, and those runs carried (for `POLYPROF_TIMING`).
+    deps: u64,
+    in_runs: u64,
+}
+
+impl Sink<'_, '_> {
+    /// Routes one dependence: into its run, or to its stream after the runs of its consumer.
+    fn dep(&mut self, d: &tracer::Dep<'_>) {
+        self.deps += 1;
+        if let Some(f) = &mut self.on_dep {
+            f(d);
+        }
+        let collect = &mut self.collect;
+        if let Some(runs) = &mut self.runs {
+            let current =
+                self.last == Some(d.consumer) && same(d.consumer_coords, &self.last_coords);
+            let in_runs = &mut self.in_runs;
+            let alone = runs.dep(d, current, |consumer, r| {
+                *in_runs += r.pending;
+                send_run(collect, consumer, r);
+            });
+            if !alone {
+                return;
             }
-            for _ in 0..n3 {
-                let reg = iced_x86::Register::try_from(buf[j] as usize)
-                    .unwrap_or(iced_x86::Register::None);
-                insn.regs.push(ptrace_runner::RegWrite {
-                    reg,
-                    value: buf[j + 1],
-                });
-                j += 2;
-            }
-            last.stmt = Some(Stmt {
-                context,
-                pc: insn.pc,
+        }
+        collect.dep(d);
+    }
+
+    /// Sends every pending run (at the end of the pass).
+    fn finish(&mut self) {
+        let (collect, in_runs) = (&mut self.collect, &mut self.in_runs);
+        if let Some(runs) = &mut self.runs {
+            runs.drain_all(|consumer, r| {
+                *in_runs += r.pending;
+                send_run(collect, consumer, r);
             });
-            last.coords.clear();
-            push_all(&mut last.coords, coords);
-            c.step(&tracer::Step {
-                insn,
-                context,
-                coords,
-            });
-            k = j;
-        } else {
-            let kind = match head >> 36 & 0xf {
-                0 => DepKind::Flow,
-                1 => DepKind::Anti,
-                _ => DepKind::Output,
-            };
-            let through = if head >> 40 & 0xf == 0 {
-                Through::Register
-            } else {
-                Through::Memory
-            };
-            let stmt = |i: usize| Stmt {
-                context: buf[i] as NodeId,
-                pc: buf[i + 1],
-            };
-            let mut j = k + 1;
-            // The flag decides the layout; the tracing side sets it only after a step.
-            let consumer = if head & DEP_SAME_CONSUMER != 0 {
-                last.stmt.unwrap_or(Stmt { context: 0, pc: 0 })
-            } else {
-                j += 2;
-                stmt(k + 1)
-            };
-            let producer = stmt(j);
-            let location = buf[j + 2];
-            j += 3;
-            let consumer_coords = if head & DEP_SAME_CONSUMER != 0 {
-                &last.coords[..]
-            } else {
-                j += n1;
-                &buf[j - n1..j]
-            };
-            let producer_coords = if head & DEP_SAME_COORDS != 0 {
-                consumer_coords
-            } else {
-                j += n2;
-                &buf[j - n2..j]
-            };
-            c.dep(&tracer::Dep {
-                kind,
-                through,
-                consumer,
-                producer,
-                location,
-                consumer_coords,
-                producer_coords,
-            });
-            k = j;
         }
     }
 }
 
-/// The second pass: iteration vectors and dependences on this thread, their folding on
-/// another (the two halves cost about the same), joined by a bounded channel of messages.
+/// The pending instances of run `r` of `consumer`, to their stream.
+fn send_run(collect: &mut DepCollect<'_>, consumer: Stmt, r: &Run) {
+    collect.dep_run(
+        &tracer::Dep {
+            kind: r.of.kind,
+            through: r.of.through,
+            consumer,
+            producer: r.of.producer,
+            location: r.location,
+            consumer_coords: &r.c_first,
+            producer_coords: &r.p_first,
+        },
+        r.same_location,
+        r.sigma,
+        &r.delta,
+        r.pending,
+    );
+}
+
+/// The dependence side: replays the messages of one buffer into `d`.
+fn unpipe(buf: &[u64], insn: &mut ptrace_runner::Insn, bytes: &mut Vec<u8>, d: &mut Deps<'_, '_>) {
+    let mut k = 0;
+    while k < buf.len() {
+        let head = buf[k];
+        let n1 = (head >> 4 & FIELD) as usize;
+        match head & 0xf {
+            MSG_STEP => {
+                let n2 = (head >> 20 & FIELD) as usize;
+                let n3 = (head >> 36 & FIELD) as usize;
+                let context = buf[k + 1] as NodeId;
+                insn.clear();
+                insn.pc = buf[k + 2];
+                insn.transfer = transfer(head >> 52 & 0xf);
+                let coords = &buf[k + 3..k + 3 + n1];
+                let mut j = k + 3 + n1;
+                for _ in 0..n2 {
+                    let (addr, sk) = (buf[j], buf[j + 1]);
+                    insn.mem.push(ptrace_runner::MemAccess {
+                        addr,
+                        size: (sk >> 1) as u32,
+                        kind: if sk & 1 == 1 {
+                            AccessKind::Write
+                        } else {
+                            AccessKind::Read
+                        },
+                    });
+                    j += 2;
+                }
+                for _ in 0..n3 {
+                    let reg = iced_x86::Register::try_from(buf[j] as usize)
+                        .unwrap_or(iced_x86::Register::None);
+                    insn.regs.push(ptrace_runner::RegWrite {
+                        reg,
+                        value: buf[j + 1],
+                    });
+                    j += 2;
+                }
+                let stmt = Stmt {
+                    context,
+                    pc: insn.pc,
+                };
+                let sink = &mut d.sink;
+                sink.last = Some(stmt);
+                sink.last_coords.clear();
+                push_all(&mut sink.last_coords, coords);
+                let step = tracer::Step {
+                    insn,
+                    context,
+                    coords,
+                };
+                sink.collect.step(stmt);
+                if let Some(r) = &mut sink.runs {
+                    r.step(stmt);
+                }
+                d.tracker.step(&step, &mut |dep| sink.dep(dep));
+                k = j;
+            }
+            MSG_CODE => {
+                let words = n1.div_ceil(8);
+                get_bytes(&buf[k + 2..k + 2 + words], n1, bytes);
+                let ev = Event::Code {
+                    addr: buf[k + 1],
+                    bytes,
+                };
+                d.event(&ev);
+                k += 2 + words;
+            }
+            MSG_CALL => {
+                let words = n1.div_ceil(8);
+                let name = (n1 > 0).then(|| {
+                    get_bytes(&buf[k + 4..k + 4 + words], n1 - 1, bytes);
+                    String::from_utf8_lossy(bytes).into_owned()
+                });
+                let c = LibCall {
+                    site: buf[k + 1],
+                    target: buf[k + 2],
+                    return_to: buf[k + 3],
+                    name,
+                };
+                d.event(&Event::LibCall(&c));
+                k += 4 + words;
+            }
+            MSG_RETURN => {
+                d.event(&Event::LibReturn {
+                    pc: buf[k + 1],
+                    rax: buf[k + 2],
+                    cost: buf[k + 3],
+                });
+                k += 4;
+            }
+            _ => {
+                let mut args = [0; 6];
+                args.copy_from_slice(&buf[k + 3..k + 9]);
+                let s = Syscall {
+                    pc: buf[k + 1],
+                    nr: buf[k + 2],
+                    args,
+                    ret: (head >> 4 & 1 == 1).then_some(buf[k + 9] as i64),
+                    native: head >> 5 & 1 == 1,
+                };
+                d.event(&Event::Syscall(&s));
+                k += 10;
+            }
+        }
+    }
+}
+
+impl Deps<'_, '_> {
+    /// An event for the dependence stage (a library call's dependences are found here).
+    fn event(&mut self, ev: &Event<'_>) {
+        let sink = &mut self.sink;
+        self.tracker.event(ev, &mut |dep| sink.dep(dep));
+    }
+}
+
+/// The second pass: iteration vectors on this thread, dependences and their folding on
+/// another, joined by a bounded channel of messages.
 pub(super) fn second_pass<'o>(
     source: &(impl EventSource + ?Sized),
     structure: tracer::Structure,
     entries: &[u64],
     fold: &'o FoldOptions,
     code: &'o Code,
-    on_dep: &mut dyn FnMut(&tracer::Dep<'_>),
-) -> Result<(tracer::Analysis, Collect<'o>), PipelineError> {
+    dep_runs: bool,
+    on_dep: Option<&mut (dyn FnMut(&tracer::Dep<'_>) + Send)>,
+) -> Result<(tracer::Analysis, InsnCollect<'o>, DepCollect<'o>), PipelineError> {
     let started = std::time::Instant::now();
     let cpu0 = thread_cpu_seconds();
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u64>>(MESSAGES_IN_FLIGHT);
     let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u64>>();
-    let (traced, c) = std::thread::scope(|scope| {
-        let folding = std::thread::Builder::new()
-            .name("polyprof-fold".into())
+    let (traced, insns, c) = std::thread::scope(|scope| {
+        let dependences = std::thread::Builder::new()
+            .name("polyprof-deps".into())
             .spawn_scoped(scope, || {
-                let mut c = Collect::new(fold, code);
+                let mut d = Deps {
+                    tracker: DepTracker::new(DepOptions::default()),
+                    sink: Sink {
+                        collect: DepCollect::new(fold),
+                        runs: dep_runs.then(DepRuns::default),
+                        last: None,
+                        last_coords: Vec::new(),
+                        on_dep,
+                        deps: 0,
+                        in_runs: 0,
+                    },
+                };
                 let cpu0 = thread_cpu_seconds();
                 let mut insn = ptrace_runner::Insn::default();
-                let mut last = LastStep::default();
+                let mut bytes = Vec::new();
                 for buf in rx {
-                    unpipe(&buf, &mut insn, &mut last, &mut c);
-                    // The tracing side reuses the buffer, unless it is done.
+                    unpipe(&buf, &mut insn, &mut bytes, &mut d);
+                    // The schedule side reuses the buffer, unless it is done.
                     let _ = back_tx.send(buf);
                 }
-                (c, thread_cpu_seconds() - cpu0)
+                let mut s = d.sink;
+                s.finish();
+                (s.collect, s.deps, s.in_runs, thread_cpu_seconds() - cpu0)
             });
         let mut pipe = Pipe {
+            insns: InsnCollect::new(fold, code),
             buf: Vec::with_capacity(PIPE_WORDS + 64),
             tx: Some(tx),
             back: back_rx,
-            last: None,
-            last_coords: Vec::new(),
             steps: 0,
-            deps: 0,
         };
         let cell = std::cell::RefCell::new(&mut pipe);
-        let traced = tracer::analyze_with_deps_on(
+        let traced = tracer::analyze_steps_on(
             source,
             structure,
             entries,
-            DepOptions::default(),
+            |ev| cell.borrow_mut().event(ev),
             |s| cell.borrow_mut().step(s),
-            |d| {
-                on_dep(d);
-                cell.borrow_mut().dep(d)
-            },
         );
         pipe.close();
         let traced_at = started.elapsed();
         let cpu = thread_cpu_seconds() - cpu0;
-        let c = match folding {
+        let c = match dependences {
             Ok(h) => h.join().ok(),
             Err(_) => None,
         };
         if std::env::var_os("POLYPROF_TIMING").is_some() {
+            let (deps, in_runs, cpu2) = c.as_ref().map_or((0, 0, 0.0), |c| (c.1, c.2, c.3));
             eprintln!(
-                "polyprof: second pass: {:.3} s ({:.3} s tracer side; CPU {:.3} s tracing, \
-                 {:.3} s folding); {} steps, {} dependences",
+                "polyprof: second pass: {:.3} s ({:.3} s schedule side; CPU {:.3} s schedule, \
+                 {:.3} s dependences and folding); {} steps, {} dependences ({} in runs)",
                 started.elapsed().as_secs_f64(),
                 traced_at.as_secs_f64(),
                 cpu,
-                c.as_ref().map_or(0.0, |c| c.1),
+                cpu2,
                 pipe.steps,
-                pipe.deps
+                deps,
+                in_runs
             );
         }
-        (traced, c.map(|c| c.0))
+        (traced, pipe.insns, c.map(|c| c.0))
     });
-    let (analysis, _) = traced?;
+    let analysis = traced?;
     let c = c.ok_or_else(|| {
-        PipelineError::Folding("the folding thread could not run or panicked".to_string())
+        PipelineError::Folding("the dependence thread could not run or panicked".to_string())
     })?;
-    Ok((analysis, c))
+    Ok((analysis, insns, c))
 }

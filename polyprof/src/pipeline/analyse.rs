@@ -131,17 +131,16 @@ pub fn analyse(
     bin: symbols::Loaded<'_>,
     opts: &ReportArgs,
     ui: Ui,
-    mut deps: Option<&mut depdump::DepDump>,
+    deps: Option<&mut depdump::DepDump>,
 ) -> Result<feedback::pipeline::Profile, String> {
     let popts = opts.analysis.pipeline_options(&signals::SKIP);
     // The progress line from here on: nothing else writes on stderr until it is cleared.
     let progress = analysis_progress(ui);
     source.progress = progress.clone();
-    let on_dep = &mut |d: &tracer::Dep<'_>| {
-        if let Some(dump) = deps.as_deref_mut() {
-            dump.add(d)
-        }
-    };
+    let mut dump = deps.map(|dump| move |d: &tracer::Dep<'_>| dump.add(d));
+    let on_dep = dump
+        .as_mut()
+        .map(|f| f as &mut (dyn FnMut(&tracer::Dep<'_>) + Send));
     let profiled = feedback::pipeline::profile_with(&*source, first, bin, &popts, on_dep);
     source.progress = None;
     if let Some(p) = &progress {
