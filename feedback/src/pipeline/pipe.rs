@@ -269,16 +269,22 @@ struct Sink<'o, 'd> {
 }
 
 impl Sink<'_, '_> {
-    /// Routes one dependence: into its run, or to its stream after the runs of its consumer.
+    /// Routes one dependence found at an event: into its run, or to its stream after the runs
+    /// of its consumer.
     fn dep(&mut self, d: &tracer::Dep<'_>) {
+        let current = self.last == Some(d.consumer) && same(d.consumer_coords, &self.last_coords);
+        self.dep_of(d, current);
+    }
+
+    /// Routes one dependence, of the instance stepped last if `current`.
+    #[inline]
+    fn dep_of(&mut self, d: &tracer::Dep<'_>, current: bool) {
         self.deps += 1;
         if let Some(f) = &mut self.on_dep {
             f(d);
         }
         let collect = &mut self.collect;
         if let Some(runs) = &mut self.runs {
-            let current =
-                self.last == Some(d.consumer) && same(d.consumer_coords, &self.last_coords);
             let in_runs = &mut self.in_runs;
             let alone = runs.dep(d, current, |consumer, r| {
                 *in_runs += r.pending;
@@ -312,12 +318,12 @@ fn send_run(collect: &mut DepCollect<'_>, consumer: Stmt, r: &Run) {
             consumer,
             producer: r.of.producer,
             location: r.location,
-            consumer_coords: &r.c_first,
-            producer_coords: &r.p_first,
+            consumer_coords: r.c_first.get(),
+            producer_coords: r.p_first.get(),
         },
         r.same_location,
         r.sigma,
-        &r.delta,
+        r.delta.get(),
         r.pending,
     );
 }
@@ -377,7 +383,8 @@ fn unpipe(buf: &[u64], insn: &mut ptrace_runner::Insn, bytes: &mut Vec<u8>, d: &
                 if let Some(r) = &mut sink.runs {
                     r.step(stmt);
                 }
-                d.tracker.step(&step, &mut |dep| sink.dep(dep));
+                // A step's dependences are all of its instance.
+                d.tracker.step(&step, &mut |dep| sink.dep_of(dep, true));
                 k = j;
             }
             MSG_CODE => {

@@ -27,6 +27,50 @@ pub(super) struct Of {
     pub through: Through,
 }
 
+/// Loop depth up to which coordinates are kept inline in a run (deeper: no runs).
+const DEPTH: usize = 8;
+
+/// Coordinates (or their changes) of one instance, inline: a run reads and writes a few of
+/// them per dependence, all in the run's own cache lines.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Words {
+    n: usize,
+    w: [u64; DEPTH],
+}
+
+impl Words {
+    /// `s`, if it fits.
+    #[inline(always)]
+    fn of(s: &[u64]) -> Option<Words> {
+        let mut w = Words::default();
+        w.set(s).then_some(w)
+    }
+
+    /// Sets the words to `s`, if it fits (else leaves them).
+    #[inline(always)]
+    fn set(&mut self, s: &[u64]) -> bool {
+        if s.len() > DEPTH {
+            return false;
+        }
+        self.n = s.len();
+        copy(&mut self.w, s);
+        true
+    }
+
+    #[inline(always)]
+    pub fn get(&self) -> &[u64] {
+        &self.w[..self.n]
+    }
+}
+
+/// Copies `src` to the start of `dst` (a few words: a loop, not a call to `memcpy`).
+#[inline(always)]
+fn copy(dst: &mut [u64], src: &[u64]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = *s;
+    }
+}
+
 /// One ordinal's run of a consumer statement.
 pub(super) struct Run {
     pub of: Of,
@@ -35,69 +79,73 @@ pub(super) struct Run {
     /// The consumer's instance (its count, see [`Consumer`]) the run last took, and the
     /// producer's coordinates there.
     instance: u64,
-    p_last: Vec<u64>,
+    p_last: Words,
     /// Step of the consumer's last coordinate, and change of the producer's coordinates (two's
     /// complement), per instance; `sigma` is 0 until the run has two instances.
     pub sigma: u64,
-    pub delta: Vec<u64>,
+    pub delta: Words,
     /// Pending instances (not sent yet): the first one's coordinates and location, how many,
     /// and whether they all had that location.
-    pub c_first: Vec<u64>,
-    pub p_first: Vec<u64>,
+    pub c_first: Words,
+    pub p_first: Words,
     pub location: u64,
     pub same_location: bool,
     pub pending: u64,
 }
 
 impl Run {
-    /// A run at a dependence sent alone, of the consumer's instance `instance`.
+    /// A run at a dependence sent alone, of the consumer's instance `instance` (one that
+    /// cannot extend when its coordinates are too deep).
     fn start(of: Of, instance: u64, p: &[u64], live: bool) -> Run {
+        let p_last = Words::of(p);
         Run {
             of,
-            live,
+            live: live && p_last.is_some(),
             instance,
-            p_last: p.to_vec(),
+            p_last: p_last.unwrap_or_default(),
             sigma: 0,
-            delta: Vec::new(),
-            c_first: Vec::new(),
-            p_first: Vec::new(),
+            delta: Words::default(),
+            c_first: Words::default(),
+            p_first: Words::default(),
             location: 0,
             same_location: true,
             pending: 0,
         }
     }
 
-    /// Extends the run with instance `instance` of the consumer, `step` further than its last
-    /// one (0: not along the innermost loop), of producer instance `p`, at `location`, if it
-    /// is the run's next one.
+    /// Extends the run with the consumer's instance `c`, of producer instance `p`, at
+    /// `location`, if it is the run's next one.
     #[inline]
     fn extend(&mut self, of: Of, c: &At<'_>, p: &[u64], location: u64) -> bool {
+        let n = self.p_last.n;
         if !self.live
             || self.of != of
             || c.step == 0
             || self.instance + 1 != c.instance
-            || p.len() != self.p_last.len()
+            || p.len() != n
         {
             return false;
         }
+        let last = &self.p_last.w[..n];
         if self.sigma == 0 {
             self.sigma = c.step;
-            self.delta.clear();
-            for (a, b) in p.iter().zip(&self.p_last) {
-                self.delta.push(a.wrapping_sub(*b));
+            self.delta.n = n;
+            for ((d, a), b) in self.delta.w.iter_mut().zip(p).zip(last) {
+                *d = a.wrapping_sub(*b);
             }
         } else if self.sigma != c.step
             || !p
                 .iter()
-                .zip(&self.p_last)
-                .zip(&self.delta)
+                .zip(last)
+                .zip(&self.delta.w)
                 .all(|((a, b), dv)| a.wrapping_sub(*b) == *dv)
         {
             return false;
         }
         if self.pending == 0 {
-            set(&mut self.c_first, c.coords);
-            set(&mut self.p_first, p);
+            self.c_first = *c.coords;
+            self.p_first.n = n;
+            copy(&mut self.p_first.w, p);
             self.location = location;
             self.same_location = true;
         } else {
@@ -105,9 +153,7 @@ impl Run {
         }
         self.pending += 1;
         self.instance = c.instance;
-        for (l, v) in self.p_last.iter_mut().zip(p) {
-            *l = *v;
-        }
+        copy(&mut self.p_last.w, p);
         true
     }
 }
@@ -116,16 +162,7 @@ impl Run {
 struct At<'c> {
     instance: u64,
     step: u64,
-    coords: &'c [u64],
-}
-
-/// Copies `from` into `v` (a few words: no call to `memcpy`).
-#[inline(always)]
-fn set(v: &mut Vec<u64>, from: &[u64]) {
-    v.clear();
-    for &w in from {
-        v.push(w);
-    }
+    coords: &'c Words,
 }
 
 /// A consumer statement: its instances that had dependences, and its runs by ordinal.
@@ -135,7 +172,7 @@ struct Consumer {
     /// How many instances had dependences, the last one's coordinates, and its step from the
     /// one before in the innermost coordinate (0 when it is not the next along that loop).
     instance: u64,
-    coords: Vec<u64>,
+    coords: Words,
     step: u64,
 }
 
@@ -143,18 +180,21 @@ impl Consumer {
     /// The instance at `c` had its first dependence.
     fn next_instance(&mut self, c: &[u64]) {
         let d = c.len();
-        let along = d > 0
-            && d == self.coords.len()
-            && c[..d - 1].iter().zip(&self.coords).all(|(a, b)| a == b);
+        let last = self.coords.get();
+        let along = d > 0 && d == last.len() && c[..d - 1].iter().zip(last).all(|(a, b)| a == b);
         let step = if along {
-            c[d - 1].wrapping_sub(self.coords[d - 1])
+            c[d - 1].wrapping_sub(last[d - 1])
         } else {
             0
         };
-        // Forward only, and small enough for the folder's signed steps.
+        // Forward only, and small enough for the folder's signed steps; none past the inline
+        // depth.
         self.step = if step <= i64::MAX as u64 { step } else { 0 };
         self.instance += 1;
-        set(&mut self.coords, c);
+        if !self.coords.set(c) {
+            self.coords = Words::default();
+            self.step = 0;
+        }
     }
 }
 
@@ -220,7 +260,7 @@ impl DepRuns {
                 stmt: consumer,
                 runs: Vec::new(),
                 instance: 0,
-                coords: Vec::new(),
+                coords: Words::default(),
                 step: 0,
             });
             (consumers.len() - 1) as u32
