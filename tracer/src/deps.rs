@@ -396,6 +396,60 @@ fn reg_use(insn: &Instruction, info: &mut InstructionInfoFactory) -> RegUse {
     u
 }
 
+/// The [`RegUse`] of each instruction address, with the recent lookups cached
+/// (direct-mapped by address): a hash lookup per instruction otherwise.
+struct Code {
+    index: FastMap<u64, u32>,
+    uses: Vec<RegUse>,
+    /// (address, index in `uses`); `u32::MAX`: empty.
+    recent: Box<[(u64, u32)]>,
+}
+
+const RECENT_CODE: usize = 1 << 12;
+
+impl Default for Code {
+    fn default() -> Self {
+        Code {
+            index: FastMap::default(),
+            // Index 0: no use at all, for addresses without code.
+            uses: vec![RegUse::default()],
+            recent: vec![(0, u32::MAX); RECENT_CODE].into_boxed_slice(),
+        }
+    }
+}
+
+impl Code {
+    fn insert(&mut self, addr: u64, u: RegUse) {
+        // A miss may be cached for the address.
+        self.recent[Self::slot(addr)] = (0, u32::MAX);
+        let next = self.uses.len() as u32;
+        let i = *self.index.entry(addr).or_insert(next);
+        if i == next {
+            self.uses.push(u);
+        } else {
+            self.uses[i as usize] = u;
+        }
+    }
+
+    #[inline]
+    fn slot(addr: u64) -> usize {
+        (addr ^ addr >> 12) as usize & (RECENT_CODE - 1)
+    }
+
+    #[inline]
+    fn get(&mut self, addr: u64) -> &RegUse {
+        let slot = &mut self.recent[Self::slot(addr)];
+        let i = if slot.0 == addr && slot.1 != u32::MAX {
+            slot.1
+        } else {
+            let i = self.index.get(&addr).copied().unwrap_or(0);
+            *slot = (addr, i);
+            i
+        };
+        &self.uses[i as usize]
+    }
+}
+
 /// Options of the dependence stage.
 #[derive(Clone, Debug)]
 pub struct DepOptions {
@@ -726,8 +780,8 @@ pub struct DepTracker {
     opts: DepOptions,
     records: Records,
     sh: Shadows,
-    /// Split granules of memory, general-purpose and vector registers.
-    code: FastMap<u64, RegUse>,
+    /// What each instruction address reads and writes of the registers.
+    code: Code,
     info: InstructionInfoFactory,
     /// Values of the general-purpose registers as traced instructions left them (`None` when
     /// natively-run code may have changed them), to read library calls' arguments.
@@ -799,7 +853,7 @@ impl DepTracker {
             opts,
             records: Records::new(),
             sh: Shadows::default(),
-            code: FastMap::default(),
+            code: Code::default(),
             info: InstructionInfoFactory::new(),
             values: [None; 16],
             last_call: 0,
@@ -1129,8 +1183,7 @@ impl DepTracker {
             ..
         } = self;
         records.epoch += 1;
-        let no_use = RegUse::default();
-        let uses = code.get(&insn.pc).unwrap_or(&no_use);
+        let uses = code.get(insn.pc);
         let storage = opts.storage;
         // The record of this instance. It holds a reference of its own until the end of the
         // step, so that replacing its reads by its writes never frees it midway.
