@@ -523,9 +523,10 @@ fn record_chunks<C: EventSink>(
     let mut crc = crc32fast::Hasher::new();
     for chunk in rx {
         let mut r = Replay::resume(&chunk, state);
-        while let Some(ev) = r.next_event().map_err(io::Error::other)? {
-            consumer.event(&ev)?;
-        }
+        r.send_all(&mut consumer).map_err(|e| match e {
+            ReplayError::Sink(e) => e,
+            e => io::Error::other(e),
+        })?;
         state = r.into_state();
         file.write_all(&chunk)?;
         crc.update(&chunk);
@@ -664,11 +665,7 @@ impl Recording {
 
     /// Sends every recorded event to `sink`.
     pub fn replay_into(&self, sink: &mut dyn EventSink) -> Result<(), ReplayError> {
-        let mut r = self.replay();
-        while let Some(ev) = r.next_event()? {
-            sink.event(&ev).map_err(ReplayError::Sink)?;
-        }
-        Ok(())
+        self.replay().send_all(sink)
     }
 }
 
@@ -839,6 +836,13 @@ impl<'a> Replay<'a> {
     /// model learns from it as [`Model::learn`] would, in the same loops that build it: the
     /// strides and steps of a predicted instruction are unchanged, only the last values move.)
     fn predicted(&mut self) -> Result<Event<'_>, ReplayError> {
+        self.predict()?;
+        Ok(Event::Insn(&self.st.insn))
+    }
+
+    /// [`Self::predicted`], left in the instruction buffer.
+    #[inline]
+    fn predict(&mut self) -> Result<(), ReplayError> {
         let st = &mut self.st;
         st.run -= 1;
         let m = &mut st.model;
@@ -895,7 +899,37 @@ impl<'a> Replay<'a> {
         };
         let next = next_pc_after(i);
         m.go_to(next, id);
-        Ok(Event::Insn(&self.st.insn))
+        Ok(())
+    }
+
+    /// The next event when it is an instruction of a run (what [`Self::next_event`] would
+    /// give), decoded into the instruction buffer: `false` when it is anything else.
+    #[inline]
+    fn next_predicted(&mut self) -> Result<bool, ReplayError> {
+        if self.st.run == 0 || self.expected.is_some_and(|n| self.delivered >= n) {
+            return Ok(false);
+        }
+        self.delivered += 1;
+        self.predict()?;
+        Ok(true)
+    }
+
+    /// Sends every event left to `sink`.
+    pub fn send_all(&mut self, sink: &mut (impl EventSink + ?Sized)) -> Result<(), ReplayError> {
+        loop {
+            // Most events are predicted instructions: built in place and sent from here,
+            // rather than returned by value through `next_event` (a large result, whose
+            // copies stalled the loop on store forwarding).
+            if self.next_predicted()? {
+                sink.event(&Event::Insn(&self.st.insn))
+                    .map_err(ReplayError::Sink)?;
+                continue;
+            }
+            match self.next_event()? {
+                Some(ev) => sink.event(&ev).map_err(ReplayError::Sink)?,
+                None => return Ok(()),
+            }
+        }
     }
 
     /// The next event, or `None` at the end of the recording.

@@ -579,7 +579,7 @@ struct Instance<'t, F> {
 
 impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
     /// Reads register bytes (`size` at `off` in the register file).
-    #[inline]
+    #[inline(always)]
     fn reg_read(&mut self, sh: &mut Shadows, off: u16, size: u8, readers: bool) {
         match reg_bytes(off, size) {
             (true, b) => self.read(&mut sh.gprs, &mut sh.gpr_splits, b, readers),
@@ -588,7 +588,7 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
     }
 
     /// Writes register bytes.
-    #[inline]
+    #[inline(always)]
     fn reg_write(&mut self, sh: &mut Shadows, off: u16, size: u8, report: bool) {
         match reg_bytes(off, size) {
             (true, b) => self.write(&mut sh.gprs, &mut sh.gpr_splits, b, report),
@@ -597,16 +597,22 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
     }
 
     /// Reads `n` bytes of memory at `addr`.
-    #[inline]
+    #[inline(always)]
     fn mem_read(&mut self, sh: &mut Shadows, addr: u64, n: u64, readers: bool) {
+        if let Some((pn, b)) = one_page(addr, n) {
+            return self.read(sh.pages.page(pn), &mut sh.mem_splits, b, readers);
+        }
         for (pn, b) in mem_bytes(addr, n) {
             self.read(sh.pages.page(pn), &mut sh.mem_splits, b, readers);
         }
     }
 
     /// Writes `n` bytes of memory at `addr`.
-    #[inline]
+    #[inline(always)]
     fn mem_write(&mut self, sh: &mut Shadows, addr: u64, n: u64, report: bool) {
+        if let Some((pn, b)) = one_page(addr, n) {
+            return self.write(sh.pages.page(pn), &mut sh.mem_splits, b, report);
+        }
         for (pn, b) in mem_bytes(addr, n) {
             self.write(sh.pages.page(pn), &mut sh.mem_splits, b, report);
         }
@@ -670,7 +676,7 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
 
     /// A read of bytes `b`: flow dependences on their writers; with `readers`, this instance
     /// becomes their last reader, and the first reader of those not read since their write.
-    #[inline]
+    #[inline(always)]
     fn read<const G: usize, const N: usize>(
         &mut self,
         sh: &mut Shadow<G, N>,
@@ -697,6 +703,18 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
             }
             return;
         }
+        self.read_split(sh, splits, b, readers);
+    }
+
+    /// [`Self::read`] of bytes in split granules (or not whole granules).
+    #[inline(never)]
+    fn read_split<const G: usize, const N: usize>(
+        &mut self,
+        sh: &mut Shadow<G, N>,
+        splits: &mut Splits<G>,
+        b: Bytes,
+        readers: bool,
+    ) {
         self.report(&sh.writer, splits, b, DepKind::Flow);
         if readers {
             let n = shadow::overwrite(
@@ -725,7 +743,7 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
     /// A write of bytes `b`: with `report`, anti dependences on their first and last readers
     /// and output dependences on their writers; this instance becomes their writer, with no
     /// reader since.
-    #[inline]
+    #[inline(always)]
     fn write<const G: usize, const N: usize>(
         &mut self,
         sh: &mut Shadow<G, N>,
@@ -752,6 +770,18 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
             }
             return;
         }
+        self.write_split(sh, splits, b, report);
+    }
+
+    /// [`Self::write`] of bytes in split granules (or not whole granules).
+    #[inline(never)]
+    fn write_split<const G: usize, const N: usize>(
+        &mut self,
+        sh: &mut Shadow<G, N>,
+        splits: &mut Splits<G>,
+        b: Bytes,
+        report: bool,
+    ) {
         if report {
             self.report(&sh.first, splits, b, DepKind::Anti);
             self.report(&sh.reader, splits, b, DepKind::Anti);
@@ -1254,6 +1284,22 @@ impl DepTracker {
     }
 }
 
+/// `n` bytes of memory at `addr` when they lie in one page (the common case): the page
+/// number and the bytes, labelled with `addr`.
+#[inline(always)]
+fn one_page(addr: u64, n: u64) -> Option<(u64, Bytes)> {
+    let off = (addr as usize) & (PAGE - 1);
+    (n > 0 && n <= (PAGE - off) as u64).then(|| {
+        let b = Bytes {
+            off,
+            len: n as usize,
+            through: Through::Memory,
+            location: addr,
+        };
+        (addr >> PAGE_BITS, b)
+    })
+}
+
 /// The pieces of `n` bytes of memory at `addr`, per page, labelled with `addr`.
 fn mem_bytes(addr: u64, n: u64) -> impl Iterator<Item = (u64, Bytes)> {
     page_spans(addr, n).map(move |(pn, off, len)| {
@@ -1278,20 +1324,24 @@ struct Pages {
 
 impl Pages {
     /// The page `pn`, allocated on first use.
+    #[inline]
     fn page(&mut self, pn: u64) -> &mut ShadowPage {
         let i = match self.last {
             Some((n, i)) if n == pn => i,
-            _ => {
-                let next = self.pages.len() as u32;
-                let i = *self.index.entry(pn).or_insert(next);
-                if i == next {
-                    self.pages.push(Box::new(ShadowPage::new()));
-                }
-                self.last = Some((pn, i));
-                i
-            }
+            _ => self.find(pn),
         };
         &mut self.pages[i as usize]
+    }
+
+    #[inline(never)]
+    fn find(&mut self, pn: u64) -> u32 {
+        let next = self.pages.len() as u32;
+        let i = *self.index.entry(pn).or_insert(next);
+        if i == next {
+            self.pages.push(Box::new(ShadowPage::new()));
+        }
+        self.last = Some((pn, i));
+        i
     }
 
     fn existing_mut(&mut self, pn: u64) -> Option<&mut ShadowPage> {
