@@ -396,11 +396,54 @@ fn reg_use(insn: &Instruction, info: &mut InstructionInfoFactory) -> RegUse {
     u
 }
 
+/// A register access of an instruction, classified once per address: most are one whole
+/// general-purpose register or one or two whole granules of a vector register, whose
+/// shadow slots are known without working out offsets on every execution.
+#[derive(Clone, Copy, Debug)]
+enum RegOp {
+    /// Granule `g` of the general-purpose registers (register `g`).
+    Gpr(u8),
+    /// Granules `g..g + n` of the vector registers.
+    Vec(u8, u8),
+    /// Anything else: (offset, size) in the register file.
+    Bytes(u16, u8),
+}
+
+impl RegOp {
+    fn new((off, size): (u16, u8)) -> RegOp {
+        let (o, n) = (off as usize, size as usize);
+        if o < GPR_BYTES {
+            if n == 8 && o.is_multiple_of(8) {
+                return RegOp::Gpr((o / 8) as u8);
+            }
+        } else if (n == 16 || n == 32) && (o - GPR_BYTES).is_multiple_of(16) {
+            return RegOp::Vec(((o - GPR_BYTES) / 16) as u8, (n / 16) as u8);
+        }
+        RegOp::Bytes(off, size)
+    }
+}
+
+/// The register reads and writes of an instruction address, as [`RegOp`]s.
+#[derive(Clone, Debug, Default)]
+struct Plan {
+    reads: Vec<RegOp>,
+    writes: Vec<RegOp>,
+}
+
+impl Plan {
+    fn new(u: &RegUse) -> Plan {
+        Plan {
+            reads: u.reads.iter().map(|&r| RegOp::new(r)).collect(),
+            writes: u.writes.iter().map(|&w| RegOp::new(w)).collect(),
+        }
+    }
+}
+
 /// The [`RegUse`] of each instruction address, with the recent lookups cached
 /// (direct-mapped by address): a hash lookup per instruction otherwise.
 struct Code {
     index: FastMap<u64, u32>,
-    uses: Vec<RegUse>,
+    uses: Vec<Plan>,
     /// (address, index in `uses`); `u32::MAX`: empty.
     recent: Box<[(u64, u32)]>,
 }
@@ -412,7 +455,7 @@ impl Default for Code {
         Code {
             index: FastMap::default(),
             // Index 0: no use at all, for addresses without code.
-            uses: vec![RegUse::default()],
+            uses: vec![Plan::default()],
             recent: vec![(0, u32::MAX); RECENT_CODE].into_boxed_slice(),
         }
     }
@@ -424,10 +467,11 @@ impl Code {
         self.recent[Self::slot(addr)] = (0, u32::MAX);
         let next = self.uses.len() as u32;
         let i = *self.index.entry(addr).or_insert(next);
+        let plan = Plan::new(&u);
         if i == next {
-            self.uses.push(u);
+            self.uses.push(plan);
         } else {
-            self.uses[i as usize] = u;
+            self.uses[i as usize] = plan;
         }
     }
 
@@ -437,7 +481,7 @@ impl Code {
     }
 
     #[inline]
-    fn get(&mut self, addr: u64) -> &RegUse {
+    fn get(&mut self, addr: u64) -> &Plan {
         let slot = &mut self.recent[Self::slot(addr)];
         let i = if slot.0 == addr && slot.1 != u32::MAX {
             slot.1
@@ -596,6 +640,62 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
         }
     }
 
+    /// Reads a register ([`Self::reg_read`] of the op's bytes).
+    #[inline(always)]
+    fn reg_read_op(&mut self, sh: &mut Shadows, op: RegOp, readers: bool) {
+        match op {
+            RegOp::Gpr(g) if Self::unsplit(&sh.gprs, g as usize, 1) => {
+                let g = g as usize;
+                self.read_granule(&mut sh.gprs, g, Through::Register, (g * 8) as u64, readers)
+            }
+            RegOp::Vec(g, n) if Self::unsplit(&sh.vecs, g as usize, n as usize) => {
+                let location = (GPR_BYTES + g as usize * 16) as u64;
+                for g in g as usize..(g + n) as usize {
+                    self.read_granule(&mut sh.vecs, g, Through::Register, location, readers);
+                }
+            }
+            RegOp::Gpr(g) => self.reg_read(sh, u16::from(g) * 8, 8, readers),
+            RegOp::Vec(g, n) => {
+                let off = (GPR_BYTES + g as usize * 16) as u16;
+                self.reg_read(sh, off, n * 16, readers)
+            }
+            RegOp::Bytes(off, size) => self.reg_read(sh, off, size, readers),
+        }
+    }
+
+    /// Writes a register ([`Self::reg_write`] of the op's bytes).
+    #[inline(always)]
+    fn reg_write_op(&mut self, sh: &mut Shadows, op: RegOp, report: bool) {
+        match op {
+            RegOp::Gpr(g) if Self::unsplit(&sh.gprs, g as usize, 1) => {
+                let g = g as usize;
+                self.write_granule(&mut sh.gprs, g, Through::Register, (g * 8) as u64, report)
+            }
+            RegOp::Vec(g, n) if Self::unsplit(&sh.vecs, g as usize, n as usize) => {
+                let location = (GPR_BYTES + g as usize * 16) as u64;
+                for g in g as usize..(g + n) as usize {
+                    self.write_granule(&mut sh.vecs, g, Through::Register, location, report);
+                }
+            }
+            RegOp::Gpr(g) => self.reg_write(sh, u16::from(g) * 8, 8, report),
+            RegOp::Vec(g, n) => {
+                let off = (GPR_BYTES + g as usize * 16) as u16;
+                self.reg_write(sh, off, n * 16, report)
+            }
+            RegOp::Bytes(off, size) => self.reg_write(sh, off, size, report),
+        }
+    }
+
+    /// Whether granules `g..g + n` are split in none of the writer and reader shadows.
+    #[inline(always)]
+    fn unsplit<const G: usize, const N: usize>(sh: &Shadow<G, N>, g: usize, n: usize) -> bool {
+        let mut any = 0;
+        for g in g..g + n {
+            any |= sh.writer[g] | sh.first[g] | sh.reader[g];
+        }
+        any & shadow::SPLIT == 0
+    }
+
     /// Reads `n` bytes of memory at `addr`.
     #[inline(always)]
     fn mem_read(&mut self, sh: &mut Shadows, addr: u64, n: u64, readers: bool) {
@@ -686,24 +786,37 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
     ) {
         if let Some(gs) = Self::whole(sh, b.off, b.len) {
             for g in gs {
-                let w = sh.writer[g];
-                self.report_one(w, DepKind::Flow, b.through, b.location);
-                if readers {
-                    if sh.first[g] == 0 {
-                        sh.first[g] = self.mine;
-                        self.records.retain(self.mine, G as u32);
-                    }
-                    let r = sh.reader[g];
-                    if r != self.mine {
-                        sh.reader[g] = self.mine;
-                        self.records.release(r, G as u32);
-                        self.records.retain(self.mine, G as u32);
-                    }
-                }
+                self.read_granule(sh, g, b.through, b.location, readers);
             }
             return;
         }
         self.read_split(sh, splits, b, readers);
+    }
+
+    /// [`Self::read`] of granule `g`, whole and not split.
+    #[inline(always)]
+    fn read_granule<const G: usize, const N: usize>(
+        &mut self,
+        sh: &mut Shadow<G, N>,
+        g: usize,
+        through: Through,
+        location: u64,
+        readers: bool,
+    ) {
+        let w = sh.writer[g];
+        self.report_one(w, DepKind::Flow, through, location);
+        if readers {
+            if sh.first[g] == 0 {
+                sh.first[g] = self.mine;
+                self.records.retain(self.mine, G as u32);
+            }
+            let r = sh.reader[g];
+            if r != self.mine {
+                sh.reader[g] = self.mine;
+                self.records.release(r, G as u32);
+                self.records.retain(self.mine, G as u32);
+            }
+        }
     }
 
     /// [`Self::read`] of bytes in split granules (or not whole granules).
@@ -753,24 +866,37 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
     ) {
         if let Some(gs) = Self::whole(sh, b.off, b.len) {
             for g in gs {
-                let (f, r, w) = (sh.first[g], sh.reader[g], sh.writer[g]);
-                if report {
-                    self.report_one(f, DepKind::Anti, b.through, b.location);
-                    self.report_one(r, DepKind::Anti, b.through, b.location);
-                    self.report_one(w, DepKind::Output, b.through, b.location);
-                }
-                sh.first[g] = 0;
-                sh.reader[g] = 0;
-                sh.writer[g] = self.mine;
-                // `mine` keeps a reference of its own during the step: never freed here.
-                self.records.retain(self.mine, G as u32);
-                self.records.release(f, G as u32);
-                self.records.release(r, G as u32);
-                self.records.release(w, G as u32);
+                self.write_granule(sh, g, b.through, b.location, report);
             }
             return;
         }
         self.write_split(sh, splits, b, report);
+    }
+
+    /// [`Self::write`] of granule `g`, whole and not split.
+    #[inline(always)]
+    fn write_granule<const G: usize, const N: usize>(
+        &mut self,
+        sh: &mut Shadow<G, N>,
+        g: usize,
+        through: Through,
+        location: u64,
+        report: bool,
+    ) {
+        let (f, r, w) = (sh.first[g], sh.reader[g], sh.writer[g]);
+        if report {
+            self.report_one(f, DepKind::Anti, through, location);
+            self.report_one(r, DepKind::Anti, through, location);
+            self.report_one(w, DepKind::Output, through, location);
+        }
+        sh.first[g] = 0;
+        sh.reader[g] = 0;
+        sh.writer[g] = self.mine;
+        // `mine` keeps a reference of its own during the step: never freed here.
+        self.records.retain(self.mine, G as u32);
+        self.records.release(f, G as u32);
+        self.records.release(r, G as u32);
+        self.records.release(w, G as u32);
     }
 
     /// [`Self::write`] of bytes in split granules (or not whole granules).
@@ -1237,8 +1363,8 @@ impl DepTracker {
         // Reads: flow dependences; this instance becomes the bytes' last reader (and the first
         // of those not read since their write).
         if opts.registers {
-            for &(off, size) in &uses.reads {
-                inst.reg_read(sh, off, size, storage);
+            for &op in &uses.reads {
+                inst.reg_read_op(sh, op, storage);
             }
         }
         if !ret {
@@ -1254,8 +1380,8 @@ impl DepTracker {
             }
         }
         let report = storage && opts.registers;
-        for &(off, size) in &uses.writes {
-            inst.reg_write(sh, off, size, report);
+        for &op in &uses.writes {
+            inst.reg_write_op(sh, op, report);
         }
         let records = inst.records;
         if call {

@@ -633,8 +633,8 @@ impl Scheduler<'_> {
     /// Processes one event; for an instruction, calls `on_step` with its context and
     /// coordinates.
     pub fn process(&mut self, ev: &Event<'_>, on_step: &mut dyn FnMut(&Step<'_>)) {
-        let mut actions = std::mem::take(&mut self.actions);
         let Event::Insn(insn) = ev else {
+            let mut actions = std::mem::take(&mut self.actions);
             match *ev {
                 Event::LibCall(c) => {
                     let name = match &c.name {
@@ -681,15 +681,16 @@ impl Scheduler<'_> {
             self.actions = actions;
             return;
         };
-        self.walker.before_insn(insn, &mut actions);
-        for a in &actions {
-            match *a {
+        self.walker.before_insn(insn, &mut self.actions);
+        // (By index: `enter` and `leave` leave the actions alone, and most instructions have
+        // none, which then costs no moving of the vector in and out.)
+        for k in 0..self.actions.len() {
+            match self.actions[k] {
                 Action::Enter { func, site, depth } => self.enter(func, site, depth),
                 Action::Leave { func, depth } => self.leave(func, depth),
                 Action::LibCall { .. } => {}
             }
         }
-        self.actions = actions;
         self.local_jump(insn.pc);
         let context = self.cur();
         self.tree.nodes[context].self_weight += 1;
