@@ -215,23 +215,24 @@ impl Model {
 
     /// Control goes to `pc` after the instruction of model `from` (`NO_MODEL`: after
     /// something else).
-    #[inline]
+    #[inline(always)]
     fn go_to(&mut self, pc: u64, from: u32) {
         self.next_pc = pc;
-        if from == NO_MODEL {
-            self.next_id = self.index.get(&pc).copied().unwrap_or(NO_MODEL);
-            return;
+        match self.succ.get(from as usize) {
+            Some(&(last, id)) if last == pc && id != NO_MODEL => self.next_id = id,
+            _ => self.look_up_next(from),
         }
-        let (last, id) = self.succ[from as usize];
-        self.next_id = if last == pc && id != NO_MODEL {
-            id
-        } else {
-            let id = self.index.get(&pc).copied().unwrap_or(NO_MODEL);
-            if id != NO_MODEL {
-                self.succ[from as usize] = (pc, id);
-            }
-            id
-        };
+    }
+
+    /// [`Self::go_to`] when `from` did not go there last time.
+    #[inline(never)]
+    fn look_up_next(&mut self, from: u32) {
+        let pc = self.next_pc;
+        let id = self.index.get(&pc).copied().unwrap_or(NO_MODEL);
+        if let (Some(s), true) = (self.succ.get_mut(from as usize), id != NO_MODEL) {
+            *s = (pc, id);
+        }
+        self.next_id = id;
     }
 }
 
@@ -841,7 +842,7 @@ impl<'a> Replay<'a> {
     }
 
     /// [`Self::predicted`], left in the instruction buffer.
-    #[inline]
+    #[inline(always)]
     fn predict(&mut self) -> Result<(), ReplayError> {
         let st = &mut self.st;
         st.run -= 1;

@@ -537,23 +537,31 @@ impl Records {
         }
     }
 
+    /// A new record (one per instance: most reuse a freed one, in line).
+    #[inline(always)]
     fn alloc(&mut self, stmt: Stmt, coords: &[u64]) -> Handle {
-        if let Some(h) = self.free.pop() {
-            let r = &mut self.recs[h as usize];
-            r.stmt = stmt;
-            r.coords.set(coords);
-            self.meta[h as usize] = Meta::default();
-            h
-        } else {
-            let mut r = Record {
-                stmt,
-                coords: Coords::default(),
-            };
-            r.coords.set(coords);
-            self.recs.push(r);
-            self.meta.push(Meta::default());
-            (self.recs.len() - 1) as Handle
+        match self.free.pop() {
+            Some(h) => {
+                let r = &mut self.recs[h as usize];
+                r.stmt = stmt;
+                r.coords.set(coords);
+                self.meta[h as usize] = Meta::default();
+                h
+            }
+            None => self.alloc_new(stmt, coords),
         }
+    }
+
+    #[inline(never)]
+    fn alloc_new(&mut self, stmt: Stmt, coords: &[u64]) -> Handle {
+        let mut r = Record {
+            stmt,
+            coords: Coords::default(),
+        };
+        r.coords.set(coords);
+        self.recs.push(r);
+        self.meta.push(Meta::default());
+        (self.recs.len() - 1) as Handle
     }
 
     #[inline]
@@ -1289,20 +1297,29 @@ impl DepTracker {
 
     /// Follows the stack of traced calls; at a return, forgets the returned frame (see the
     /// module's documentation).
+    #[inline(always)]
     fn track_frames(&mut self, insn: &Insn, call: bool, ret: bool) {
-        let slot = |kind| insn.mem.iter().find(|a| a.kind == kind).map(|a| a.addr);
         if let Some(top) = self.frames.last_mut() {
             for r in insn.regs.iter().filter(|r| r.reg == Register::RSP) {
                 top.1 = top.1.min(r.value);
             }
         }
+        if call || ret {
+            self.call_or_return(insn, call);
+        }
+    }
+
+    /// [`Self::track_frames`] at a traced call (`call`) or return.
+    #[inline(never)]
+    fn call_or_return(&mut self, insn: &Insn, call: bool) {
+        let slot = |kind| insn.mem.iter().find(|a| a.kind == kind).map(|a| a.addr);
         if call {
             if let Some(at) = slot(AccessKind::Write) {
                 if self.frames.len() < MAX_FRAMES {
                     self.frames.push((at, at));
                 }
             }
-        } else if ret {
+        } else {
             let Some(at) = slot(AccessKind::Read) else {
                 return;
             };
