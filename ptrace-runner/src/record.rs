@@ -153,18 +153,31 @@ impl PcModel {
 /// Predictions shared by writer and reader; both update them identically.
 struct Model {
     next_pc: u64,
+    /// The model of `next_pc`, when it has one (`NO_MODEL` otherwise): found without a hash
+    /// lookup when control goes where it went last time from the previous address.
+    next_id: u32,
     last_addr: u64,
     reg_values: Box<[u64; 256]>,
-    pcs: HashMap<u64, PcModel>,
+    /// Models by instruction address: indices into `models`.
+    index: HashMap<u64, u32>,
+    models: Vec<PcModel>,
+    /// For each model, the address that followed it last time and its model: most
+    /// instructions go where they went before.
+    succ: Vec<(u64, u32)>,
 }
+
+const NO_MODEL: u32 = u32::MAX;
 
 impl Default for Model {
     fn default() -> Self {
         Model {
             next_pc: 0,
+            next_id: NO_MODEL,
             last_addr: 0,
             reg_values: Box::new([0; 256]),
-            pcs: HashMap::default(),
+            index: HashMap::default(),
+            models: Vec::new(),
+            succ: Vec::new(),
         }
     }
 }
@@ -180,6 +193,46 @@ impl Model {
         for r in &i.regs {
             reg_values[r.reg as usize & 0xff] = r.value;
         }
+    }
+
+    /// The model of `pc`, created (unseen) when it has none.
+    #[inline]
+    fn id_or_new(&mut self, pc: u64) -> u32 {
+        if pc == self.next_pc && self.next_id != NO_MODEL {
+            return self.next_id;
+        }
+        let next = self.models.len() as u32;
+        let id = *self.index.entry(pc).or_insert(next);
+        if id == next {
+            self.models.push(PcModel::default());
+            self.succ.push((0, NO_MODEL));
+        }
+        if pc == self.next_pc {
+            self.next_id = id;
+        }
+        id
+    }
+
+    /// Control goes to `pc` after the instruction of model `from` (`NO_MODEL`: after
+    /// something else).
+    #[inline(always)]
+    fn go_to(&mut self, pc: u64, from: u32) {
+        self.next_pc = pc;
+        match self.succ.get(from as usize) {
+            Some(&(last, id)) if last == pc && id != NO_MODEL => self.next_id = id,
+            _ => self.look_up_next(from),
+        }
+    }
+
+    /// [`Self::go_to`] when `from` did not go there last time.
+    #[inline(never)]
+    fn look_up_next(&mut self, from: u32) {
+        let pc = self.next_pc;
+        let id = self.index.get(&pc).copied().unwrap_or(NO_MODEL);
+        if let (Some(s), true) = (self.succ.get_mut(from as usize), id != NO_MODEL) {
+            *s = (pc, id);
+        }
+        self.next_id = id;
     }
 }
 
@@ -253,13 +306,15 @@ impl Encoder {
     fn encode(&mut self, ev: &Event<'_>, b: &mut Vec<u8>) {
         self.events += 1;
         if let Event::Insn(i) = *ev {
+            let id = self.model.id_or_new(i.pc);
             let Model {
                 next_pc,
                 last_addr,
                 reg_values,
-                pcs,
+                models,
+                ..
             } = &mut self.model;
-            let pm = pcs.entry(i.pc).or_default();
+            let pm = &mut models[id as usize];
             if i.pc == *next_pc && pm.predicts(i) {
                 self.run += 1;
             } else {
@@ -293,7 +348,7 @@ impl Encoder {
                 }
             }
             Model::learn(pm, last_addr, reg_values, i);
-            *next_pc = next_pc_after(i);
+            self.model.go_to(next_pc_after(i), id);
             return;
         }
         self.flush_run(b);
@@ -319,7 +374,7 @@ impl Encoder {
                 put_var(b, pc);
                 put_var(b, rax);
                 put_var(b, cost);
-                self.model.next_pc = pc;
+                self.model.go_to(pc, NO_MODEL);
             }
             Event::Syscall(s) => {
                 b.push(TAG_SYSCALL);
@@ -469,9 +524,10 @@ fn record_chunks<C: EventSink>(
     let mut crc = crc32fast::Hasher::new();
     for chunk in rx {
         let mut r = Replay::resume(&chunk, state);
-        while let Some(ev) = r.next_event().map_err(io::Error::other)? {
-            consumer.event(&ev)?;
-        }
+        r.send_all(&mut consumer).map_err(|e| match e {
+            ReplayError::Sink(e) => e,
+            e => io::Error::other(e),
+        })?;
         state = r.into_state();
         file.write_all(&chunk)?;
         crc.update(&chunk);
@@ -610,11 +666,7 @@ impl Recording {
 
     /// Sends every recorded event to `sink`.
     pub fn replay_into(&self, sink: &mut dyn EventSink) -> Result<(), ReplayError> {
-        let mut r = self.replay();
-        while let Some(ev) = r.next_event()? {
-            sink.event(&ev).map_err(ReplayError::Sink)?;
-        }
-        Ok(())
+        self.replay().send_all(sink)
     }
 }
 
@@ -781,57 +833,104 @@ impl<'a> Replay<'a> {
         Ok(s)
     }
 
-    /// The next instruction of a run: what the model of the next address predicts.
+    /// The next instruction of a run: what the model of the next address predicts. (The
+    /// model learns from it as [`Model::learn`] would, in the same loops that build it: the
+    /// strides and steps of a predicted instruction are unchanged, only the last values move.)
     fn predicted(&mut self) -> Result<Event<'_>, ReplayError> {
+        self.predict()?;
+        Ok(Event::Insn(&self.st.insn))
+    }
+
+    /// [`Self::predicted`], left in the instruction buffer.
+    #[inline(always)]
+    fn predict(&mut self) -> Result<(), ReplayError> {
         let st = &mut self.st;
         st.run -= 1;
-        let Model {
-            next_pc,
-            last_addr,
-            reg_values,
-            pcs,
-        } = &mut st.model;
-        let pm = pcs
-            .get_mut(next_pc)
+        let m = &mut st.model;
+        let id = m.next_id;
+        let pm = m
+            .models
+            .get_mut(id as usize)
             .filter(|m| m.seen && m.nmem <= SLOTS && m.nregs <= SLOTS)
             .ok_or(ReplayError::Corrupt(
                 self.pos,
                 "a run of predicted instructions at an address without a prediction",
             ))?;
         let i = &mut st.insn;
-        i.clear();
-        i.pc = *next_pc;
+        i.pc = m.next_pc;
         i.len = pm.len;
-        for &(code, last, stride) in &pm.mem[..pm.nmem] {
-            i.mem.push(MemAccess {
-                addr: last.wrapping_add(stride),
+        i.mem.clear();
+        i.mem.extend(pm.mem[..pm.nmem].iter_mut().map(|slot| {
+            let (code, last, stride) = *slot;
+            let addr = last.wrapping_add(stride);
+            slot.1 = addr;
+            MemAccess {
+                addr,
                 size: (code >> 1) as u32,
                 kind: if code & 1 == 1 {
                     AccessKind::Write
                 } else {
                     AccessKind::Read
                 },
-            });
+            }
+        }));
+        if let Some(a) = i.mem.last() {
+            m.last_addr = a.addr;
         }
-        for &(reg, last, step) in &pm.regs[..pm.nregs] {
-            i.regs.push(RegWrite {
-                reg,
-                value: last.wrapping_add(step),
-            });
-        }
-        if pm.transfer != NO_TRANSFER {
+        let reg_values = &mut m.reg_values;
+        i.regs.clear();
+        i.regs.extend(pm.regs[..pm.nregs].iter_mut().map(|slot| {
+            let (reg, last, step) = *slot;
+            let value = last.wrapping_add(step);
+            slot.1 = value;
+            reg_values[reg as usize & 0xff] = value;
+            RegWrite { reg, value }
+        }));
+        i.transfer = if pm.transfer == NO_TRANSFER {
+            None
+        } else {
             let kind = transfer_kind(pm.transfer).ok_or(ReplayError::Corrupt(
                 self.pos,
                 "an unknown kind of transfer",
             ))?;
-            i.transfer = Some(Transfer {
+            Some(Transfer {
                 kind,
                 target: pm.target,
-            });
+            })
+        };
+        let next = next_pc_after(i);
+        m.go_to(next, id);
+        Ok(())
+    }
+
+    /// The next event when it is an instruction of a run (what [`Self::next_event`] would
+    /// give), decoded into the instruction buffer: `false` when it is anything else.
+    #[inline]
+    fn next_predicted(&mut self) -> Result<bool, ReplayError> {
+        if self.st.run == 0 || self.expected.is_some_and(|n| self.delivered >= n) {
+            return Ok(false);
         }
-        Model::learn(pm, last_addr, reg_values, i);
-        *next_pc = next_pc_after(i);
-        Ok(Event::Insn(&self.st.insn))
+        self.delivered += 1;
+        self.predict()?;
+        Ok(true)
+    }
+
+    /// Sends every event left to `sink`.
+    pub fn send_all(&mut self, sink: &mut (impl EventSink + ?Sized)) -> Result<(), ReplayError> {
+        loop {
+            // Most events are predicted instructions: built in place and sent from here,
+            // rather than returned by value through `next_event` (a large result, whose
+            // copies stalled the loop on store forwarding).
+            if self.next_predicted()? {
+                sink.event(&Event::Insn(&self.st.insn))
+                    .map_err(ReplayError::Sink)?;
+                continue;
+            }
+            match self.next_event()? {
+                Some(ev) => sink.event(&ev).map_err(ReplayError::Sink)?,
+                None => return Ok(()),
+            }
+        }
     }
 
     /// The next event, or `None` at the end of the recording.
@@ -874,7 +973,8 @@ impl<'a> Replay<'a> {
             TAG_INSN => {
                 let pc = self.delta(self.st.model.next_pc)?;
                 let len = self.byte()?;
-                let mut pm = self.st.model.pcs.remove(&pc).unwrap_or_default();
+                let id = self.st.model.id_or_new(pc);
+                let mut pm = std::mem::take(&mut self.st.model.models[id as usize]);
                 let mut insn = std::mem::take(&mut self.st.insn);
                 insn.clear();
                 insn.pc = pc;
@@ -883,9 +983,11 @@ impl<'a> Replay<'a> {
                 let m = &mut self.st.model;
                 if decoded.is_ok() {
                     Model::learn(&mut pm, &mut m.last_addr, &mut m.reg_values, &insn);
-                    m.next_pc = next_pc_after(&insn);
                 }
-                m.pcs.insert(pc, pm);
+                m.models[id as usize] = pm;
+                if decoded.is_ok() {
+                    m.go_to(next_pc_after(&insn), id);
+                }
                 self.st.insn = insn;
                 decoded?;
                 Event::Insn(&self.st.insn)
@@ -907,7 +1009,7 @@ impl<'a> Replay<'a> {
                 let pc = self.var()?;
                 let rax = self.var()?;
                 let cost = self.var()?;
-                self.st.model.next_pc = pc;
+                self.st.model.go_to(pc, NO_MODEL);
                 Event::LibReturn { pc, rax, cost }
             }
             TAG_SYSCALL => {

@@ -396,6 +396,104 @@ fn reg_use(insn: &Instruction, info: &mut InstructionInfoFactory) -> RegUse {
     u
 }
 
+/// A register access of an instruction, classified once per address: most are one whole
+/// general-purpose register or one or two whole granules of a vector register, whose
+/// shadow slots are known without working out offsets on every execution.
+#[derive(Clone, Copy, Debug)]
+enum RegOp {
+    /// Granule `g` of the general-purpose registers (register `g`).
+    Gpr(u8),
+    /// Granules `g..g + n` of the vector registers.
+    Vec(u8, u8),
+    /// Anything else: (offset, size) in the register file.
+    Bytes(u16, u8),
+}
+
+impl RegOp {
+    fn new((off, size): (u16, u8)) -> RegOp {
+        let (o, n) = (off as usize, size as usize);
+        if o < GPR_BYTES {
+            if n == 8 && o.is_multiple_of(8) {
+                return RegOp::Gpr((o / 8) as u8);
+            }
+        } else if (n == 16 || n == 32) && (o - GPR_BYTES).is_multiple_of(16) {
+            return RegOp::Vec(((o - GPR_BYTES) / 16) as u8, (n / 16) as u8);
+        }
+        RegOp::Bytes(off, size)
+    }
+}
+
+/// The register reads and writes of an instruction address, as [`RegOp`]s.
+#[derive(Clone, Debug, Default)]
+struct Plan {
+    reads: Vec<RegOp>,
+    writes: Vec<RegOp>,
+}
+
+impl Plan {
+    fn new(u: &RegUse) -> Plan {
+        Plan {
+            reads: u.reads.iter().map(|&r| RegOp::new(r)).collect(),
+            writes: u.writes.iter().map(|&w| RegOp::new(w)).collect(),
+        }
+    }
+}
+
+/// The [`RegUse`] of each instruction address, with the recent lookups cached
+/// (direct-mapped by address): a hash lookup per instruction otherwise.
+struct Code {
+    index: FastMap<u64, u32>,
+    uses: Vec<Plan>,
+    /// (address, index in `uses`); `u32::MAX`: empty.
+    recent: Box<[(u64, u32)]>,
+}
+
+const RECENT_CODE: usize = 1 << 12;
+
+impl Default for Code {
+    fn default() -> Self {
+        Code {
+            index: FastMap::default(),
+            // Index 0: no use at all, for addresses without code.
+            uses: vec![Plan::default()],
+            recent: vec![(0, u32::MAX); RECENT_CODE].into_boxed_slice(),
+        }
+    }
+}
+
+impl Code {
+    fn insert(&mut self, addr: u64, u: RegUse) {
+        // A miss may be cached for the address.
+        self.recent[Self::slot(addr)] = (0, u32::MAX);
+        let next = self.uses.len() as u32;
+        let i = *self.index.entry(addr).or_insert(next);
+        let plan = Plan::new(&u);
+        if i == next {
+            self.uses.push(plan);
+        } else {
+            self.uses[i as usize] = plan;
+        }
+    }
+
+    #[inline]
+    fn slot(addr: u64) -> usize {
+        (addr ^ addr >> 12) as usize & (RECENT_CODE - 1)
+    }
+
+    #[inline]
+    fn get(&mut self, addr: u64) -> &Plan {
+        let slot = &mut self.recent[Self::slot(addr)];
+        let i = if slot.0 == addr && slot.1 != u32::MAX {
+            slot.1
+        } else {
+            let i = self.index.get(&addr).copied().unwrap_or(0);
+            *slot = (addr, i);
+            i
+        };
+        &self.uses[i as usize]
+    }
+}
+
 /// Options of the dependence stage.
 #[derive(Clone, Debug)]
 pub struct DepOptions {
@@ -439,23 +537,31 @@ impl Records {
         }
     }
 
+    /// A new record (one per instance: most reuse a freed one, in line).
+    #[inline(always)]
     fn alloc(&mut self, stmt: Stmt, coords: &[u64]) -> Handle {
-        if let Some(h) = self.free.pop() {
-            let r = &mut self.recs[h as usize];
-            r.stmt = stmt;
-            r.coords.set(coords);
-            self.meta[h as usize] = Meta::default();
-            h
-        } else {
-            let mut r = Record {
-                stmt,
-                coords: Coords::default(),
-            };
-            r.coords.set(coords);
-            self.recs.push(r);
-            self.meta.push(Meta::default());
-            (self.recs.len() - 1) as Handle
+        match self.free.pop() {
+            Some(h) => {
+                let r = &mut self.recs[h as usize];
+                r.stmt = stmt;
+                r.coords.set(coords);
+                self.meta[h as usize] = Meta::default();
+                h
+            }
+            None => self.alloc_new(stmt, coords),
         }
+    }
+
+    #[inline(never)]
+    fn alloc_new(&mut self, stmt: Stmt, coords: &[u64]) -> Handle {
+        let mut r = Record {
+            stmt,
+            coords: Coords::default(),
+        };
+        r.coords.set(coords);
+        self.recs.push(r);
+        self.meta.push(Meta::default());
+        (self.recs.len() - 1) as Handle
     }
 
     #[inline]
@@ -525,7 +631,7 @@ struct Instance<'t, F> {
 
 impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
     /// Reads register bytes (`size` at `off` in the register file).
-    #[inline]
+    #[inline(always)]
     fn reg_read(&mut self, sh: &mut Shadows, off: u16, size: u8, readers: bool) {
         match reg_bytes(off, size) {
             (true, b) => self.read(&mut sh.gprs, &mut sh.gpr_splits, b, readers),
@@ -534,7 +640,7 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
     }
 
     /// Writes register bytes.
-    #[inline]
+    #[inline(always)]
     fn reg_write(&mut self, sh: &mut Shadows, off: u16, size: u8, report: bool) {
         match reg_bytes(off, size) {
             (true, b) => self.write(&mut sh.gprs, &mut sh.gpr_splits, b, report),
@@ -542,17 +648,79 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
         }
     }
 
+    /// Reads a register ([`Self::reg_read`] of the op's bytes).
+    #[inline(always)]
+    fn reg_read_op(&mut self, sh: &mut Shadows, op: RegOp, readers: bool) {
+        match op {
+            RegOp::Gpr(g) if Self::unsplit(&sh.gprs, g as usize, 1) => {
+                let g = g as usize;
+                self.read_granule(&mut sh.gprs, g, Through::Register, (g * 8) as u64, readers)
+            }
+            RegOp::Vec(g, n) if Self::unsplit(&sh.vecs, g as usize, n as usize) => {
+                let location = (GPR_BYTES + g as usize * 16) as u64;
+                for g in g as usize..(g + n) as usize {
+                    self.read_granule(&mut sh.vecs, g, Through::Register, location, readers);
+                }
+            }
+            RegOp::Gpr(g) => self.reg_read(sh, u16::from(g) * 8, 8, readers),
+            RegOp::Vec(g, n) => {
+                let off = (GPR_BYTES + g as usize * 16) as u16;
+                self.reg_read(sh, off, n * 16, readers)
+            }
+            RegOp::Bytes(off, size) => self.reg_read(sh, off, size, readers),
+        }
+    }
+
+    /// Writes a register ([`Self::reg_write`] of the op's bytes).
+    #[inline(always)]
+    fn reg_write_op(&mut self, sh: &mut Shadows, op: RegOp, report: bool) {
+        match op {
+            RegOp::Gpr(g) if Self::unsplit(&sh.gprs, g as usize, 1) => {
+                let g = g as usize;
+                self.write_granule(&mut sh.gprs, g, Through::Register, (g * 8) as u64, report)
+            }
+            RegOp::Vec(g, n) if Self::unsplit(&sh.vecs, g as usize, n as usize) => {
+                let location = (GPR_BYTES + g as usize * 16) as u64;
+                for g in g as usize..(g + n) as usize {
+                    self.write_granule(&mut sh.vecs, g, Through::Register, location, report);
+                }
+            }
+            RegOp::Gpr(g) => self.reg_write(sh, u16::from(g) * 8, 8, report),
+            RegOp::Vec(g, n) => {
+                let off = (GPR_BYTES + g as usize * 16) as u16;
+                self.reg_write(sh, off, n * 16, report)
+            }
+            RegOp::Bytes(off, size) => self.reg_write(sh, off, size, report),
+        }
+    }
+
+    /// Whether granules `g..g + n` are split in none of the writer and reader shadows.
+    #[inline(always)]
+    fn unsplit<const G: usize, const N: usize>(sh: &Shadow<G, N>, g: usize, n: usize) -> bool {
+        let mut any = 0;
+        for g in g..g + n {
+            any |= sh.writer[g] | sh.first[g] | sh.reader[g];
+        }
+        any & shadow::SPLIT == 0
+    }
+
     /// Reads `n` bytes of memory at `addr`.
-    #[inline]
+    #[inline(always)]
     fn mem_read(&mut self, sh: &mut Shadows, addr: u64, n: u64, readers: bool) {
+        if let Some((pn, b)) = one_page(addr, n) {
+            return self.read(sh.pages.page(pn), &mut sh.mem_splits, b, readers);
+        }
         for (pn, b) in mem_bytes(addr, n) {
             self.read(sh.pages.page(pn), &mut sh.mem_splits, b, readers);
         }
     }
 
     /// Writes `n` bytes of memory at `addr`.
-    #[inline]
+    #[inline(always)]
     fn mem_write(&mut self, sh: &mut Shadows, addr: u64, n: u64, report: bool) {
+        if let Some((pn, b)) = one_page(addr, n) {
+            return self.write(sh.pages.page(pn), &mut sh.mem_splits, b, report);
+        }
         for (pn, b) in mem_bytes(addr, n) {
             self.write(sh.pages.page(pn), &mut sh.mem_splits, b, report);
         }
@@ -616,7 +784,7 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
 
     /// A read of bytes `b`: flow dependences on their writers; with `readers`, this instance
     /// becomes their last reader, and the first reader of those not read since their write.
-    #[inline]
+    #[inline(always)]
     fn read<const G: usize, const N: usize>(
         &mut self,
         sh: &mut Shadow<G, N>,
@@ -626,23 +794,48 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
     ) {
         if let Some(gs) = Self::whole(sh, b.off, b.len) {
             for g in gs {
-                let w = sh.writer[g];
-                self.report_one(w, DepKind::Flow, b.through, b.location);
-                if readers {
-                    if sh.first[g] == 0 {
-                        sh.first[g] = self.mine;
-                        self.records.retain(self.mine, G as u32);
-                    }
-                    let r = sh.reader[g];
-                    if r != self.mine {
-                        sh.reader[g] = self.mine;
-                        self.records.release(r, G as u32);
-                        self.records.retain(self.mine, G as u32);
-                    }
-                }
+                self.read_granule(sh, g, b.through, b.location, readers);
             }
             return;
         }
+        self.read_split(sh, splits, b, readers);
+    }
+
+    /// [`Self::read`] of granule `g`, whole and not split.
+    #[inline(always)]
+    fn read_granule<const G: usize, const N: usize>(
+        &mut self,
+        sh: &mut Shadow<G, N>,
+        g: usize,
+        through: Through,
+        location: u64,
+        readers: bool,
+    ) {
+        let w = sh.writer[g];
+        self.report_one(w, DepKind::Flow, through, location);
+        if readers {
+            if sh.first[g] == 0 {
+                sh.first[g] = self.mine;
+                self.records.retain(self.mine, G as u32);
+            }
+            let r = sh.reader[g];
+            if r != self.mine {
+                sh.reader[g] = self.mine;
+                self.records.release(r, G as u32);
+                self.records.retain(self.mine, G as u32);
+            }
+        }
+    }
+
+    /// [`Self::read`] of bytes in split granules (or not whole granules).
+    #[inline(never)]
+    fn read_split<const G: usize, const N: usize>(
+        &mut self,
+        sh: &mut Shadow<G, N>,
+        splits: &mut Splits<G>,
+        b: Bytes,
+        readers: bool,
+    ) {
         self.report(&sh.writer, splits, b, DepKind::Flow);
         if readers {
             let n = shadow::overwrite(
@@ -671,7 +864,7 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
     /// A write of bytes `b`: with `report`, anti dependences on their first and last readers
     /// and output dependences on their writers; this instance becomes their writer, with no
     /// reader since.
-    #[inline]
+    #[inline(always)]
     fn write<const G: usize, const N: usize>(
         &mut self,
         sh: &mut Shadow<G, N>,
@@ -681,23 +874,48 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
     ) {
         if let Some(gs) = Self::whole(sh, b.off, b.len) {
             for g in gs {
-                let (f, r, w) = (sh.first[g], sh.reader[g], sh.writer[g]);
-                if report {
-                    self.report_one(f, DepKind::Anti, b.through, b.location);
-                    self.report_one(r, DepKind::Anti, b.through, b.location);
-                    self.report_one(w, DepKind::Output, b.through, b.location);
-                }
-                sh.first[g] = 0;
-                sh.reader[g] = 0;
-                sh.writer[g] = self.mine;
-                // `mine` keeps a reference of its own during the step: never freed here.
-                self.records.retain(self.mine, G as u32);
-                self.records.release(f, G as u32);
-                self.records.release(r, G as u32);
-                self.records.release(w, G as u32);
+                self.write_granule(sh, g, b.through, b.location, report);
             }
             return;
         }
+        self.write_split(sh, splits, b, report);
+    }
+
+    /// [`Self::write`] of granule `g`, whole and not split.
+    #[inline(always)]
+    fn write_granule<const G: usize, const N: usize>(
+        &mut self,
+        sh: &mut Shadow<G, N>,
+        g: usize,
+        through: Through,
+        location: u64,
+        report: bool,
+    ) {
+        let (f, r, w) = (sh.first[g], sh.reader[g], sh.writer[g]);
+        if report {
+            self.report_one(f, DepKind::Anti, through, location);
+            self.report_one(r, DepKind::Anti, through, location);
+            self.report_one(w, DepKind::Output, through, location);
+        }
+        sh.first[g] = 0;
+        sh.reader[g] = 0;
+        sh.writer[g] = self.mine;
+        // `mine` keeps a reference of its own during the step: never freed here.
+        self.records.retain(self.mine, G as u32);
+        self.records.release(f, G as u32);
+        self.records.release(r, G as u32);
+        self.records.release(w, G as u32);
+    }
+
+    /// [`Self::write`] of bytes in split granules (or not whole granules).
+    #[inline(never)]
+    fn write_split<const G: usize, const N: usize>(
+        &mut self,
+        sh: &mut Shadow<G, N>,
+        splits: &mut Splits<G>,
+        b: Bytes,
+        report: bool,
+    ) {
         if report {
             self.report(&sh.first, splits, b, DepKind::Anti);
             self.report(&sh.reader, splits, b, DepKind::Anti);
@@ -726,8 +944,8 @@ pub struct DepTracker {
     opts: DepOptions,
     records: Records,
     sh: Shadows,
-    /// Split granules of memory, general-purpose and vector registers.
-    code: FastMap<u64, RegUse>,
+    /// What each instruction address reads and writes of the registers.
+    code: Code,
     info: InstructionInfoFactory,
     /// Values of the general-purpose registers as traced instructions left them (`None` when
     /// natively-run code may have changed them), to read library calls' arguments.
@@ -799,7 +1017,7 @@ impl DepTracker {
             opts,
             records: Records::new(),
             sh: Shadows::default(),
-            code: FastMap::default(),
+            code: Code::default(),
             info: InstructionInfoFactory::new(),
             values: [None; 16],
             last_call: 0,
@@ -1079,20 +1297,29 @@ impl DepTracker {
 
     /// Follows the stack of traced calls; at a return, forgets the returned frame (see the
     /// module's documentation).
+    #[inline(always)]
     fn track_frames(&mut self, insn: &Insn, call: bool, ret: bool) {
-        let slot = |kind| insn.mem.iter().find(|a| a.kind == kind).map(|a| a.addr);
         if let Some(top) = self.frames.last_mut() {
             for r in insn.regs.iter().filter(|r| r.reg == Register::RSP) {
                 top.1 = top.1.min(r.value);
             }
         }
+        if call || ret {
+            self.call_or_return(insn, call);
+        }
+    }
+
+    /// [`Self::track_frames`] at a traced call (`call`) or return.
+    #[inline(never)]
+    fn call_or_return(&mut self, insn: &Insn, call: bool) {
+        let slot = |kind| insn.mem.iter().find(|a| a.kind == kind).map(|a| a.addr);
         if call {
             if let Some(at) = slot(AccessKind::Write) {
                 if self.frames.len() < MAX_FRAMES {
                     self.frames.push((at, at));
                 }
             }
-        } else if ret {
+        } else {
             let Some(at) = slot(AccessKind::Read) else {
                 return;
             };
@@ -1129,8 +1356,7 @@ impl DepTracker {
             ..
         } = self;
         records.epoch += 1;
-        let no_use = RegUse::default();
-        let uses = code.get(&insn.pc).unwrap_or(&no_use);
+        let uses = code.get(insn.pc);
         let storage = opts.storage;
         // The record of this instance. It holds a reference of its own until the end of the
         // step, so that replacing its reads by its writes never frees it midway.
@@ -1154,8 +1380,8 @@ impl DepTracker {
         // Reads: flow dependences; this instance becomes the bytes' last reader (and the first
         // of those not read since their write).
         if opts.registers {
-            for &(off, size) in &uses.reads {
-                inst.reg_read(sh, off, size, storage);
+            for &op in &uses.reads {
+                inst.reg_read_op(sh, op, storage);
             }
         }
         if !ret {
@@ -1171,8 +1397,8 @@ impl DepTracker {
             }
         }
         let report = storage && opts.registers;
-        for &(off, size) in &uses.writes {
-            inst.reg_write(sh, off, size, report);
+        for &op in &uses.writes {
+            inst.reg_write_op(sh, op, report);
         }
         let records = inst.records;
         if call {
@@ -1201,6 +1427,22 @@ impl DepTracker {
     }
 }
 
+/// `n` bytes of memory at `addr` when they lie in one page (the common case): the page
+/// number and the bytes, labelled with `addr`.
+#[inline(always)]
+fn one_page(addr: u64, n: u64) -> Option<(u64, Bytes)> {
+    let off = (addr as usize) & (PAGE - 1);
+    (n > 0 && n <= (PAGE - off) as u64).then(|| {
+        let b = Bytes {
+            off,
+            len: n as usize,
+            through: Through::Memory,
+            location: addr,
+        };
+        (addr >> PAGE_BITS, b)
+    })
+}
+
 /// The pieces of `n` bytes of memory at `addr`, per page, labelled with `addr`.
 fn mem_bytes(addr: u64, n: u64) -> impl Iterator<Item = (u64, Bytes)> {
     page_spans(addr, n).map(move |(pn, off, len)| {
@@ -1225,20 +1467,24 @@ struct Pages {
 
 impl Pages {
     /// The page `pn`, allocated on first use.
+    #[inline]
     fn page(&mut self, pn: u64) -> &mut ShadowPage {
         let i = match self.last {
             Some((n, i)) if n == pn => i,
-            _ => {
-                let next = self.pages.len() as u32;
-                let i = *self.index.entry(pn).or_insert(next);
-                if i == next {
-                    self.pages.push(Box::new(ShadowPage::new()));
-                }
-                self.last = Some((pn, i));
-                i
-            }
+            _ => self.find(pn),
         };
         &mut self.pages[i as usize]
+    }
+
+    #[inline(never)]
+    fn find(&mut self, pn: u64) -> u32 {
+        let next = self.pages.len() as u32;
+        let i = *self.index.entry(pn).or_insert(next);
+        if i == next {
+            self.pages.push(Box::new(ShadowPage::new()));
+        }
+        self.last = Some((pn, i));
+        i
     }
 
     fn existing_mut(&mut self, pn: u64) -> Option<&mut ShadowPage> {

@@ -160,8 +160,11 @@ pub fn analyze_with_deps_on<F: FnMut(&Step<'_>), G: FnMut(&Dep<'_>)>(
     impl<F: FnMut(&Step<'_>), G: FnMut(&Dep<'_>)> EventSink for Pass2<'_, F, G> {
         fn event(&mut self, ev: &ptrace_runner::Event<'_>) -> std::io::Result<()> {
             // A library call's dependences: its arguments at `LibCall`, the rest at `LibReturn`
-            // (the `call` instruction's own step came before, with its `Insn`).
-            self.deps.event(ev, &mut self.on_dep);
+            // (the `call` instruction's own step came before, with its `Insn`). Instructions,
+            // almost every event, go to `step` alone.
+            if !matches!(ev, ptrace_runner::Event::Insn(_)) {
+                self.deps.event(ev, &mut self.on_dep);
+            }
             let (deps, on_step, on_dep) = (&mut self.deps, &mut self.on_step, &mut self.on_dep);
             self.scheduler.process(ev, &mut |step| {
                 on_step(step);

@@ -324,7 +324,22 @@ pub struct Scheduler<'s> {
     /// Native calls under way, innermost last: (the context that made it, where it returns,
     /// the callee's name).
     native: Vec<(NodeId, u64, u32)>,
+    /// Recent (instruction address, function entry) -> (function, control-flow node)
+    /// answers of [`Self::locate`], direct-mapped by address: two hash lookups per
+    /// instruction otherwise.
+    located: Box<[Located]>,
 }
+
+/// An entry of [`Scheduler::located`] (an empty one has entry 0, which never hits it).
+#[derive(Clone, Copy, Default)]
+struct Located {
+    pc: u64,
+    entry: u64,
+    func: u32,
+    node: u32,
+}
+
+const LOCATED: usize = 1 << 12;
 
 impl<'s> Scheduler<'s> {
     pub fn new(s: &'s Structure, entries: impl IntoIterator<Item = u64>) -> Self {
@@ -337,6 +352,7 @@ impl<'s> Scheduler<'s> {
             coords: Vec::new(),
             comps: vec![CompState::default(); s.components.len()],
             native: Vec::new(),
+            located: vec![Located::default(); LOCATED].into_boxed_slice(),
         }
     }
 
@@ -548,20 +564,37 @@ impl<'s> Scheduler<'s> {
         (context, coords)
     }
 
+    /// The function entered at `entry` and the node of `pc` in its control-flow graph.
+    #[inline]
+    fn locate(&mut self, entry: u64, pc: u64) -> Option<(FuncId, usize)> {
+        let slot = &mut self.located[(pc ^ pc >> 12) as usize & (LOCATED - 1)];
+        if slot.pc == pc && slot.entry == entry && entry != 0 {
+            return Some((slot.func as usize, slot.node as usize));
+        }
+        let fid = self.s.func(entry)?;
+        let node = self.s.funcs[fid].node_of(pc)?;
+        if let (Ok(func), Ok(n)) = (u32::try_from(fid), u32::try_from(node)) {
+            *slot = Located {
+                pc,
+                entry,
+                func,
+                node: n,
+            };
+        }
+        Some((fid, node))
+    }
+
     /// Alg. 1: control reaches instruction `pc` of the current frame's function locally.
     fn local_jump(&mut self, pc: u64) {
         let depth = self.walker.depth();
         let Some(entry) = self.walker.top().map(|f| f.func) else {
             return;
         };
+        let Some((fid, node)) = self.locate(entry, pc) else {
+            return;
+        };
         let s = self.s;
-        let Some(fid) = s.func(entry) else {
-            return;
-        };
         let cfg = &s.funcs[fid];
-        let Some(node) = cfg.node_of(pc) else {
-            return;
-        };
         while let Some(e) = self.path.last() {
             match e.kind {
                 ElemKind::Loop { func, lp }
@@ -600,8 +633,8 @@ impl Scheduler<'_> {
     /// Processes one event; for an instruction, calls `on_step` with its context and
     /// coordinates.
     pub fn process(&mut self, ev: &Event<'_>, on_step: &mut dyn FnMut(&Step<'_>)) {
-        let mut actions = std::mem::take(&mut self.actions);
         let Event::Insn(insn) = ev else {
+            let mut actions = std::mem::take(&mut self.actions);
             match *ev {
                 Event::LibCall(c) => {
                     let name = match &c.name {
@@ -648,15 +681,16 @@ impl Scheduler<'_> {
             self.actions = actions;
             return;
         };
-        self.walker.before_insn(insn, &mut actions);
-        for a in &actions {
-            match *a {
+        self.walker.before_insn(insn, &mut self.actions);
+        // (By index: `enter` and `leave` leave the actions alone, and most instructions have
+        // none, which then costs no moving of the vector in and out.)
+        for k in 0..self.actions.len() {
+            match self.actions[k] {
                 Action::Enter { func, site, depth } => self.enter(func, site, depth),
                 Action::Leave { func, depth } => self.leave(func, depth),
                 Action::LibCall { .. } => {}
             }
         }
-        self.actions = actions;
         self.local_jump(insn.pc);
         let context = self.cur();
         self.tree.nodes[context].self_weight += 1;

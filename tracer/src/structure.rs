@@ -151,6 +151,28 @@ pub struct StructureBuilder {
     actions: Vec<Action>,
     s: Structure,
     call_edges: HashSet<(FuncId, FuncId)>,
+    /// Recent answers of [`Self::locate`] and edges known to be in the graph, direct-mapped:
+    /// three hash-table operations per instruction otherwise.
+    recent: Box<[Recent]>,
+}
+
+/// An entry of [`StructureBuilder::recent`]: the node of an address in the function entered
+/// at `entry` (0: empty; no function starts at 0), and an edge known to be in a graph.
+#[derive(Clone, Copy, Default)]
+struct Recent {
+    pc: u64,
+    entry: u64,
+    func: u32,
+    node: u32,
+    /// (function + 1, from, to); 0 for the function: none.
+    edge: (u32, u32, u32),
+}
+
+const RECENT: usize = 1 << 12;
+
+#[inline]
+fn recent_slot(pc: u64) -> usize {
+    (pc ^ pc >> 12) as usize & (RECENT - 1)
 }
 
 impl StructureBuilder {
@@ -162,6 +184,41 @@ impl StructureBuilder {
             actions: Vec::new(),
             s: Structure::default(),
             call_edges: HashSet::default(),
+            recent: vec![Recent::default(); RECENT].into_boxed_slice(),
+        }
+    }
+
+    /// The function entered at `entry` and the node of `pc` in its graph, created on first
+    /// use (functions, then nodes, in the order of the calls).
+    #[inline]
+    fn locate(&mut self, entry: u64, pc: u64) -> (FuncId, usize) {
+        let slot = &self.recent[recent_slot(pc)];
+        if slot.pc == pc && slot.entry == entry && entry != 0 {
+            return (slot.func as usize, slot.node as usize);
+        }
+        let f = self.func(entry);
+        let node = self.s.funcs[f].node(pc);
+        if let (Ok(func), Ok(n)) = (u32::try_from(f), u32::try_from(node)) {
+            let slot = &mut self.recent[recent_slot(pc)];
+            (slot.pc, slot.entry, slot.func, slot.node) = (pc, entry, func, n);
+        }
+        (f, node)
+    }
+
+    /// Adds the edge `a -> b` to the graph of function `f`.
+    #[inline]
+    fn edge(&mut self, f: FuncId, a: usize, b: usize) {
+        let key = match (u32::try_from(f + 1), u32::try_from(a), u32::try_from(b)) {
+            (Ok(f), Ok(a), Ok(b)) => Some((f, a, b)),
+            _ => None,
+        };
+        let i = recent_slot((a as u64) << 32 ^ b as u64 ^ (f as u64) << 20);
+        if key.is_some_and(|k| self.recent[i].edge == k) {
+            return;
+        }
+        self.s.funcs[f].edge(a, b);
+        if let Some(k) = key {
+            self.recent[i].edge = k;
         }
     }
 
@@ -281,15 +338,13 @@ impl EventSink for StructureBuilder {
         self.actions = actions;
         if let Some(frame) = self.walker.top() {
             let (entry, last) = (frame.func, frame.last_pc);
-            let f = self.func(entry);
-            let cfg = &mut self.s.funcs[f];
-            let node = cfg.node(insn.pc);
+            let (f, node) = self.locate(entry, insn.pc);
             let from = match last {
-                Some(l) => cfg.node(l),
+                Some(l) => self.locate(entry, l).1,
                 None => 0,
             };
-            cfg.edge(from, node);
-            cfg.instructions += 1;
+            self.edge(f, from, node);
+            self.s.funcs[f].instructions += 1;
         }
         self.walker.after_insn(insn);
         Ok(())

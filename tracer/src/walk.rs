@@ -101,7 +101,38 @@ impl Walker {
 
     /// Classifies what led to `insn` and updates the stack; fills `out` with the actions, in
     /// order. After this, the top frame is the one `insn` runs in.
+    #[inline(always)]
     pub fn before_insn(&mut self, insn: &Insn, out: &mut Vec<Action>) {
+        // Most instructions are where the previous one said control goes, after no transfer,
+        // a conditional branch or another that is neither a call, a return nor a possible
+        // tail call: no action, only the bookkeeping below (what `classify` would do).
+        let local = matches!(
+            self.pending,
+            None | Some((TransferKind::CondJump | TransferKind::Other, _))
+        );
+        if local && self.expected == Some(insn.pc) && !self.stack.is_empty() {
+            out.clear();
+            self.expect_after(insn);
+            return;
+        }
+        self.classify(insn, out);
+    }
+
+    /// What the previous instruction said about the next, now that `insn` ran.
+    #[inline(always)]
+    fn expect_after(&mut self, insn: &Insn) {
+        let pc = insn.pc;
+        self.expected = Some(match insn.transfer {
+            Some(t) => t.target,
+            None => pc.wrapping_add(u64::from(insn.len)),
+        });
+        self.pending = insn.transfer.map(|t| (t.kind, t.target));
+        self.prev = Some((pc, insn.len));
+    }
+
+    /// [`Self::before_insn`] in general.
+    #[inline(never)]
+    fn classify(&mut self, insn: &Insn, out: &mut Vec<Action>) {
         out.clear();
         let pc = insn.pc;
         let pending = self.pending.take();
@@ -144,12 +175,7 @@ impl Walker {
                 _ => {}
             }
         }
-        self.expected = Some(match insn.transfer {
-            Some(t) => t.target,
-            None => pc.wrapping_add(u64::from(insn.len)),
-        });
-        self.pending = insn.transfer.map(|t| (t.kind, t.target));
-        self.prev = Some((pc, insn.len));
+        self.expect_after(insn);
     }
 
     /// Records that `insn` ran in the current frame (after the caller used `last_pc`).
