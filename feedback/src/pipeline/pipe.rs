@@ -137,13 +137,17 @@ impl Pipe<'_> {
             Event::LibCall(c) => {
                 let name = c.name.as_deref().map(str::as_bytes);
                 let n = name.map_or(0, |b| b.len() + 1);
-                message(&mut self.buf, 4 + n.div_ceil(8), |w| {
-                    w.put(MSG_CALL | field(n) << 4);
-                    w.put(c.site);
-                    w.put(c.target);
-                    w.put(c.return_to);
-                    put_bytes(w, name.unwrap_or_default());
-                })
+                message(
+                    &mut self.buf,
+                    4 + name.map_or(0, |b| b.len().div_ceil(8)),
+                    |w| {
+                        w.put(MSG_CALL | field(n) << 4);
+                        w.put(c.site);
+                        w.put(c.target);
+                        w.put(c.return_to);
+                        put_bytes(w, name.unwrap_or_default());
+                    },
+                )
             }
             Event::LibReturn { pc, rax, cost } => message(&mut self.buf, 4, |w| {
                 w.put(MSG_RETURN);
@@ -328,8 +332,8 @@ fn send_run(collect: &mut DepCollect<'_>, consumer: Stmt, r: &Run) {
     );
 }
 
-/// The dependence side: replays the messages of one buffer into `d`.
-fn unpipe(buf: &[u64], insn: &mut ptrace_runner::Insn, bytes: &mut Vec<u8>, d: &mut Deps<'_, '_>) {
+/// The dependence side: replays the messages of one buffer into `d`, in order.
+fn unpipe(buf: &[u64], insn: &mut ptrace_runner::Insn, bytes: &mut Vec<u8>, d: &mut impl Replayed) {
     let mut k = 0;
     while k < buf.len() {
         let head = buf[k];
@@ -366,25 +370,11 @@ fn unpipe(buf: &[u64], insn: &mut ptrace_runner::Insn, bytes: &mut Vec<u8>, d: &
                     });
                     j += 2;
                 }
-                let stmt = Stmt {
-                    context,
-                    pc: insn.pc,
-                };
-                let sink = &mut d.sink;
-                sink.last = Some(stmt);
-                sink.last_coords.clear();
-                push_all(&mut sink.last_coords, coords);
-                let step = tracer::Step {
+                d.step(&tracer::Step {
                     insn,
                     context,
                     coords,
-                };
-                sink.collect.step(stmt);
-                if let Some(r) = &mut sink.runs {
-                    r.step(stmt);
-                }
-                // A step's dependences are all of its instance.
-                d.tracker.step(&step, &mut |dep| sink.dep_of(dep, true));
+                });
                 k = j;
             }
             MSG_CODE => {
@@ -398,7 +388,8 @@ fn unpipe(buf: &[u64], insn: &mut ptrace_runner::Insn, bytes: &mut Vec<u8>, d: &
                 k += 2 + words;
             }
             MSG_CALL => {
-                let words = n1.div_ceil(8);
+                // `n1` counts the name's bytes plus one (0: no name).
+                let words = n1.saturating_sub(1).div_ceil(8);
                 let name = (n1 > 0).then(|| {
                     get_bytes(&buf[k + 4..k + 4 + words], n1 - 1, bytes);
                     String::from_utf8_lossy(bytes).into_owned()
@@ -437,7 +428,30 @@ fn unpipe(buf: &[u64], insn: &mut ptrace_runner::Insn, bytes: &mut Vec<u8>, d: &
     }
 }
 
-impl Deps<'_, '_> {
+/// What the messages replay into: the dependence side, or a test's record of them.
+trait Replayed {
+    fn step(&mut self, step: &tracer::Step<'_>);
+    fn event(&mut self, ev: &Event<'_>);
+}
+
+impl Replayed for Deps<'_, '_> {
+    fn step(&mut self, step: &tracer::Step<'_>) {
+        let stmt = Stmt {
+            context: step.context,
+            pc: step.insn.pc,
+        };
+        let sink = &mut self.sink;
+        sink.last = Some(stmt);
+        sink.last_coords.clear();
+        push_all(&mut sink.last_coords, step.coords);
+        sink.collect.step(stmt);
+        if let Some(r) = &mut sink.runs {
+            r.step(stmt);
+        }
+        // A step's dependences are all of its instance.
+        self.tracker.step(step, &mut |dep| sink.dep_of(dep, true));
+    }
+
     /// An event for the dependence stage (a library call's dependences are found here).
     fn event(&mut self, ev: &Event<'_>) {
         let sink = &mut self.sink;
@@ -531,4 +545,126 @@ pub(super) fn second_pass<'o>(
         PipelineError::Folding("the dependence thread could not run or panicked".to_string())
     })?;
     Ok((analysis, insns, c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ptrace_runner::{MemAccess, OwnedEvent, RegWrite};
+
+    /// What was replayed, as owned events (a step as its instruction, with its statement and
+    /// coordinates beside).
+    #[derive(Default)]
+    struct Record {
+        events: Vec<OwnedEvent>,
+        steps: Vec<(NodeId, Vec<u64>)>,
+    }
+
+    impl Replayed for Record {
+        fn step(&mut self, s: &tracer::Step<'_>) {
+            self.events.push(OwnedEvent::from(&Event::Insn(s.insn)));
+            self.steps.push((s.context, s.coords.to_vec()));
+        }
+        fn event(&mut self, ev: &Event<'_>) {
+            self.events.push(OwnedEvent::from(ev));
+        }
+    }
+
+    /// Every message kind, with names and code of every length around a word's, replays as
+    /// it was sent (a step's transfer target aside: the dependence stage reads its kind only).
+    #[test]
+    fn messages_replay_as_sent() {
+        let (tx, rx) = std::sync::mpsc::sync_channel(64);
+        let (_back_tx, back) = std::sync::mpsc::channel();
+        let (fold, code) = (FoldOptions::default(), Code::default());
+        let mut pipe = Pipe {
+            insns: InsnCollect::new(&fold, &code),
+            buf: Vec::new(),
+            tx: Some(tx),
+            back,
+            steps: 0,
+        };
+        let mut sent = Vec::new();
+        for n in 0..20usize {
+            let name: String = "abcdefghijklmnopqrstu".chars().take(n).collect();
+            let bytes: Vec<u8> = (0..n as u8).map(|b| b.wrapping_mul(37)).collect();
+            let call = LibCall {
+                site: 0x1000 + n as u64,
+                target: 0x7f00_0000_0000,
+                return_to: 0x1005 + n as u64,
+                name: (n % 5 != 4).then_some(name),
+            };
+            let sys = Syscall {
+                pc: 0x2000,
+                nr: n as u64,
+                args: [1, 2, 3, u64::MAX, 5, n as u64],
+                ret: (n % 2 == 0).then_some(-(n as i64)),
+                native: n % 3 == 0,
+            };
+            let insn = ptrace_runner::Insn {
+                pc: 0x3000 + n as u64,
+                len: 0,
+                mem: (0..n % 3)
+                    .map(|i| MemAccess {
+                        addr: 0x8000 + i as u64 * 8,
+                        size: 1 << i,
+                        kind: if i == 1 {
+                            AccessKind::Write
+                        } else {
+                            AccessKind::Read
+                        },
+                    })
+                    .collect(),
+                regs: (0..n % 2)
+                    .map(|_| RegWrite {
+                        reg: iced_x86::Register::RAX,
+                        value: u64::MAX - n as u64,
+                    })
+                    .collect(),
+                transfer: [None, Some(TransferKind::Call), Some(TransferKind::Return)][n % 3]
+                    .map(|kind| Transfer { kind, target: 0 }),
+            };
+            let coords: Vec<u64> = (0..n as u64 % 4).collect();
+            let events = [
+                Event::Code {
+                    addr: 0x4000 + n as u64,
+                    bytes: &bytes,
+                },
+                Event::LibCall(&call),
+                Event::LibReturn {
+                    pc: call.return_to,
+                    rax: n as u64,
+                    cost: 7,
+                },
+                Event::Syscall(&sys),
+            ];
+            for ev in &events {
+                pipe.event(ev);
+                sent.push((OwnedEvent::from(ev), None));
+            }
+            pipe.step(&tracer::Step {
+                insn: &insn,
+                context: n as NodeId,
+                coords: &coords,
+            });
+            sent.push((
+                OwnedEvent::from(&Event::Insn(&insn)),
+                Some((n as NodeId, coords)),
+            ));
+        }
+        pipe.close();
+        let mut got = Record::default();
+        let (mut insn, mut bytes) = (ptrace_runner::Insn::default(), Vec::new());
+        for buf in rx {
+            unpipe(&buf, &mut insn, &mut bytes, &mut got);
+        }
+        assert_eq!(got.events.len(), sent.len());
+        let mut steps = got.steps.iter();
+        for (i, (want, step)) in sent.iter().enumerate() {
+            assert_eq!(&got.events[i], want, "message {i}");
+            if let Some(s) = step {
+                assert_eq!(steps.next(), Some(s), "message {i}");
+            }
+        }
+    }
 }
