@@ -184,58 +184,29 @@ pub struct Dep<'a> {
 /// Handle of a record; 0 means "nobody" (never written, or filled from outside the trace).
 pub(crate) type Handle = u32;
 
+/// A statement instance, in 32 bytes: memory keeps one per instance some shadow byte still
+/// refers to (heartwall keeps 3.2 M live; at 112 bytes each they were most of its peak
+/// memory). The instruction is an index in [`Records::pcs`]; contexts below 2^28 and
+/// coordinates that fit in 32 bits (nearly all: one loop would have to run 4 G times) are
+/// kept inline, the rest in [`Records::wide`].
+#[derive(Clone, Default)]
 struct Record {
-    stmt: Stmt,
-    coords: Coords,
+    pc: u32,
+    /// The context, shifted left by 4, and the number of coordinates in `inline` (or
+    /// [`Record::WIDE`]).
+    ctx_len: u32,
+    inline: [u32; Record::INLINE],
 }
 
-/// Coordinates of a record: inline up to [`Coords::INLINE`] loops deep (copied on every
-/// instruction, so without the branches of a general small vector).
-#[derive(Default)]
-struct Coords {
-    len: u32,
-    inline: [u64; Coords::INLINE],
-    deeper: Vec<u64>,
-}
-
-impl Coords {
+impl Record {
     const INLINE: usize = 6;
-
-    #[inline]
-    fn set(&mut self, c: &[u64]) {
-        self.len = c.len() as u32;
-        if c.len() <= Self::INLINE {
-            for (d, s) in self.inline.iter_mut().zip(c) {
-                *d = *s;
-            }
-        } else {
-            self.deeper.clear();
-            self.deeper.extend_from_slice(c);
-        }
-    }
-
-    #[inline]
-    fn get(&self) -> &[u64] {
-        let n = self.len as usize;
-        if n <= Self::INLINE {
-            &self.inline[..n]
-        } else {
-            &self.deeper
-        }
-    }
+    /// The statement and coordinates are in [`Records::wide`].
+    const WIDE: u32 = 15;
 }
 
-/// What the shadow operations touch of a record, kept apart from the statement and coordinates
-/// so that reference counting stays in few cache lines.
-#[derive(Clone, Copy, Default)]
-struct Meta {
-    /// Shadow bytes referring to the record.
-    refs: u32,
-    /// One bit per (kind, through) already reported on this producer by the instance `epoch`:
-    /// each producer appears once per kind in an instance's dependences.
-    reported: u32,
-    epoch: u64,
-}
+/// Producers an instance reports on, searched in place up to this many; past it, by hash (a
+/// library call's memory ranges).
+const REPORTED_SCAN: usize = 32;
 
 const PAGE_BITS: u32 = 12;
 const PAGE: usize = 1 << PAGE_BITS;
@@ -303,6 +274,8 @@ struct RegUse {
     reads: Vec<(u16, u8)>,
     /// (offset, size) of register bytes written.
     writes: Vec<(u16, u8)>,
+    /// The address's index in [`Records::pcs`].
+    pc_id: Option<u32>,
 }
 
 fn reg_span(reg: Register, write: bool, vex: bool) -> Option<(u16, u8)> {
@@ -417,60 +390,117 @@ impl Default for DepOptions {
 /// Reference-counted records of statement instances; handle 0 is "nobody".
 struct Records {
     recs: Vec<Record>,
-    meta: Vec<Meta>,
+    /// Reference counts, kept apart from the records so that the shadow operations touch few
+    /// cache lines: shadow bytes referring to each record.
+    refs: Vec<u32>,
     free: Vec<Handle>,
-    /// Number of the instance being processed (for [`Meta::reported`]).
-    epoch: u64,
+    /// The producers the instance being processed has reported on, with one bit per (kind,
+    /// through): each producer appears once per kind in an instance's dependences. (Per
+    /// instance rather than per record: a handful, where records are millions.)
+    reported: Vec<(Handle, u32)>,
+    reported_many: FastMap<Handle, u32>,
+    /// Statement and coordinates of the records too deep or too large for [`Record`]'s
+    /// inline fields.
+    wide: FastMap<Handle, (Stmt, Vec<u64>)>,
+    /// Instruction addresses, by the index [`RegUse::pc_id`] gives them.
+    pcs: Vec<u64>,
 }
 
 impl Records {
     fn new() -> Records {
         Records {
-            recs: vec![Record {
-                stmt: Stmt { context: 0, pc: 0 },
-                coords: Coords::default(),
-            }],
-            meta: vec![Meta {
-                refs: u32::MAX,
-                ..Meta::default()
-            }],
+            recs: vec![Record::default()],
+            refs: vec![u32::MAX],
+            pcs: Vec::new(),
             free: Vec::new(),
-            epoch: 0,
+            reported: Vec::new(),
+            reported_many: FastMap::default(),
+            wide: FastMap::default(),
         }
     }
 
-    fn alloc(&mut self, stmt: Stmt, coords: &[u64]) -> Handle {
-        if let Some(h) = self.free.pop() {
-            let r = &mut self.recs[h as usize];
-            r.stmt = stmt;
-            r.coords.set(coords);
-            self.meta[h as usize] = Meta::default();
-            h
-        } else {
-            let mut r = Record {
-                stmt,
-                coords: Coords::default(),
-            };
-            r.coords.set(coords);
-            self.recs.push(r);
-            self.meta.push(Meta::default());
-            (self.recs.len() - 1) as Handle
+    /// A record of `stmt`'s instance at `coords`; `pc_id` is the index of `stmt.pc` in
+    /// [`Self::pcs`], if it has one.
+    fn alloc(&mut self, stmt: Stmt, pc_id: Option<u32>, coords: &[u64]) -> Handle {
+        let h = match self.free.pop() {
+            Some(h) => {
+                self.refs[h as usize] = 0;
+                h
+            }
+            None => {
+                self.recs.push(Record::default());
+                self.refs.push(0);
+                (self.recs.len() - 1) as Handle
+            }
+        };
+        let r = &mut self.recs[h as usize];
+        if r.ctx_len & 15 == Record::WIDE {
+            self.wide.remove(&h);
+        }
+        let narrow = coords.len() <= Record::INLINE
+            && stmt.context >> 28 == 0
+            && coords.iter().fold(0, |a, &c| a | c) >> 32 == 0;
+        match pc_id {
+            Some(pc) if narrow => {
+                r.pc = pc;
+                r.ctx_len = (stmt.context as u32) << 4 | coords.len() as u32;
+                for (d, s) in r.inline.iter_mut().zip(coords) {
+                    *d = *s as u32;
+                }
+            }
+            _ => {
+                r.ctx_len = Record::WIDE;
+                self.wide.insert(h, (stmt, coords.to_vec()));
+            }
+        }
+        h
+    }
+
+    /// The statement of record `h`.
+    #[inline]
+    fn stmt(&self, h: Handle) -> Stmt {
+        let r = &self.recs[h as usize];
+        match r.ctx_len & 15 {
+            Record::WIDE => self
+                .wide
+                .get(&h)
+                .map_or(Stmt { context: 0, pc: 0 }, |w| w.0),
+            _ => Stmt {
+                context: (r.ctx_len >> 4) as NodeId,
+                pc: self.pcs.get(r.pc as usize).copied().unwrap_or(0),
+            },
+        }
+    }
+
+    /// The coordinates of record `h`, widened into `buf` when they are inline.
+    #[inline]
+    fn coords<'a>(&'a self, h: Handle, buf: &'a mut [u64; Record::INLINE]) -> &'a [u64] {
+        let r = &self.recs[h as usize];
+        match r.ctx_len & 15 {
+            Record::WIDE => self.wide.get(&h).map_or(&[], |w| &w.1[..]),
+            n => {
+                let n = n as usize;
+                for (d, s) in buf.iter_mut().zip(&r.inline[..n]) {
+                    *d = u64::from(*s);
+                }
+                &buf[..n]
+            }
         }
     }
 
     #[inline]
     fn retain(&mut self, h: Handle, n: u32) {
         if h != 0 {
-            self.meta[h as usize].refs += n;
+            self.refs[h as usize] += n;
         }
     }
 
     #[inline]
     fn release(&mut self, h: Handle, n: u32) {
         if h != 0 && n != 0 {
-            let m = &mut self.meta[h as usize];
-            m.refs -= n;
-            if m.refs == 0 {
+            let refs = &mut self.refs[h as usize];
+            *refs -= n;
+            if *refs == 0 {
                 self.free.push(h);
             }
         }
@@ -480,14 +510,30 @@ impl Records {
     /// (and from now on, it has).
     #[inline]
     fn first_report(&mut self, h: Handle, bit: u32) -> bool {
-        let m = &mut self.meta[h as usize];
-        if m.epoch != self.epoch {
-            m.epoch = self.epoch;
-            m.reported = 0;
-        }
-        let first = m.reported & bit == 0;
-        m.reported |= bit;
+        let bits = if !self.reported_many.is_empty() {
+            self.reported_many.entry(h).or_insert(0)
+        } else if let Some(i) = self.reported.iter().position(|r| r.0 == h) {
+            &mut self.reported[i].1
+        } else if self.reported.len() < REPORTED_SCAN {
+            self.reported.push((h, 0));
+            let i = self.reported.len() - 1;
+            &mut self.reported[i].1
+        } else {
+            self.reported_many.extend(self.reported.drain(..));
+            self.reported_many.entry(h).or_insert(0)
+        };
+        let first = *bits & bit == 0;
+        *bits |= bit;
         first
+    }
+
+    /// A new instance starts: it has reported nothing yet.
+    #[inline]
+    fn next_instance(&mut self) {
+        self.reported.clear();
+        if !self.reported_many.is_empty() {
+            self.reported_many.clear();
+        }
     }
 
     fn live(&self) -> usize {
@@ -566,13 +612,14 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
         if h == 0 || h == self.mine || !self.records.first_report(h, bit) {
             return;
         }
-        let p = &self.records.recs[h as usize];
+        let records = &*self.records;
+        let mut buf = [0; Record::INLINE];
         (self.out)(&Dep {
             kind,
             through,
-            producer: p.stmt,
+            producer: records.stmt(h),
             consumer: self.me,
-            producer_coords: p.coords.get(),
+            producer_coords: records.coords(h, &mut buf),
             consumer_coords: self.coords,
             location,
         });
@@ -830,7 +877,9 @@ impl DepTracker {
             Event::Code { addr, bytes } => {
                 let mut d = Decoder::with_ip(64, bytes, addr, DecoderOptions::NONE);
                 let insn = d.decode();
-                let u = reg_use(&insn, &mut self.info);
+                let mut u = reg_use(&insn, &mut self.info);
+                u.pc_id = u32::try_from(self.records.pcs.len()).ok();
+                self.records.pcs.push(addr);
                 self.code.insert(addr, u);
             }
             Event::LibCall(c) => self.lib_call(c, out),
@@ -871,15 +920,14 @@ impl DepTracker {
     fn call_record(&mut self, site: u64) -> Handle {
         let records = &mut self.records;
         let call = self.last_call;
-        if call != 0 && records.recs[call as usize].stmt.pc == site {
+        if call != 0 && records.stmt(call).pc == site {
             records.retain(call, 1);
             return call;
         }
         // Left by a jump (a tail call): the last instruction's instance. Its record may be
         // free already (not yet reused): copy it.
-        let last = &records.recs[self.last_step as usize];
         let stmt = if self.last_step != 0 {
-            last.stmt
+            records.stmt(self.last_step)
         } else {
             Stmt {
                 context: 0,
@@ -887,8 +935,11 @@ impl DepTracker {
             }
         };
         self.call_coords.clear();
-        self.call_coords.extend_from_slice(last.coords.get());
-        let h = records.alloc(stmt, &self.call_coords);
+        let mut buf = [0; Record::INLINE];
+        self.call_coords
+            .extend_from_slice(records.coords(self.last_step, &mut buf));
+        let pc_id = self.code.get(&stmt.pc).and_then(|u| u.pc_id);
+        let h = records.alloc(stmt, pc_id, &self.call_coords);
         records.retain(h, 1);
         h
     }
@@ -991,13 +1042,13 @@ impl DepTracker {
     fn apply_as(&mut self, rec: Handle, acc: &Accesses<'_>, out: &mut impl FnMut(&Dep<'_>)) {
         let mut coords = std::mem::take(&mut self.call_coords);
         coords.clear();
-        let r = &self.records.recs[rec as usize];
-        coords.extend_from_slice(r.coords.get());
-        let me = r.stmt;
+        let mut buf = [0; Record::INLINE];
+        coords.extend_from_slice(self.records.coords(rec, &mut buf));
+        let me = self.records.stmt(rec);
         let DepTracker {
             opts, records, sh, ..
         } = self;
-        records.epoch += 1;
+        records.next_instance();
         let storage = opts.storage;
         let mut inst = Instance {
             records,
@@ -1128,13 +1179,13 @@ impl DepTracker {
             last_step,
             ..
         } = self;
-        records.epoch += 1;
+        records.next_instance();
         let no_use = RegUse::default();
         let uses = code.get(&insn.pc).unwrap_or(&no_use);
         let storage = opts.storage;
         // The record of this instance. It holds a reference of its own until the end of the
         // step, so that replacing its reads by its writes never frees it midway.
-        let mine = records.alloc(me, coords);
+        let mine = records.alloc(me, uses.pc_id, coords);
         records.retain(mine, 1);
         let mut inst = Instance {
             records,
