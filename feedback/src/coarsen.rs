@@ -314,7 +314,7 @@ pub(crate) fn coarsen(region: &Region, isl: &Context) -> Region {
             Some(Dependence {
                 source,
                 sink,
-                relation,
+                relation: relation.into(),
                 ..d.clone()
             })
         })

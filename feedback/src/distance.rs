@@ -451,7 +451,7 @@ mod tests {
                     sink: relation.input.name.clone(),
                     kind: DepKind::Flow,
                     storage: Storage::Array { name: "A".into() },
-                    relation,
+                    relation: relation.into(),
                     exact: true,
                     equal_pairs: EqualPairs::Unknown,
                     reload: None,
@@ -526,7 +526,7 @@ mod tests {
             &["{ S0[i] -> S0[i - 1] : 5 <= i <= 9 }"],
         );
         // And i <= 3: no integer point is left.
-        let piece = &mut r.dependences[0].relation.pieces[0];
+        let piece = &mut std::sync::Arc::make_mut(&mut r.dependences[0].relation).pieces[0];
         let width = 2 + piece.exists + 1;
         let mut row = vec![0; width];
         row[0] = -1;

@@ -139,7 +139,9 @@ pub struct Dependence {
     pub kind: DepKind,
     pub storage: Storage,
     /// From the consumer's instances to the producer's: `{ S3[i] -> S1[i - 1] : ... }`.
-    pub relation: Polyhedra,
+    /// Shared with the region's report ([`crate::pipeline::DependenceReport`]): myocyte's
+    /// region has 91,000 of them, most over a kilobyte.
+    pub relation: std::sync::Arc<Polyhedra>,
     pub exact: bool,
     /// Whether it pairs instances with equal coordinates (known from the folded pieces).
     pub equal_pairs: EqualPairs,

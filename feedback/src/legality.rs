@@ -662,7 +662,7 @@ impl<'a> Ctx<'a> {
             std::collections::HashMap::new();
         for &i in which {
             let d = &self.region.dependences[i];
-            let relation = (&d.relation, d.exact);
+            let relation = (&*d.relation, d.exact);
             let broken = match known.get(&relation) {
                 Some(&b) => b,
                 None => {

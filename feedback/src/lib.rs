@@ -88,6 +88,11 @@ pub struct Options {
     /// at its next operation, as at the time budget, and no further region is analysed.
     /// Default: none.
     pub cancel: Option<&'static std::sync::atomic::AtomicBool>,
+    /// Called when a phase has freed much memory (after the second pass, after the folded
+    /// trace is dropped, after a region's whole analysis), for allocators that keep freed
+    /// memory a while to give it back then: isl allocates through the C library's `malloc`,
+    /// the rest of polyprof maybe not, and neither reuses the other's. Default: nothing.
+    pub release_memory: fn(),
 }
 
 impl Options {
@@ -109,6 +114,7 @@ impl Default for Options {
             isl_max_seconds: 10.0,
             gain: GainOptions::default(),
             cancel: None,
+            release_memory: || {},
         }
     }
 }

@@ -77,7 +77,7 @@ impl Edits {
         for (i, mut d) in old.into_iter().enumerate() {
             if let Some((storage, reg, relation)) = self.relabel.remove(&i) {
                 d.storage = storage;
-                d.relation = relation;
+                d.relation = relation.into();
                 d.reload = None;
                 d.mirror = Some(reg);
             } else if self.drop.contains(&i) {
@@ -241,7 +241,7 @@ impl<'a> Rewriter<'a> {
             sink: sink.to_string(),
             kind,
             storage: storage.clone(),
-            relation: Polyhedra::from_union_map(relation)?,
+            relation: Polyhedra::from_union_map(relation)?.into(),
             exact,
             equal_pairs: EqualPairs::Unknown,
             reload: None,

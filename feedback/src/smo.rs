@@ -148,7 +148,7 @@ fn lifetimes(
         .dependences
         .iter()
         .filter(|d| d.kind == crate::DepKind::Flow && storage_key(&d.storage) == Some(&a.name))
-        .map(|d| &d.relation);
+        .map(|d| &*d.relation);
     let reads = union_of_maps(isl_ctx, flows)?
         .reverse()
         .and_then(|m| m.apply_range(schedule.copy()?))
@@ -648,7 +648,7 @@ mod tests {
             sink: sink.into(),
             kind: DepKind::Flow,
             storage: Storage::Array { name: "`A`".into() },
-            relation: Polyhedra::parse(rel).expect("a map"),
+            relation: Polyhedra::parse(rel).expect("a map").into(),
             exact: true,
             equal_pairs: EqualPairs::Unknown,
             reload: None,

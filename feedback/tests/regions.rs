@@ -55,7 +55,7 @@ fn dep(src: &str, sink: &str, rel: &str) -> Dependence {
         sink: sink.into(),
         kind: DepKind::Flow,
         storage: Storage::Array { name: "a".into() },
-        relation: poly(rel),
+        relation: poly(rel).into(),
         exact: true,
         equal_pairs: EqualPairs::Unknown,
         reload: None,

@@ -242,6 +242,7 @@ impl AnalysisArgs {
                 isl_max_operations: self.isl_max_operations,
                 isl_max_seconds: self.isl_max_seconds,
                 cancel: Some(cancel),
+                release_memory: crate::release_memory,
                 ..Default::default()
             },
             // A debugging switch, not an option: `POLYPROF_DEP_RUNS=0` sends every dependence

@@ -122,6 +122,8 @@ pub fn analyze_region(region: &Region, opts: &Options) -> Result<Feedback, Error
             (&mut coarse, &mut unscheduled),
         )
     });
+    // The whole region's isl memory is free: the parts need theirs (myocyte's peak).
+    (opts.release_memory)();
     let mut analysed_part = None;
     let stopped = match analysed {
         Ok(()) => {

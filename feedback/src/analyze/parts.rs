@@ -63,7 +63,7 @@ pub(super) fn part(region: &Region, root: usize) -> Option<Region> {
         );
         match (sink_in, source_in) {
             (true, true) => dependences.push(Dependence {
-                relation: project(&d.relation, depth, depth, depth),
+                relation: project(&d.relation, depth, depth, depth).into(),
                 equal_pairs: EqualPairs::Unknown,
                 reload: None,
                 mirror: None,

@@ -85,8 +85,8 @@ pub struct DependenceReport {
     /// The storage, in source names where debug information has them (`` array `A` (heap
     /// block allocated at k.c:12) ``, `` `s` (register xmm0) ``).
     pub storage: String,
-    /// Consumer instances → producer instances.
-    pub relation: Polyhedra,
+    /// Consumer instances → producer instances (shared with the region's input).
+    pub relation: std::sync::Arc<Polyhedra>,
     pub exact: bool,
 }
 
@@ -240,8 +240,9 @@ pub fn profile_with(
         on_dep,
     )?;
     let (folded, streams) = finish_folding(insns, deps);
+    (opts.feedback.release_memory)();
     let naming = tracer::Naming::new(bin, &analysis.structure);
-    let regions = build_regions(&analysis, &naming, &folded, &code, opts)?;
+    let regions = build_regions(&analysis, &naming, folded, &code, opts)?;
     Ok(Profile {
         analysis,
         regions,

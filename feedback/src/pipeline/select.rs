@@ -10,37 +10,38 @@ use tracer::{DepKind, NodeId, NodeKind, ScheduleTree};
 
 /// The regions of the run: the hottest outermost loops, each built and analysed; then
 /// consecutive nests that pass values from one to the other, scheduled together: the fusion
-/// isl finds, when legal, goes to the first nest's region.
+/// isl finds, when legal, goes to the first nest's region. Every region is built before any is
+/// analysed, and the folded trace is dropped in between: the analyses need only the regions.
 pub(super) fn build_regions(
     analysis: &tracer::Analysis,
     naming: &tracer::Naming<'_>,
-    folded: &Folded2,
+    folded: Folded2,
     code: &Code,
     opts: &PipelineOptions,
 ) -> Result<Vec<RegionReport>, PipelineError> {
     let mut roots = select_regions(&analysis.tree, opts);
     roots.extend(openmp_roots(&analysis.tree, naming, &roots));
-    let build = |i: usize, roots: &[NodeId]| {
-        build_region(i, roots, &analysis.tree, naming, folded, code, opts)
+    let build = |i: usize, roots: &[NodeId], opts: &PipelineOptions| {
+        build_region(i, roots, &analysis.tree, naming, &folded, code, opts)
     };
-    let mut regions = roots
+    let prepared = roots
         .iter()
         .enumerate()
-        // Once cancelled, the regions analysed so far are what is reported.
         .take_while(|_| !opts.feedback.cancelled())
-        .map(|(i, &root)| build(i, &[root]))
+        .map(|(i, &root)| build(i, &[root], opts))
         .collect::<Result<Vec<_>, _>>()?;
     // Nests of different depths do not fuse into one nest: heat-3d's time-step loop (four
     // deep) with its initialization or its printing (three) cost 15 s of the kernel's
     // analysis for no fusion. Same-depth pairs stay, a nest that prints included (an in-place
     // shift fused with the loop printing its results).
     let depth = |root: NodeId| {
-        regions
+        roots
             .iter()
-            .find(|r| r.root == root)
-            .map(|r| r.input.loop_depth())
+            .zip(&prepared)
+            .find(|(&r, _)| r == root)
+            .map(|(_, p)| p.input().loop_depth())
     };
-    let pairs: Vec<(NodeId, NodeId)> = fusion_pairs(&analysis.tree, &roots, folded)
+    let pairs: Vec<(NodeId, NodeId)> = fusion_pairs(&analysis.tree, &roots, &folded)
         .into_iter()
         .filter(|&(a, b)| depth(a).is_some() && depth(a) == depth(b))
         .collect();
@@ -53,19 +54,25 @@ pub(super) fn build_regions(
         },
         ..opts.clone()
     };
-    for (a, b) in pairs {
+    let groups = pairs
+        .into_iter()
+        .map(|(a, b)| Ok((a, b, build(prepared.len(), &[a, b], &group_opts)?)))
+        .collect::<Result<Vec<_>, PipelineError>>()?;
+    drop(folded);
+    (opts.feedback.release_memory)();
+    let mut regions = Vec::with_capacity(prepared.len());
+    for p in prepared {
+        // Once cancelled, the regions analysed so far are what is reported.
         if opts.feedback.cancelled() {
             break;
         }
-        let group = build_region(
-            regions.len(),
-            &[a, b],
-            &analysis.tree,
-            naming,
-            folded,
-            code,
-            &group_opts,
-        )?;
+        regions.push(p.analyze(opts));
+    }
+    for (a, b, group) in groups {
+        if opts.feedback.cancelled() {
+            break;
+        }
+        let group = group.analyze(&group_opts);
         let fuse = group
             .feedback
             .suggestions
