@@ -492,6 +492,9 @@ pub struct StreamFolder {
     s: Scratch,
     points: u64,
     rejected: u64,
+    /// Scratch point and label of [`StreamFolder::push_run`].
+    run_point: Vec<i64>,
+    run_label: Vec<i64>,
 }
 
 /// The last point and label of a run of `n` points from `(p, l)`, if representable.
@@ -542,6 +545,8 @@ impl StreamFolder {
             s: Scratch::new(&lay),
             points: 0,
             rejected: 0,
+            run_point: Vec::new(),
+            run_label: Vec::new(),
         }
     }
 
@@ -641,8 +646,34 @@ impl StreamFolder {
             }
             return;
         }
-        let mut p = point.to_vec();
-        let mut l = label.to_vec();
+        if count == 1 {
+            self.push(point, label);
+            return;
+        }
+        // The folder's own buffers: a short run (the common case on irregular code) allocates
+        // nothing.
+        let (mut p, mut l) = (
+            std::mem::take(&mut self.run_point),
+            std::mem::take(&mut self.run_label),
+        );
+        p.clear();
+        p.extend_from_slice(point);
+        l.clear();
+        l.extend_from_slice(label);
+        self.push_run_from(&mut p, &mut l, sigma, delta, count);
+        (self.run_point, self.run_label) = (p, l);
+    }
+
+    /// [`Self::push_run`] from `(p, l)`, which it steps in place.
+    fn push_run_from(
+        &mut self,
+        p: &mut [i64],
+        l: &mut [i64],
+        sigma: i64,
+        delta: &[i64],
+        count: u64,
+    ) {
+        let d = self.lay.d;
         for k in 0..count {
             if k > 0 {
                 // Zero dims: no coordinate to step, the labels still change.
@@ -667,11 +698,11 @@ impl StreamFolder {
                     p[d - 1] = t;
                 }
             }
-            if d > 0 && count - k >= 2 && sigma > 0 && self.follows(&p, &l, sigma, delta) {
-                if let Some((t_end, l_end)) = run_end(&p, &l, sigma, delta, count - k) {
+            if d > 0 && count - k >= 2 && sigma > 0 && self.follows(p, l, sigma, delta) {
+                if let Some((t_end, l_end)) = run_end(p, l, sigma, delta, count - k) {
                     let rest = count - k;
                     if self.s.any_demoted {
-                        self.track_range(&l);
+                        self.track_range(l);
                         self.track_range(&l_end);
                     }
                     self.run_tm = t_end;
@@ -682,7 +713,7 @@ impl StreamFolder {
                     return;
                 }
             }
-            self.push(&p, &l);
+            self.push(p, l);
         }
     }
 

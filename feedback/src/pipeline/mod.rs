@@ -162,6 +162,21 @@ struct InsnStream2 {
     writes: Vec<bool>,
 }
 
+/// A debugging aid (`POLYPROF_DUMP_DEP_STREAMS=FILE`): every folded dependence stream, in
+/// key order, to compare two ways of computing them (`POLYPROF_DEP_RUNS=0`) on a real program
+/// without isl's time budgets in the way. Best effort: a file that cannot be written is not.
+fn dump_dep_streams(folded: &Folded2, path: &std::path::Path) {
+    let mut deps: Vec<_> = folded.deps.iter().collect();
+    deps.sort_by_key(|d| d.0);
+    let text: String = deps
+        .iter()
+        .map(|(k, f, multi, loc, fixed)| {
+            format!("{k:?} multi={multi} loc={loc} fixed={fixed}\n  {f:?}\n")
+        })
+        .collect();
+    let _ = std::fs::write(path, text);
+}
+
 /// The instruction at run-time address `pc`, if it ran.
 fn insn_at(code: &Code, pc: u64) -> Option<iced_x86::Instruction> {
     let bytes = code.bytes.get(&pc)?;
@@ -240,6 +255,9 @@ pub fn profile_with(
         on_dep,
     )?;
     let (folded, streams) = finish_folding(insns, deps);
+    if let Some(path) = std::env::var_os("POLYPROF_DUMP_DEP_STREAMS") {
+        dump_dep_streams(&folded, std::path::Path::new(&path));
+    }
     (opts.feedback.release_memory)();
     let naming = tracer::Naming::new(bin, &analysis.structure);
     let regions = build_regions(&analysis, &naming, folded, &code, opts)?;

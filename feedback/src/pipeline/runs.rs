@@ -1,11 +1,11 @@
-//! Dependence runs, on the tracing side of the second pass: a dependence that repeats its
+//! Dependence runs, on the dependence side of the second pass: a dependence that repeats its
 //! predecessor's producer statement, kind and distance one innermost iteration later extends a
-//! run in place, with no message; the run goes to the folding side as one message when it
-//! breaks (and [`crate::pipeline`]'s folder folds it in constant time).
+//! run in place, with no call into the stream collection; the run goes to its stream when it
+//! breaks, where the folder takes it in constant time ([`folder::StreamFolder::push_run`]).
 //!
 //! Runs are kept per consumer statement and per rank of the dependence among its instance's
 //! dependences (its *ordinal*): an instance's dependences come in the same order iteration
-//! after iteration. The folding side must see each stream's points in the order they came, and
+//! after iteration. Each stream must see its points in the order they came, and the collection
 //! places a dependence in a slot (a second stream when one consumer instance has two producer
 //! instances of one statement) by comparing with the stream's last point. So:
 //! - a run's first instance goes alone, at once: streams are created in the same order;
@@ -174,7 +174,18 @@ struct Consumer {
     instance: u64,
     coords: Words,
     step: u64,
+    /// Dependences since the last look at how often they break their runs, and how many went
+    /// alone; instances left to send every dependence alone (runs that break every few
+    /// instances cost more than they save: irregular code).
+    tried: u32,
+    alone: u32,
+    off: u32,
 }
+
+/// Every this many dependences of a consumer, its runs are judged: when more than a third of
+/// them broke a run, the consumer's dependences go alone for [`OFF_INSTANCES`] instances.
+const JUDGE_EVERY: u32 = 256;
+const OFF_INSTANCES: u32 = 1024;
 
 impl Consumer {
     /// The instance at `c` had its first dependence.
@@ -262,6 +273,9 @@ impl DepRuns {
                 instance: 0,
                 coords: Words::default(),
                 step: 0,
+                tried: 0,
+                alone: 0,
+                off: 0,
             });
             (consumers.len() - 1) as u32
         })
@@ -304,7 +318,13 @@ impl DepRuns {
         let c = &mut self.consumers[i as usize];
         if j == 0 {
             c.next_instance(d.consumer_coords);
+            c.off = c.off.saturating_sub(1);
         }
+        if c.off > 0 {
+            // No runs (none pending either): alone.
+            return true;
+        }
+        c.tried += 1;
         let at = At {
             instance: c.instance,
             step: c.step,
@@ -317,6 +337,17 @@ impl DepRuns {
         }
         self.drain(i, send);
         let c = &mut self.consumers[i as usize];
+        c.alone += 1;
+        if c.tried >= JUDGE_EVERY {
+            let off = c.alone.saturating_mul(3) > c.tried;
+            (c.tried, c.alone) = (0, 0);
+            if off {
+                // Nothing is pending: the runs can go, and start afresh afterwards.
+                c.runs.clear();
+                c.off = OFF_INSTANCES;
+                return true;
+            }
+        }
         let runs = &mut c.runs;
         // Slot 1 and up (an earlier dependence of this instance has the same producer, kind
         // and channel): the folding side places it by the stream's last point, so it and its
