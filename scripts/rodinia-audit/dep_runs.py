@@ -8,7 +8,7 @@ path). Prints, per program, whether the folded dependence streams are the same
 (`POLYPROF_DUMP_DEP_STREAMS`: what the runs change, free of isl's time budgets), whether
 report.json is (fields with "seconds" in their name left out; "budget" when the only
 differences are what isl's time budget cut short, which varies with the machine's load), the
-second pass's wall and CPU times of both (from `POLYPROF_TIMING=1`), and the share of
+second pass's wall time and its three threads' CPU times, both ways (`POLYPROF_TIMING=1`), and the share of
 dependences that travelled in runs.
 
     python3 scripts/rodinia-audit/dep_runs.py --polyprof BIN --work WORK [--only a,b]
@@ -24,8 +24,8 @@ import sys
 import time
 
 PASS = re.compile(
-    r"second pass: ([\d.]+) s .*CPU ([\d.]+) s schedule, ([\d.]+) s dependences and folding\); "
-    r"(\d+) steps, (\d+) dependences \((\d+) in runs\)"
+    r"second pass: ([\d.]+) s .*CPU ([\d.]+) s schedule, ([\d.]+) s dependences, ([\d.]+) s "
+    r"folding\); (\d+) steps, (\d+) dependences \((\d+) in runs\)"
 )
 
 
@@ -89,7 +89,8 @@ def main():
         if os.path.isdir(os.path.join(a.work, n, "out", "recording")) and (not only or n in only)
     )
     print(f"{'program':14} {'streams':7} {'report':6} {'deps':>11} {'in runs':>8} | "
-          f"{'runs: pass s':>12} {'sched':>6} {'deps':>6} | {'1 by 1: pass':>12} {'sched':>6} {'deps':>6}")
+          f"{'runs: pass s':>12} {'sched':>6} {'deps':>6} {'fold':>6} | "
+          f"{'1 by 1: pass':>12} {'sched':>6} {'deps':>6} {'fold':>6}")
     differ = 0
     for n in names:
         scratch = os.path.join(a.work, n, "dep-runs-check")
@@ -106,11 +107,11 @@ def main():
         rep = "same" if not diff else "budget" if budget else "NO"
         def cols(r):
             m = r[2]
-            return (f"{float(m.group(1)):12.2f} {float(m.group(2)):6.2f} {float(m.group(3)):6.2f}"
-                    if m else f"{'-':>12} {'-':>6} {'-':>6}")
+            return (f"{float(m.group(1)):12.2f} {float(m.group(2)):6.2f} {float(m.group(3)):6.2f} "
+                    f"{float(m.group(4)):6.2f}" if m else f"{'-':>12} {'-':>6} {'-':>6} {'-':>6}")
         m = r1[2]
-        deps = int(m.group(5)) if m else 0
-        share = f"{100.0 * int(m.group(6)) / deps:7.1f}%" if m and deps else f"{'-':>8}"
+        deps = int(m.group(6)) if m else 0
+        share = f"{100.0 * int(m.group(7)) / deps:7.1f}%" if m and deps else f"{'-':>8}"
         print(f"{n:14} {'same' if same else 'NO':7} {rep:6} {deps:11d} {share} | {cols(r1)} | {cols(r0)}")
     print(f"{len(names)} programs, {differ} with different dependence streams")
     return 1 if differ else 0

@@ -100,8 +100,7 @@ pub(super) struct DepCollect<'o> {
     /// Per consumer statement, the dependence streams it consumes: (producer, kind, through,
     /// slot, index in `deps`). A handful each, searched before the hash index.
     consumers: Streams<Stmt, Vec<Consumed>>,
-    /// The statement of the instance stepped last, and its index in `consumers` once one of
-    /// its dependences came.
+    /// The consumer of the last dependence, and its index in `consumers`.
     stepped: Option<Stmt>,
     current: Option<u32>,
     /// Where in the current consumer's list its next dependence is looked up first.
@@ -193,14 +192,14 @@ impl<'o> DepCollect<'o> {
         }
     }
 
-    /// An instance of `stmt` was stepped: most dependences that follow are its.
+    /// The dependences that follow are mostly `stmt`'s, as this one.
     #[inline]
-    pub(super) fn step(&mut self, stmt: Stmt) {
+    fn focus(&mut self, stmt: Stmt) {
         if self.stepped != Some(stmt) {
             self.stepped = Some(stmt);
             self.current = None;
+            self.cursor = 0;
         }
-        self.cursor = 0;
     }
 
     /// One dynamic dependence. A consumer instance with several producer instances of the
@@ -295,7 +294,8 @@ impl<'o> DepCollect<'o> {
             fixed: true,
         };
         let key = (d.consumer, d.producer, d.kind, d.through, slot);
-        if self.stepped == Some(d.consumer) && self.current.is_none() {
+        self.focus(d.consumer);
+        if self.current.is_none() {
             self.current = Some(self.consumers.index_of(d.consumer, Vec::new));
         }
         let current = self.current.map(|i| &mut self.consumers.items[i as usize]);
@@ -304,7 +304,10 @@ impl<'o> DepCollect<'o> {
                 let want = (d.producer, d.kind, d.through, slot);
                 let is = |c: &Consumed| (c.0, c.1, c.2, c.3) == want;
                 // An instance's dependences come in the order the last one's came: try the
-                // entry after the last one matched before searching.
+                // entry after the last one matched (the first, after the last) before searching.
+                if self.cursor >= consumes.len() {
+                    self.cursor = 0;
+                }
                 if let Some(c) = consumes.get(self.cursor).filter(|c| is(c)) {
                     self.cursor += 1;
                     return c.4;

@@ -13,7 +13,7 @@ use super::runs::{DepRuns, Run};
 use super::{Code, PipelineError};
 use folder::FoldOptions;
 use ptrace_runner::{AccessKind, Event, LibCall, Syscall, Transfer, TransferKind};
-use tracer::{DepOptions, DepTracker, EventSource, NodeId, Stmt};
+use tracer::{DepKind, DepOptions, DepTracker, EventSource, NodeId, Stmt, Through};
 
 /// Words of messages sent to the dependence thread at a time.
 const PIPE_WORDS: usize = 1 << 15;
@@ -25,6 +25,9 @@ const MSG_CODE: u64 = 1;
 const MSG_CALL: u64 = 2;
 const MSG_RETURN: u64 = 3;
 const MSG_SYSCALL: u64 = 4;
+/// Messages from the dependence side to the folding side.
+const MSG_DEP: u64 = 5;
+const MSG_RUN: u64 = 6;
 /// A count in a message's first word (coordinates, accesses, registers: far below it).
 const FIELD: u64 = 0xffff;
 
@@ -80,91 +83,34 @@ fn get_bytes(words: &[u64], n: usize, out: &mut Vec<u8>) {
 /// words, in order.
 struct Pipe<'o> {
     insns: InsnCollect<'o>,
-    buf: Vec<u64>,
-    tx: Option<std::sync::mpsc::SyncSender<Vec<u64>>>,
-    back: std::sync::mpsc::Receiver<Vec<u64>>,
+    ch: Channel,
     /// Steps sent (for `POLYPROF_TIMING`).
     steps: u64,
 }
 
-impl Pipe<'_> {
-    /// `[tag | coords << 4 | accesses << 20 | registers << 36 | transfer << 52, context, pc,
-    /// coords.., (address, size << 1 | write).., (register, value)..]`
-    fn step(&mut self, s: &tracer::Step<'_>) {
-        self.insns.step(s);
-        let i = s.insn;
-        self.steps += 1;
-        let max = 3 + s.coords.len() + 2 * (i.mem.len() + i.regs.len());
-        message(&mut self.buf, max, |w| {
-            w.put(
-                MSG_STEP
-                    | field(s.coords.len()) << 4
-                    | field(i.mem.len()) << 20
-                    | field(i.regs.len()) << 36
-                    | transfer_code(i.transfer) << 52,
-            );
-            w.put(s.context as u64);
-            w.put(i.pc);
-            w.put_all(s.coords);
-            for m in &i.mem {
-                w.put(m.addr);
-                w.put(u64::from(m.size) << 1 | u64::from(m.kind == AccessKind::Write));
-            }
-            for r in &i.regs {
-                w.put(r.reg as u64);
-                w.put(r.value);
-            }
-        });
-        self.maybe_send();
-    }
+/// Buffers of message words to the next thread, over a bounded channel; the receiver sends
+/// them back to be reused.
+struct Channel {
+    buf: Vec<u64>,
+    tx: Option<std::sync::mpsc::SyncSender<Vec<u64>>>,
+    back: std::sync::mpsc::Receiver<Vec<u64>>,
+}
 
-    /// The events [`DepTracker::event`] reads, before the event's steps:
-    /// - code: `[tag | bytes << 4, address, bytes (8 a word)..]`;
-    /// - a library call: `[tag | name bytes + 1 (0: no name) << 4, site, target, return to,
-    ///   name (8 bytes a word)..]`;
-    /// - its return: `[tag, pc, rax, cost]`;
-    /// - a system call: `[tag | returned << 4 | native << 5, pc, number, 6 arguments, return
-    ///   value]`.
-    fn event(&mut self, ev: &Event<'_>) {
-        match *ev {
-            Event::Code { addr, bytes } => {
-                message(&mut self.buf, 2 + bytes.len().div_ceil(8), |w| {
-                    w.put(MSG_CODE | field(bytes.len()) << 4);
-                    w.put(addr);
-                    put_bytes(w, bytes);
-                })
-            }
-            Event::LibCall(c) => {
-                let name = c.name.as_deref().map(str::as_bytes);
-                let n = name.map_or(0, |b| b.len() + 1);
-                message(
-                    &mut self.buf,
-                    4 + name.map_or(0, |b| b.len().div_ceil(8)),
-                    |w| {
-                        w.put(MSG_CALL | field(n) << 4);
-                        w.put(c.site);
-                        w.put(c.target);
-                        w.put(c.return_to);
-                        put_bytes(w, name.unwrap_or_default());
-                    },
-                )
-            }
-            Event::LibReturn { pc, rax, cost } => message(&mut self.buf, 4, |w| {
-                w.put(MSG_RETURN);
-                w.put(pc);
-                w.put(rax);
-                w.put(cost);
-            }),
-            Event::Syscall(s) => message(&mut self.buf, 10, |w| {
-                w.put(MSG_SYSCALL | u64::from(s.ret.is_some()) << 4 | u64::from(s.native) << 5);
-                w.put(s.pc);
-                w.put(s.nr);
-                w.put_all(&s.args);
-                w.put(s.ret.unwrap_or(0) as u64);
-            }),
-            _ => return,
-        }
-        self.maybe_send();
+impl Channel {
+    /// A channel and its receiving end (whose buffers go back through `back_tx`).
+    fn new() -> (
+        Channel,
+        std::sync::mpsc::Receiver<Vec<u64>>,
+        std::sync::mpsc::Sender<Vec<u64>>,
+    ) {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u64>>(MESSAGES_IN_FLIGHT);
+        let (back_tx, back) = std::sync::mpsc::channel::<Vec<u64>>();
+        let ch = Channel {
+            buf: Vec::with_capacity(PIPE_WORDS + 64),
+            tx: Some(tx),
+            back,
+        };
+        (ch, rx, back_tx)
     }
 
     #[inline]
@@ -186,7 +132,7 @@ impl Pipe<'_> {
         self.buf.clear();
         if let Some(tx) = &self.tx {
             if tx.send(full).is_err() {
-                // The dependence thread is gone (it panicked): its join reports it.
+                // The receiving thread is gone (it panicked): its join reports it.
                 self.tx = None;
             }
         }
@@ -196,6 +142,87 @@ impl Pipe<'_> {
     fn close(&mut self) {
         self.send();
         self.tx = None;
+    }
+}
+
+impl Pipe<'_> {
+    /// `[tag | coords << 4 | accesses << 20 | registers << 36 | transfer << 52, context, pc,
+    /// coords.., (address, size << 1 | write).., (register, value)..]`
+    fn step(&mut self, s: &tracer::Step<'_>) {
+        self.insns.step(s);
+        let i = s.insn;
+        self.steps += 1;
+        let max = 3 + s.coords.len() + 2 * (i.mem.len() + i.regs.len());
+        message(&mut self.ch.buf, max, |w| {
+            w.put(
+                MSG_STEP
+                    | field(s.coords.len()) << 4
+                    | field(i.mem.len()) << 20
+                    | field(i.regs.len()) << 36
+                    | transfer_code(i.transfer) << 52,
+            );
+            w.put(s.context as u64);
+            w.put(i.pc);
+            w.put_all(s.coords);
+            for m in &i.mem {
+                w.put(m.addr);
+                w.put(u64::from(m.size) << 1 | u64::from(m.kind == AccessKind::Write));
+            }
+            for r in &i.regs {
+                w.put(r.reg as u64);
+                w.put(r.value);
+            }
+        });
+        self.ch.maybe_send();
+    }
+
+    /// The events [`DepTracker::event`] reads, before the event's steps:
+    /// - code: `[tag | bytes << 4, address, bytes (8 a word)..]`;
+    /// - a library call: `[tag | name bytes + 1 (0: no name) << 4, site, target, return to,
+    ///   name (8 bytes a word)..]`;
+    /// - its return: `[tag, pc, rax, cost]`;
+    /// - a system call: `[tag | returned << 4 | native << 5, pc, number, 6 arguments, return
+    ///   value]`.
+    fn event(&mut self, ev: &Event<'_>) {
+        match *ev {
+            Event::Code { addr, bytes } => {
+                message(&mut self.ch.buf, 2 + bytes.len().div_ceil(8), |w| {
+                    w.put(MSG_CODE | field(bytes.len()) << 4);
+                    w.put(addr);
+                    put_bytes(w, bytes);
+                })
+            }
+            Event::LibCall(c) => {
+                let name = c.name.as_deref().map(str::as_bytes);
+                let n = name.map_or(0, |b| b.len() + 1);
+                message(
+                    &mut self.ch.buf,
+                    4 + name.map_or(0, |b| b.len().div_ceil(8)),
+                    |w| {
+                        w.put(MSG_CALL | field(n) << 4);
+                        w.put(c.site);
+                        w.put(c.target);
+                        w.put(c.return_to);
+                        put_bytes(w, name.unwrap_or_default());
+                    },
+                )
+            }
+            Event::LibReturn { pc, rax, cost } => message(&mut self.ch.buf, 4, |w| {
+                w.put(MSG_RETURN);
+                w.put(pc);
+                w.put(rax);
+                w.put(cost);
+            }),
+            Event::Syscall(s) => message(&mut self.ch.buf, 10, |w| {
+                w.put(MSG_SYSCALL | u64::from(s.ret.is_some()) << 4 | u64::from(s.native) << 5);
+                w.put(s.pc);
+                w.put(s.nr);
+                w.put_all(&s.args);
+                w.put(s.ret.unwrap_or(0) as u64);
+            }),
+            _ => return,
+        }
+        self.ch.maybe_send();
     }
 }
 
@@ -253,14 +280,14 @@ fn thread_cpu_seconds() -> f64 {
 }
 
 /// The dependence side of the second pass: the dependence stage and where its dependences go.
-struct Deps<'o, 'd> {
+struct Deps<'d> {
     tracker: DepTracker,
-    sink: Sink<'o, 'd>,
+    sink: Sink<'d>,
 }
 
-/// Where dependences go: their runs, the stream collection.
-struct Sink<'o, 'd> {
-    collect: DepCollect<'o>,
+/// Where dependences go: their runs, and messages to the folding thread.
+struct Sink<'d> {
+    out: Channel,
     /// Dependence runs, unless every dependence goes on its own.
     runs: Option<DepRuns>,
     /// The step being replayed: the consumer of most dependences.
@@ -272,7 +299,7 @@ struct Sink<'o, 'd> {
     in_runs: u64,
 }
 
-impl Sink<'_, '_> {
+impl Sink<'_> {
     /// Routes one dependence found at an event: into its run, or to its stream after the runs
     /// of its consumer.
     fn dep(&mut self, d: &tracer::Dep<'_>) {
@@ -287,49 +314,161 @@ impl Sink<'_, '_> {
         if let Some(f) = &mut self.on_dep {
             f(d);
         }
-        let collect = &mut self.collect;
+        let buf = &mut self.out.buf;
         if let Some(runs) = &mut self.runs {
             let in_runs = &mut self.in_runs;
             let alone = runs.dep(d, current, |consumer, r| {
                 *in_runs += r.pending;
-                send_run(collect, consumer, r);
+                run_message(buf, consumer, r);
             });
             if !alone {
                 return;
             }
         }
-        collect.dep(d);
+        dep_message(buf, d);
+        self.out.maybe_send();
     }
 
-    /// Sends every pending run (at the end of the pass).
+    /// Sends every pending run, and closes the channel (at the end of the pass).
     fn finish(&mut self) {
-        let (collect, in_runs) = (&mut self.collect, &mut self.in_runs);
+        let (buf, in_runs) = (&mut self.out.buf, &mut self.in_runs);
         if let Some(runs) = &mut self.runs {
             runs.drain_all(|consumer, r| {
                 *in_runs += r.pending;
-                send_run(collect, consumer, r);
+                run_message(buf, consumer, r);
             });
         }
+        self.out.close();
     }
 }
 
-/// The pending instances of run `r` of `consumer`, to their stream.
-fn send_run(collect: &mut DepCollect<'_>, consumer: Stmt, r: &Run) {
-    collect.dep_run(
-        &tracer::Dep {
-            kind: r.of.kind,
-            through: r.of.through,
-            consumer,
-            producer: r.of.producer,
-            location: r.location,
-            consumer_coords: r.c_first.get(),
-            producer_coords: r.p_first.get(),
-        },
-        r.same_location,
-        r.sigma,
-        r.delta.get(),
-        r.pending,
-    );
+/// `[tag | consumer coords << 4 | producer coords << 20 | kind << 36 | through << 40 | same
+/// coordinates << 44, consumer context, consumer pc, producer context, producer pc, location,
+/// consumer coords.., (producer coords..)?]`: one dependence (the producer's coordinates left
+/// out when they are the consumer's, as within one iteration).
+fn dep_message(b: &mut Vec<u64>, d: &tracer::Dep<'_>) {
+    let same_coords = same(d.producer_coords, d.consumer_coords);
+    let (n1, n2) = (d.consumer_coords.len(), d.producer_coords.len());
+    message(b, 6 + n1 + n2, |w| {
+        w.put(
+            MSG_DEP
+                | field(n1) << 4
+                | field(n2) << 20
+                | (d.kind as u64) << 36
+                | (d.through as u64) << 40
+                | u64::from(same_coords) << 44,
+        );
+        w.put(d.consumer.context as u64);
+        w.put(d.consumer.pc);
+        w.put(d.producer.context as u64);
+        w.put(d.producer.pc);
+        w.put(d.location);
+        w.put_all(d.consumer_coords);
+        if !same_coords {
+            w.put_all(d.producer_coords);
+        }
+    });
+}
+
+/// `[tag | consumer coords << 4 | producer coords << 20 | kind << 36 | through << 40 | same
+/// location << 44, consumer context, consumer pc, producer context, producer pc, location,
+/// count, sigma, consumer coords.., producer coords.., producer deltas..]`: the pending
+/// instances of a dependence run (see [`DepRuns`]).
+fn run_message(b: &mut Vec<u64>, consumer: Stmt, r: &Run) {
+    let (c, p, delta) = (r.c_first.get(), r.p_first.get(), r.delta.get());
+    let (n1, n2) = (c.len(), p.len());
+    message(b, 8 + n1 + 2 * n2, |w| {
+        w.put(
+            MSG_RUN
+                | field(n1) << 4
+                | field(n2) << 20
+                | (r.of.kind as u64) << 36
+                | (r.of.through as u64) << 40
+                | u64::from(r.same_location) << 44,
+        );
+        w.put(consumer.context as u64);
+        w.put(consumer.pc);
+        w.put(r.of.producer.context as u64);
+        w.put(r.of.producer.pc);
+        w.put(r.location);
+        w.put(r.pending);
+        w.put(r.sigma);
+        w.put_all(c);
+        w.put_all(p);
+        w.put_all(delta);
+    });
+}
+
+fn kind(head: u64) -> DepKind {
+    match head >> 36 & 0xf {
+        0 => DepKind::Flow,
+        1 => DepKind::Anti,
+        _ => DepKind::Output,
+    }
+}
+
+fn through(head: u64) -> Through {
+    if head >> 40 & 0xf == 0 {
+        Through::Register
+    } else {
+        Through::Memory
+    }
+}
+
+/// The folding side: replays the dependence messages of one buffer into `c`.
+fn unpipe_deps(buf: &[u64], c: &mut DepCollect<'_>) {
+    let mut k = 0;
+    while k < buf.len() {
+        let head = buf[k];
+        let n1 = (head >> 4 & FIELD) as usize;
+        let n2 = (head >> 20 & FIELD) as usize;
+        let stmt = |i: usize| Stmt {
+            context: buf[i] as NodeId,
+            pc: buf[i + 1],
+        };
+        let (consumer, producer, location) = (stmt(k + 1), stmt(k + 3), buf[k + 5]);
+        if head & 0xf == MSG_RUN {
+            let (count, sigma) = (buf[k + 6], buf[k + 7]);
+            let j = k + 8;
+            let consumer_coords = &buf[j..j + n1];
+            let producer_coords = &buf[j + n1..j + n1 + n2];
+            let delta = &buf[j + n1 + n2..j + n1 + 2 * n2];
+            c.dep_run(
+                &tracer::Dep {
+                    kind: kind(head),
+                    through: through(head),
+                    consumer,
+                    producer,
+                    location,
+                    consumer_coords,
+                    producer_coords,
+                },
+                head >> 44 & 1 == 1,
+                sigma,
+                delta,
+                count,
+            );
+            k = j + n1 + 2 * n2;
+        } else {
+            let j = k + 6;
+            let consumer_coords = &buf[j..j + n1];
+            let (producer_coords, end) = if head >> 44 & 1 == 1 {
+                (consumer_coords, j + n1)
+            } else {
+                (&buf[j + n1..j + n1 + n2], j + n1 + n2)
+            };
+            c.dep(&tracer::Dep {
+                kind: kind(head),
+                through: through(head),
+                consumer,
+                producer,
+                location,
+                consumer_coords,
+                producer_coords,
+            });
+            k = end;
+        }
+    }
 }
 
 /// The dependence side: replays the messages of one buffer into `d`, in order.
@@ -434,7 +573,7 @@ trait Replayed {
     fn event(&mut self, ev: &Event<'_>);
 }
 
-impl Replayed for Deps<'_, '_> {
+impl Replayed for Deps<'_> {
     fn step(&mut self, step: &tracer::Step<'_>) {
         let stmt = Stmt {
             context: step.context,
@@ -444,7 +583,6 @@ impl Replayed for Deps<'_, '_> {
         sink.last = Some(stmt);
         sink.last_coords.clear();
         push_all(&mut sink.last_coords, step.coords);
-        sink.collect.step(stmt);
         if let Some(r) = &mut sink.runs {
             r.step(stmt);
         }
@@ -459,8 +597,11 @@ impl Replayed for Deps<'_, '_> {
     }
 }
 
-/// The second pass: iteration vectors on this thread, dependences and their folding on
-/// another, joined by a bounded channel of messages.
+/// The second pass on three threads joined by bounded channels of messages: iteration vectors
+/// and the instruction streams on this one, the dependence stage on the next, the dependence
+/// streams' folding on the last. Their shares vary with the program (regular code: the first
+/// two; irregular code, where dependences rarely run: the folding); the system spreads the
+/// three over the cores.
 pub(super) fn second_pass<'o>(
     source: &(impl EventSource + ?Sized),
     structure: tracer::Structure,
@@ -472,16 +613,27 @@ pub(super) fn second_pass<'o>(
 ) -> Result<(tracer::Analysis, InsnCollect<'o>, DepCollect<'o>), PipelineError> {
     let started = std::time::Instant::now();
     let cpu0 = thread_cpu_seconds();
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u64>>(MESSAGES_IN_FLIGHT);
-    let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u64>>();
-    let (traced, insns, c) = std::thread::scope(|scope| {
+    let (ch, rx, back_tx) = Channel::new();
+    let (out, fold_rx, fold_back_tx) = Channel::new();
+    let (traced, insns, d, c) = std::thread::scope(|scope| {
+        let folding = std::thread::Builder::new()
+            .name("polyprof-fold".into())
+            .spawn_scoped(scope, || {
+                let mut c = DepCollect::new(fold);
+                let cpu0 = thread_cpu_seconds();
+                for buf in fold_rx {
+                    unpipe_deps(&buf, &mut c);
+                    let _ = fold_back_tx.send(buf);
+                }
+                (c, thread_cpu_seconds() - cpu0)
+            });
         let dependences = std::thread::Builder::new()
             .name("polyprof-deps".into())
             .spawn_scoped(scope, || {
                 let mut d = Deps {
                     tracker: DepTracker::new(DepOptions::default()),
                     sink: Sink {
-                        collect: DepCollect::new(fold),
+                        out,
                         runs: dep_runs.then(DepRuns::default),
                         last: None,
                         last_coords: Vec::new(),
@@ -500,13 +652,11 @@ pub(super) fn second_pass<'o>(
                 }
                 let mut s = d.sink;
                 s.finish();
-                (s.collect, s.deps, s.in_runs, thread_cpu_seconds() - cpu0)
+                (s.deps, s.in_runs, thread_cpu_seconds() - cpu0)
             });
         let mut pipe = Pipe {
             insns: InsnCollect::new(fold, code),
-            buf: Vec::with_capacity(PIPE_WORDS + 64),
-            tx: Some(tx),
-            back: back_rx,
+            ch,
             steps: 0,
         };
         let cell = std::cell::RefCell::new(&mut pipe);
@@ -517,32 +667,39 @@ pub(super) fn second_pass<'o>(
             |ev| cell.borrow_mut().event(ev),
             |s| cell.borrow_mut().step(s),
         );
-        pipe.close();
+        pipe.ch.close();
         let traced_at = started.elapsed();
         let cpu = thread_cpu_seconds() - cpu0;
-        let c = match dependences {
+        let d = match dependences {
+            Ok(h) => h.join().ok(),
+            Err(_) => None,
+        };
+        let c = match folding {
             Ok(h) => h.join().ok(),
             Err(_) => None,
         };
         if std::env::var_os("POLYPROF_TIMING").is_some() {
-            let (deps, in_runs, cpu2) = c.as_ref().map_or((0, 0, 0.0), |c| (c.1, c.2, c.3));
+            let (deps, in_runs, cpu2) = d.unwrap_or((0, 0, 0.0));
             eprintln!(
                 "polyprof: second pass: {:.3} s ({:.3} s schedule side; CPU {:.3} s schedule, \
-                 {:.3} s dependences and folding); {} steps, {} dependences ({} in runs)",
+                 {:.3} s dependences, {:.3} s folding); {} steps, {} dependences ({} in runs)",
                 started.elapsed().as_secs_f64(),
                 traced_at.as_secs_f64(),
                 cpu,
                 cpu2,
+                c.as_ref().map_or(0.0, |c| c.1),
                 pipe.steps,
                 deps,
                 in_runs
             );
         }
-        (traced, pipe.insns, c.map(|c| c.0))
+        (traced, pipe.insns, d, c.map(|c| c.0))
     });
     let analysis = traced?;
-    let c = c.ok_or_else(|| {
-        PipelineError::Folding("the dependence thread could not run or panicked".to_string())
+    let c = c.filter(|_| d.is_some()).ok_or_else(|| {
+        PipelineError::Folding(
+            "the dependence or folding thread could not run or panicked".to_string(),
+        )
     })?;
     Ok((analysis, insns, c))
 }
@@ -574,14 +731,11 @@ mod tests {
     /// it was sent (a step's transfer target aside: the dependence stage reads its kind only).
     #[test]
     fn messages_replay_as_sent() {
-        let (tx, rx) = std::sync::mpsc::sync_channel(64);
-        let (_back_tx, back) = std::sync::mpsc::channel();
+        let (ch, rx, _back_tx) = Channel::new();
         let (fold, code) = (FoldOptions::default(), Code::default());
         let mut pipe = Pipe {
             insns: InsnCollect::new(&fold, &code),
-            buf: Vec::new(),
-            tx: Some(tx),
-            back,
+            ch,
             steps: 0,
         };
         let mut sent = Vec::new();
@@ -652,7 +806,7 @@ mod tests {
                 Some((n as NodeId, coords)),
             ));
         }
-        pipe.close();
+        pipe.ch.close();
         let mut got = Record::default();
         let (mut insn, mut bytes) = (ptrace_runner::Insn::default(), Vec::new());
         for buf in rx {
