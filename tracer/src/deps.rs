@@ -203,32 +203,26 @@ impl Record {
     /// The statement and coordinates are in [`Records::wide`].
     const WIDE: u32 = 15;
 
-    /// Sets an instance that fits: `pc_id` not 0, the context below 2^28, at most
-    /// [`Self::INLINE`] coordinates, each below 2^32.
+    /// Sets an instance with `pc_id` not 0, a context below 2^28 and at most
+    /// [`Self::INLINE`] coordinates; whether they all fit in 32 bits (if not, the record is
+    /// to be set wide).
     #[inline(always)]
-    fn set(&mut self, stmt: Stmt, pc_id: u32, coords: &[u64]) {
+    fn set(&mut self, stmt: Stmt, pc_id: u32, coords: &[u64]) -> bool {
         self.pc = pc_id;
         self.ctx_len = (stmt.context as u32) << 4 | coords.len() as u32;
+        let mut any = 0;
         for (d, s) in self.inline.iter_mut().zip(coords) {
             *d = *s as u32;
+            any |= *s;
         }
+        any >> 32 == 0
     }
 }
 
-/// What the shadow operations touch of a record, kept apart from the statement and coordinates
-/// so that reference counting stays in few cache lines.
-#[derive(Clone, Copy, Default)]
-struct Meta {
-    /// Shadow bytes referring to the record.
-    refs: u32,
-    /// The instance that last reported on this producer ([`Records::epoch`], in the upper
-    /// bits) and one bit per (kind, through) it reported, in the low [`EPOCH_SHIFT`]: each
-    /// producer appears once per kind in an instance's dependences. (A per-instance list of
-    /// producers costs a search per dependence; a 64-bit epoch, 8 more bytes per record.)
-    reported: u32,
-}
-
-/// Low bits of [`Meta::reported`] that hold (kind, through) bits.
+/// Slots of [`Records::reported`].
+const REPORTED_SLOTS: usize = 256;
+/// Low bits of a [`Records::reported`] entry that hold (kind, through) bits; the instance's
+/// epoch is above them.
 const EPOCH_SHIFT: u32 = 6;
 
 const PAGE_BITS: u32 = 12;
@@ -513,12 +507,19 @@ impl Default for DepOptions {
 /// Reference-counted records of statement instances; handle 0 is "nobody".
 struct Records {
     recs: Vec<Record>,
-    /// Reference counts and reported dependences, kept apart from the records so that the
-    /// shadow operations touch few cache lines.
-    meta: Vec<Meta>,
+    /// Reference counts, kept apart from the records so that the shadow operations touch few
+    /// cache lines: shadow bytes referring to each record.
+    refs: Vec<u32>,
     free: Vec<Handle>,
-    /// Number of the instance being processed, shifted left by [`EPOCH_SHIFT`] (for
-    /// [`Meta::reported`]); never 0, the epoch of fresh records.
+    /// The producers the instance being processed has reported on, direct-mapped by handle:
+    /// (handle, epoch and one bit per (kind, through)), each producer appearing once per kind
+    /// in an instance's dependences. Per instance rather than per record (a handful, where
+    /// records are millions) and without a search (a list cost 3% more time).
+    reported: Box<[(Handle, u32); REPORTED_SLOTS]>,
+    /// Those whose slot another producer of the instance holds.
+    reported_more: FastMap<Handle, u32>,
+    /// Number of the instance being processed, shifted left by [`EPOCH_SHIFT`]; never 0, the
+    /// epoch of the empty slots.
     epoch: u32,
     /// Statement and coordinates of the records too deep or too large for [`Record`]'s
     /// inline fields.
@@ -532,11 +533,10 @@ impl Records {
     fn new() -> Records {
         Records {
             recs: vec![Record::default()],
-            meta: vec![Meta {
-                refs: u32::MAX,
-                reported: 0,
-            }],
+            refs: vec![u32::MAX],
             free: Vec::new(),
+            reported: Box::new([(0, 0); REPORTED_SLOTS]),
+            reported_more: FastMap::default(),
             epoch: 1 << EPOCH_SHIFT,
             wide: FastMap::default(),
             pcs: vec![0],
@@ -547,39 +547,40 @@ impl Records {
     /// one, in line); `pc_id` is the index of `stmt.pc` in [`Self::pcs`], 0 if none.
     #[inline(always)]
     fn alloc(&mut self, stmt: Stmt, pc_id: u32, coords: &[u64]) -> Handle {
-        let narrow = pc_id != 0
-            && coords.len() <= Record::INLINE
-            && stmt.context >> 28 == 0
-            && coords.iter().fold(0, |a, &c| a | c) >> 32 == 0;
-        match self.free.pop() {
-            Some(h) if narrow && self.recs[h as usize].ctx_len & 15 != Record::WIDE => {
-                self.recs[h as usize].set(stmt, pc_id, coords);
-                self.meta[h as usize] = Meta::default();
-                h
+        let fits = pc_id != 0 && coords.len() <= Record::INLINE && stmt.context >> 28 == 0;
+        if let Some(&h) = self.free.last() {
+            let r = &mut self.recs[h as usize];
+            // Set in place, the coordinates checked as they are copied (one pass); a record
+            // that does not fit is set again, wide, out of line.
+            if fits && r.ctx_len & 15 != Record::WIDE && r.set(stmt, pc_id, coords) {
+                self.free.pop();
+                self.refs[h as usize] = 0;
+                return h;
             }
-            h => self.alloc_rare(h, narrow, stmt, pc_id, coords),
         }
+        let h = self.free.pop();
+        self.alloc_rare(h, fits, stmt, pc_id, coords)
     }
 
     /// [`Self::alloc`] of a new record, or where the side table is involved: `h` is the
-    /// freed record to reuse, `narrow` whether the instance fits in a [`Record`].
+    /// freed record to reuse; `fits`, whether [`Record::set`] can take the instance.
     #[inline(never)]
     fn alloc_rare(
         &mut self,
         h: Option<Handle>,
-        narrow: bool,
+        fits: bool,
         stmt: Stmt,
         pc_id: u32,
         coords: &[u64],
     ) -> Handle {
         let h = match h {
             Some(h) => {
-                self.meta[h as usize] = Meta::default();
+                self.refs[h as usize] = 0;
                 h
             }
             None => {
                 self.recs.push(Record::default());
-                self.meta.push(Meta::default());
+                self.refs.push(0);
                 (self.recs.len() - 1) as Handle
             }
         };
@@ -587,9 +588,7 @@ impl Records {
         if r.ctx_len & 15 == Record::WIDE {
             self.wide.remove(&h);
         }
-        if narrow {
-            r.set(stmt, pc_id, coords);
-        } else {
+        if !(fits && r.set(stmt, pc_id, coords)) {
             r.ctx_len = Record::WIDE;
             self.wide.insert(h, (stmt, coords.to_vec()));
         }
@@ -631,16 +630,16 @@ impl Records {
     #[inline]
     fn retain(&mut self, h: Handle, n: u32) {
         if h != 0 {
-            self.meta[h as usize].refs += n;
+            self.refs[h as usize] += n;
         }
     }
 
     #[inline]
     fn release(&mut self, h: Handle, n: u32) {
         if h != 0 && n != 0 {
-            let m = &mut self.meta[h as usize];
-            m.refs -= n;
-            if m.refs == 0 {
+            let refs = &mut self.refs[h as usize];
+            *refs -= n;
+            if *refs == 0 {
                 self.free.push(h);
             }
         }
@@ -650,12 +649,17 @@ impl Records {
     /// (and from now on, it has).
     #[inline]
     fn first_report(&mut self, h: Handle, bit: u32) -> bool {
-        let m = &mut self.meta[h as usize];
-        if m.reported >> EPOCH_SHIFT != self.epoch >> EPOCH_SHIFT {
-            m.reported = self.epoch;
-        }
-        let first = m.reported & bit == 0;
-        m.reported |= bit;
+        let slot = &mut self.reported[h as usize % REPORTED_SLOTS];
+        let bits = if slot.1 >> EPOCH_SHIFT != self.epoch >> EPOCH_SHIFT {
+            *slot = (h, self.epoch);
+            &mut slot.1
+        } else if slot.0 == h {
+            &mut slot.1
+        } else {
+            self.reported_more.entry(h).or_insert(0)
+        };
+        let first = *bits & bit == 0;
+        *bits |= bit;
         first
     }
 
@@ -663,19 +667,21 @@ impl Records {
     #[inline]
     fn next_instance(&mut self) {
         self.epoch = self.epoch.wrapping_add(1 << EPOCH_SHIFT);
-        if self.epoch == 0 {
-            self.epoch_wrapped();
+        if self.epoch == 0 || !self.reported_more.is_empty() {
+            self.next_instance_rare();
         }
     }
 
-    /// Every 2^26 instances the epoch comes round again: records keep no earlier one.
+    /// [`Self::next_instance`] when the last one used `reported_more`, or every 2^26
+    /// instances, when the epoch comes round again (slots keep no earlier one).
     #[cold]
     #[inline(never)]
-    fn epoch_wrapped(&mut self) {
-        for m in &mut self.meta {
-            m.reported = 0;
+    fn next_instance_rare(&mut self) {
+        self.reported_more.clear();
+        if self.epoch == 0 {
+            self.reported.fill((0, 0));
+            self.epoch = 1 << EPOCH_SHIFT;
         }
-        self.epoch = 1 << EPOCH_SHIFT;
     }
 
     fn live(&self) -> usize {
