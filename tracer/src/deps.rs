@@ -515,7 +515,7 @@ struct Records {
     /// (handle, epoch and one bit per (kind, through)), each producer appearing once per kind
     /// in an instance's dependences. Per instance rather than per record (a handful, where
     /// records are millions) and without a search (a list cost 3% more time).
-    reported: Box<[(Handle, u32); REPORTED_SLOTS]>,
+    reported: [(Handle, u32); REPORTED_SLOTS],
     /// Those whose slot another producer of the instance holds.
     reported_more: FastMap<Handle, u32>,
     /// Number of the instance being processed, shifted left by [`EPOCH_SHIFT`]; never 0, the
@@ -535,7 +535,7 @@ impl Records {
             recs: vec![Record::default()],
             refs: vec![u32::MAX],
             free: Vec::new(),
-            reported: Box::new([(0, 0); REPORTED_SLOTS]),
+            reported: [(0, 0); REPORTED_SLOTS],
             reported_more: FastMap::default(),
             epoch: 1 << EPOCH_SHIFT,
             wide: FastMap::default(),
@@ -596,7 +596,7 @@ impl Records {
     }
 
     /// The statement of record `h`.
-    #[inline]
+    #[inline(always)]
     fn stmt(&self, h: Handle) -> Stmt {
         let r = &self.recs[h as usize];
         match r.ctx_len & 15 {
@@ -612,7 +612,7 @@ impl Records {
     }
 
     /// The coordinates of record `h`, widened into `buf` when they are inline.
-    #[inline]
+    #[inline(always)]
     fn coords<'a>(&'a self, h: Handle, buf: &'a mut [u64; Record::INLINE]) -> &'a [u64] {
         let r = &self.recs[h as usize];
         match r.ctx_len & 15 {
@@ -647,7 +647,7 @@ impl Records {
 
     /// Whether the current instance has not reported a dependence of kind `bit` on `h` yet
     /// (and from now on, it has).
-    #[inline]
+    #[inline(always)]
     fn first_report(&mut self, h: Handle, bit: u32) -> bool {
         let slot = &mut self.reported[h as usize % REPORTED_SLOTS];
         let bits = if slot.1 >> EPOCH_SHIFT != self.epoch >> EPOCH_SHIFT {
