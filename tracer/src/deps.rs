@@ -184,58 +184,46 @@ pub struct Dep<'a> {
 /// Handle of a record; 0 means "nobody" (never written, or filled from outside the trace).
 pub(crate) type Handle = u32;
 
+/// A statement instance, in 32 bytes: memory keeps one per instance some shadow byte still
+/// refers to (heartwall keeps 3.2 M live; at 112 bytes each they were most of its peak
+/// memory). The instruction is an index in [`Records::pcs`]; contexts below 2^28 and
+/// coordinates that fit in 32 bits (nearly all: one loop would have to run 4 G times) are
+/// kept inline, the rest in [`Records::wide`].
+#[derive(Clone, Default)]
 struct Record {
-    stmt: Stmt,
-    coords: Coords,
+    pc: u32,
+    /// The context, shifted left by 4, and the number of coordinates in `inline` (or
+    /// [`Record::WIDE`]).
+    ctx_len: u32,
+    inline: [u32; Record::INLINE],
 }
 
-/// Coordinates of a record: inline up to [`Coords::INLINE`] loops deep (copied on every
-/// instruction, so without the branches of a general small vector).
-#[derive(Default)]
-struct Coords {
-    len: u32,
-    inline: [u64; Coords::INLINE],
-    deeper: Vec<u64>,
-}
-
-impl Coords {
+impl Record {
     const INLINE: usize = 6;
+    /// The statement and coordinates are in [`Records::wide`].
+    const WIDE: u32 = 15;
 
-    #[inline]
-    fn set(&mut self, c: &[u64]) {
-        self.len = c.len() as u32;
-        if c.len() <= Self::INLINE {
-            for (d, s) in self.inline.iter_mut().zip(c) {
-                *d = *s;
-            }
-        } else {
-            self.deeper.clear();
-            self.deeper.extend_from_slice(c);
+    /// Sets an instance with `pc_id` not 0, a context below 2^28 and at most
+    /// [`Self::INLINE`] coordinates; whether they all fit in 32 bits (if not, the record is
+    /// to be set wide).
+    #[inline(always)]
+    fn set(&mut self, stmt: Stmt, pc_id: u32, coords: &[u64]) -> bool {
+        self.pc = pc_id;
+        self.ctx_len = (stmt.context as u32) << 4 | coords.len() as u32;
+        let mut any = 0;
+        for (d, s) in self.inline.iter_mut().zip(coords) {
+            *d = *s as u32;
+            any |= *s;
         }
-    }
-
-    #[inline]
-    fn get(&self) -> &[u64] {
-        let n = self.len as usize;
-        if n <= Self::INLINE {
-            &self.inline[..n]
-        } else {
-            &self.deeper
-        }
+        any >> 32 == 0
     }
 }
 
-/// What the shadow operations touch of a record, kept apart from the statement and coordinates
-/// so that reference counting stays in few cache lines.
-#[derive(Clone, Copy, Default)]
-struct Meta {
-    /// Shadow bytes referring to the record.
-    refs: u32,
-    /// One bit per (kind, through) already reported on this producer by the instance `epoch`:
-    /// each producer appears once per kind in an instance's dependences.
-    reported: u32,
-    epoch: u64,
-}
+/// Slots of [`Records::reported`].
+const REPORTED_SLOTS: usize = 256;
+/// Low bits of a [`Records::reported`] entry that hold (kind, through) bits; the instance's
+/// epoch is above them.
+const EPOCH_SHIFT: u32 = 6;
 
 const PAGE_BITS: u32 = 12;
 const PAGE: usize = 1 << PAGE_BITS;
@@ -462,7 +450,9 @@ impl Default for Code {
 }
 
 impl Code {
-    fn insert(&mut self, addr: u64, u: RegUse) {
+    /// Records what the instruction at `addr` uses; returns the address's index (one per
+    /// address, from 1).
+    fn insert(&mut self, addr: u64, u: RegUse) -> u32 {
         // A miss may be cached for the address.
         self.recent[Self::slot(addr)] = (0, u32::MAX);
         let next = self.uses.len() as u32;
@@ -473,6 +463,7 @@ impl Code {
         } else {
             self.uses[i as usize] = plan;
         }
+        i
     }
 
     #[inline]
@@ -480,8 +471,9 @@ impl Code {
         (addr ^ addr >> 12) as usize & (RECENT_CODE - 1)
     }
 
+    /// The index of `addr` (0 if it has no code) and what it uses.
     #[inline]
-    fn get(&mut self, addr: u64) -> &Plan {
+    fn get(&mut self, addr: u64) -> (u32, &Plan) {
         let slot = &mut self.recent[Self::slot(addr)];
         let i = if slot.0 == addr && slot.1 != u32::MAX {
             slot.1
@@ -490,7 +482,7 @@ impl Code {
             *slot = (addr, i);
             i
         };
-        &self.uses[i as usize]
+        (i, &self.uses[i as usize])
     }
 }
 
@@ -515,68 +507,139 @@ impl Default for DepOptions {
 /// Reference-counted records of statement instances; handle 0 is "nobody".
 struct Records {
     recs: Vec<Record>,
-    meta: Vec<Meta>,
+    /// Reference counts, kept apart from the records so that the shadow operations touch few
+    /// cache lines: shadow bytes referring to each record.
+    refs: Vec<u32>,
     free: Vec<Handle>,
-    /// Number of the instance being processed (for [`Meta::reported`]).
-    epoch: u64,
+    /// The producers the instance being processed has reported on, direct-mapped by handle:
+    /// (handle, epoch and one bit per (kind, through)), each producer appearing once per kind
+    /// in an instance's dependences. Per instance rather than per record (a handful, where
+    /// records are millions) and without a search (a list of them took 10-20% more time).
+    reported: [(Handle, u32); REPORTED_SLOTS],
+    /// Those whose slot another producer of the instance holds.
+    reported_more: FastMap<Handle, u32>,
+    /// Number of the instance being processed, shifted left by [`EPOCH_SHIFT`]; never 0, the
+    /// epoch of the empty slots.
+    epoch: u32,
+    /// Statement and coordinates of the records too deep or too large for [`Record`]'s
+    /// inline fields.
+    wide: FastMap<Handle, (Stmt, Vec<u64>)>,
+    /// Instruction addresses, by their index in [`Code`] (0: none, for addresses without
+    /// code).
+    pcs: Vec<u64>,
 }
 
 impl Records {
     fn new() -> Records {
         Records {
-            recs: vec![Record {
-                stmt: Stmt { context: 0, pc: 0 },
-                coords: Coords::default(),
-            }],
-            meta: vec![Meta {
-                refs: u32::MAX,
-                ..Meta::default()
-            }],
+            recs: vec![Record::default()],
+            refs: vec![u32::MAX],
             free: Vec::new(),
-            epoch: 0,
+            reported: [(0, 0); REPORTED_SLOTS],
+            reported_more: FastMap::default(),
+            epoch: 1 << EPOCH_SHIFT,
+            wide: FastMap::default(),
+            pcs: vec![0],
         }
     }
 
-    /// A new record (one per instance: most reuse a freed one, in line).
+    /// A new record of `stmt`'s instance at `coords` (one per instance: most reuse a freed
+    /// one, in line); `pc_id` is the index of `stmt.pc` in [`Self::pcs`], 0 if none.
     #[inline(always)]
-    fn alloc(&mut self, stmt: Stmt, coords: &[u64]) -> Handle {
-        match self.free.pop() {
+    fn alloc(&mut self, stmt: Stmt, pc_id: u32, coords: &[u64]) -> Handle {
+        let fits = pc_id != 0 && coords.len() <= Record::INLINE && stmt.context >> 28 == 0;
+        if let Some(&h) = self.free.last() {
+            let r = &mut self.recs[h as usize];
+            // Set in place, the coordinates checked as they are copied (one pass); a record
+            // that does not fit is set again, wide, out of line.
+            if fits && r.ctx_len & 15 != Record::WIDE && r.set(stmt, pc_id, coords) {
+                self.free.pop();
+                self.refs[h as usize] = 0;
+                return h;
+            }
+        }
+        let h = self.free.pop();
+        self.alloc_rare(h, fits, stmt, pc_id, coords)
+    }
+
+    /// [`Self::alloc`] of a new record, or where the side table is involved: `h` is the
+    /// freed record to reuse; `fits`, whether [`Record::set`] can take the instance.
+    #[inline(never)]
+    fn alloc_rare(
+        &mut self,
+        h: Option<Handle>,
+        fits: bool,
+        stmt: Stmt,
+        pc_id: u32,
+        coords: &[u64],
+    ) -> Handle {
+        let h = match h {
             Some(h) => {
-                let r = &mut self.recs[h as usize];
-                r.stmt = stmt;
-                r.coords.set(coords);
-                self.meta[h as usize] = Meta::default();
+                self.refs[h as usize] = 0;
                 h
             }
-            None => self.alloc_new(stmt, coords),
+            None => {
+                self.recs.push(Record::default());
+                self.refs.push(0);
+                (self.recs.len() - 1) as Handle
+            }
+        };
+        let r = &mut self.recs[h as usize];
+        if r.ctx_len & 15 == Record::WIDE {
+            self.wide.remove(&h);
+        }
+        if !(fits && r.set(stmt, pc_id, coords)) {
+            r.ctx_len = Record::WIDE;
+            self.wide.insert(h, (stmt, coords.to_vec()));
+        }
+        h
+    }
+
+    /// The statement of record `h`.
+    #[inline(always)]
+    fn stmt(&self, h: Handle) -> Stmt {
+        let r = &self.recs[h as usize];
+        match r.ctx_len & 15 {
+            Record::WIDE => self
+                .wide
+                .get(&h)
+                .map_or(Stmt { context: 0, pc: 0 }, |w| w.0),
+            _ => Stmt {
+                context: (r.ctx_len >> 4) as NodeId,
+                pc: self.pcs[r.pc as usize],
+            },
         }
     }
 
-    #[inline(never)]
-    fn alloc_new(&mut self, stmt: Stmt, coords: &[u64]) -> Handle {
-        let mut r = Record {
-            stmt,
-            coords: Coords::default(),
-        };
-        r.coords.set(coords);
-        self.recs.push(r);
-        self.meta.push(Meta::default());
-        (self.recs.len() - 1) as Handle
+    /// The coordinates of record `h`, widened into `buf` when they are inline.
+    #[inline(always)]
+    fn coords<'a>(&'a self, h: Handle, buf: &'a mut [u64; Record::INLINE]) -> &'a [u64] {
+        let r = &self.recs[h as usize];
+        match r.ctx_len & 15 {
+            Record::WIDE => self.wide.get(&h).map_or(&[], |w| &w.1[..]),
+            n => {
+                // All of them, a fixed-size loop (vectorised); those past `n` are unused.
+                for (d, s) in buf.iter_mut().zip(&r.inline) {
+                    *d = u64::from(*s);
+                }
+                &buf[..n as usize]
+            }
+        }
     }
 
     #[inline]
     fn retain(&mut self, h: Handle, n: u32) {
         if h != 0 {
-            self.meta[h as usize].refs += n;
+            self.refs[h as usize] += n;
         }
     }
 
     #[inline]
     fn release(&mut self, h: Handle, n: u32) {
         if h != 0 && n != 0 {
-            let m = &mut self.meta[h as usize];
-            m.refs -= n;
-            if m.refs == 0 {
+            let refs = &mut self.refs[h as usize];
+            *refs -= n;
+            if *refs == 0 {
                 self.free.push(h);
             }
         }
@@ -584,16 +647,46 @@ impl Records {
 
     /// Whether the current instance has not reported a dependence of kind `bit` on `h` yet
     /// (and from now on, it has).
-    #[inline]
+    #[inline(always)]
     fn first_report(&mut self, h: Handle, bit: u32) -> bool {
-        let m = &mut self.meta[h as usize];
-        if m.epoch != self.epoch {
-            m.epoch = self.epoch;
-            m.reported = 0;
-        }
-        let first = m.reported & bit == 0;
-        m.reported |= bit;
+        let slot = &mut self.reported[h as usize % REPORTED_SLOTS];
+        let bits = if slot.1 >> EPOCH_SHIFT != self.epoch >> EPOCH_SHIFT {
+            *slot = (h, self.epoch);
+            &mut slot.1
+        } else if slot.0 == h {
+            &mut slot.1
+        } else {
+            self.reported_more.entry(h).or_insert(0)
+        };
+        let first = *bits & bit == 0;
+        *bits |= bit;
         first
+    }
+
+    /// A new instance starts: it has reported nothing yet.
+    #[inline]
+    fn next_instance(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1 << EPOCH_SHIFT);
+        if self.epoch == 0 || !self.reported_more.is_empty() {
+            self.next_instance_rare();
+        }
+    }
+
+    /// [`Self::next_instance`] when the last one used `reported_more`, or every 2^26
+    /// instances, when the epoch comes round again (slots keep no earlier one).
+    #[cold]
+    #[inline(never)]
+    fn next_instance_rare(&mut self) {
+        // Cleared per instance: not at the size one large library call left it.
+        if self.reported_more.capacity() > 1024 {
+            self.reported_more = FastMap::default();
+        } else {
+            self.reported_more.clear();
+        }
+        if self.epoch == 0 {
+            self.reported.fill((0, 0));
+            self.epoch = 1 << EPOCH_SHIFT;
+        }
     }
 
     fn live(&self) -> usize {
@@ -734,13 +827,14 @@ impl<F: FnMut(&Dep<'_>)> Instance<'_, F> {
         if h == 0 || h == self.mine || !self.records.first_report(h, bit) {
             return;
         }
-        let p = &self.records.recs[h as usize];
+        let records = &*self.records;
+        let mut buf = [0; Record::INLINE];
         (self.out)(&Dep {
             kind,
             through,
-            producer: p.stmt,
+            producer: records.stmt(h),
             consumer: self.me,
-            producer_coords: p.coords.get(),
+            producer_coords: records.coords(h, &mut buf),
             consumer_coords: self.coords,
             location,
         });
@@ -1049,7 +1143,10 @@ impl DepTracker {
                 let mut d = Decoder::with_ip(64, bytes, addr, DecoderOptions::NONE);
                 let insn = d.decode();
                 let u = reg_use(&insn, &mut self.info);
-                self.code.insert(addr, u);
+                let id = self.code.insert(addr, u);
+                if id as usize == self.records.pcs.len() {
+                    self.records.pcs.push(addr);
+                }
             }
             Event::LibCall(c) => self.lib_call(c, out),
             Event::LibReturn { pc, rax, .. } => self.lib_return(pc, rax, out),
@@ -1089,15 +1186,14 @@ impl DepTracker {
     fn call_record(&mut self, site: u64) -> Handle {
         let records = &mut self.records;
         let call = self.last_call;
-        if call != 0 && records.recs[call as usize].stmt.pc == site {
+        if call != 0 && records.stmt(call).pc == site {
             records.retain(call, 1);
             return call;
         }
         // Left by a jump (a tail call): the last instruction's instance. Its record may be
         // free already (not yet reused): copy it.
-        let last = &records.recs[self.last_step as usize];
         let stmt = if self.last_step != 0 {
-            last.stmt
+            records.stmt(self.last_step)
         } else {
             Stmt {
                 context: 0,
@@ -1105,8 +1201,11 @@ impl DepTracker {
             }
         };
         self.call_coords.clear();
-        self.call_coords.extend_from_slice(last.coords.get());
-        let h = records.alloc(stmt, &self.call_coords);
+        let mut buf = [0; Record::INLINE];
+        self.call_coords
+            .extend_from_slice(records.coords(self.last_step, &mut buf));
+        let (pc_id, _) = self.code.get(stmt.pc);
+        let h = records.alloc(stmt, pc_id, &self.call_coords);
         records.retain(h, 1);
         h
     }
@@ -1209,13 +1308,13 @@ impl DepTracker {
     fn apply_as(&mut self, rec: Handle, acc: &Accesses<'_>, out: &mut impl FnMut(&Dep<'_>)) {
         let mut coords = std::mem::take(&mut self.call_coords);
         coords.clear();
-        let r = &self.records.recs[rec as usize];
-        coords.extend_from_slice(r.coords.get());
-        let me = r.stmt;
+        let mut buf = [0; Record::INLINE];
+        coords.extend_from_slice(self.records.coords(rec, &mut buf));
+        let me = self.records.stmt(rec);
         let DepTracker {
             opts, records, sh, ..
         } = self;
-        records.epoch += 1;
+        records.next_instance();
         let storage = opts.storage;
         let mut inst = Instance {
             records,
@@ -1355,12 +1454,12 @@ impl DepTracker {
             last_step,
             ..
         } = self;
-        records.epoch += 1;
-        let uses = code.get(insn.pc);
+        records.next_instance();
+        let (pc_id, uses) = code.get(insn.pc);
         let storage = opts.storage;
         // The record of this instance. It holds a reference of its own until the end of the
         // step, so that replacing its reads by its writes never frees it midway.
-        let mine = records.alloc(me, coords);
+        let mine = records.alloc(me, pc_id, coords);
         records.retain(mine, 1);
         let mut inst = Instance {
             records,
