@@ -456,13 +456,51 @@ pub(super) fn phrases(needs: &[Requirement]) -> String {
                     Change::Privatize | Change::FirstPrivate | Change::LastPrivate
                 ) || r.private_variable().is_none()
             })
+            .filter(|r| r.change != Change::Expand || expanded_along(r).is_none())
             .map(Requirement::phrase),
     );
+    // Values expanded along one loop, one phrase: omp_own.c's distribution expands seven
+    // variables of one frame along the same line (700 characters one by one).
+    let mut along: Vec<(&str, Vec<&str>)> = Vec::new();
+    for (what, line) in needs.iter().filter_map(expanded_along) {
+        match along.iter_mut().find(|(l, _)| *l == line) {
+            Some((_, v)) => v.push(what),
+            None => along.push((line, vec![what])),
+        }
+    }
+    for (line, what) in along {
+        // Each thing once; those of one frame listed together, the frame said once after
+        // them (`` `c0` and `up` (stack of f) ``).
+        let mut frames: Vec<(&str, Vec<String>)> = Vec::new();
+        for w in what {
+            let (name, frame) = w.find(" (").map_or((w, ""), |k| w.split_at(k));
+            let name = name.to_string();
+            match frames.iter_mut().find(|(f, _)| *f == frame) {
+                Some((_, names)) if names.contains(&name) => {}
+                Some((_, names)) => names.push(name),
+                None => frames.push((frame, vec![name])),
+            }
+        }
+        let parts: Vec<String> = frames
+            .iter()
+            .map(|(frame, names)| format!("{}{frame}", list(names)))
+            .collect();
+        out.push(format!("expanding {} along {line}", parts.join(", ")));
+    }
     // Registers no variable names read alike in the user's text ("a value the compiler
     // keeps in a register"): one phrase for all the registers a change names alike.
     let mut seen = std::collections::BTreeSet::new();
     out.retain(|p| seen.insert(without_register_names(p)));
     out.join(" and ")
+}
+
+/// An expansion's storage and the loop line it is expanded along (`` `k` (stack of f) along
+/// k.c:25 ``), if its description says so.
+fn expanded_along(r: &Requirement) -> Option<(&str, &str)> {
+    if r.change != Change::Expand {
+        return None;
+    }
+    r.storage.rsplit_once(" along ")
 }
 
 /// `p` with the name after each "register " left out.
