@@ -447,6 +447,19 @@ pub(super) fn phrases(needs: &[Requirement]) -> String {
             out.push(phrase.replace("{}", &list(&vars)));
         }
     }
+    // Values expanded along one loop, one phrase when there are many: omp_own.c's
+    // distribution expands seven variables of one frame along the same line (700 characters
+    // one by one). A few keep a phrase each.
+    let grouped = |r: &Requirement| {
+        expanded_along(r).is_some_and(|(_, line)| {
+            needs
+                .iter()
+                .filter_map(expanded_along)
+                .filter(|(_, l)| *l == line)
+                .count()
+                >= EXPANSIONS_IN_ONE_PHRASE
+        })
+    };
     out.extend(
         needs
             .iter()
@@ -456,13 +469,15 @@ pub(super) fn phrases(needs: &[Requirement]) -> String {
                     Change::Privatize | Change::FirstPrivate | Change::LastPrivate
                 ) || r.private_variable().is_none()
             })
-            .filter(|r| r.change != Change::Expand || expanded_along(r).is_none())
+            .filter(|r| !grouped(r))
             .map(Requirement::phrase),
     );
-    // Values expanded along one loop, one phrase: omp_own.c's distribution expands seven
-    // variables of one frame along the same line (700 characters one by one).
     let mut along: Vec<(&str, Vec<&str>)> = Vec::new();
-    for (what, line) in needs.iter().filter_map(expanded_along) {
+    for (what, line) in needs
+        .iter()
+        .filter(|r| grouped(r))
+        .filter_map(expanded_along)
+    {
         match along.iter_mut().find(|(l, _)| *l == line) {
             Some((_, v)) => v.push(what),
             None => along.push((line, vec![what])),
@@ -493,6 +508,9 @@ pub(super) fn phrases(needs: &[Requirement]) -> String {
     out.retain(|p| seen.insert(without_register_names(p)));
     out.join(" and ")
 }
+
+/// Expansions along one loop line from which they are said in one phrase.
+const EXPANSIONS_IN_ONE_PHRASE: usize = 3;
 
 /// An expansion's storage and the loop line it is expanded along (`` `k` (stack of f) along
 /// k.c:25 ``), if its description says so.
