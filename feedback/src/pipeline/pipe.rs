@@ -427,6 +427,16 @@ fn unpipe_deps(buf: &[u64], c: &mut DepCollect<'_>) {
             pc: buf[i + 1],
         };
         let (consumer, producer, location) = (stmt(k + 1), stmt(k + 3), buf[k + 5]);
+        // Both messages start alike; only where the coordinates lie differs.
+        let dep = |consumer_coords, producer_coords| tracer::Dep {
+            kind: kind(head),
+            through: through(head),
+            consumer,
+            producer,
+            location,
+            consumer_coords,
+            producer_coords,
+        };
         if head & 0xf == MSG_RUN {
             let (count, sigma) = (buf[k + 6], buf[k + 7]);
             let j = k + 8;
@@ -434,15 +444,7 @@ fn unpipe_deps(buf: &[u64], c: &mut DepCollect<'_>) {
             let producer_coords = &buf[j + n1..j + n1 + n2];
             let delta = &buf[j + n1 + n2..j + n1 + 2 * n2];
             c.dep_run(
-                &tracer::Dep {
-                    kind: kind(head),
-                    through: through(head),
-                    consumer,
-                    producer,
-                    location,
-                    consumer_coords,
-                    producer_coords,
-                },
+                &dep(consumer_coords, producer_coords),
                 head >> 44 & 1 == 1,
                 sigma,
                 delta,
@@ -457,15 +459,7 @@ fn unpipe_deps(buf: &[u64], c: &mut DepCollect<'_>) {
             } else {
                 (&buf[j + n1..j + n1 + n2], j + n1 + n2)
             };
-            c.dep(&tracer::Dep {
-                kind: kind(head),
-                through: through(head),
-                consumer,
-                producer,
-                location,
-                consumer_coords,
-                producer_coords,
-            });
+            c.dep(&dep(consumer_coords, producer_coords));
             k = end;
         }
     }
